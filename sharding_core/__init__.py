@@ -1,0 +1,1 @@
+"""Shardscope's domain: device sets, meshes, PartitionSpecs and layouts, computed by JAX."""

@@ -1,0 +1,456 @@
+"""Layouts: where every shard of an array lives, computed by JAX and frozen as plain data.
+
+This is the pure-data layer between JAX and every picture (the grid, the terminal text, share
+links): JAX's ``NamedSharding.devices_indices_map`` and ``shard_shape`` give the numbers,
+:class:`Layout` holds them, renderers only read it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from sharding_core.devices import DeviceSet
+from sharding_core.errors import (
+    BAD_DTYPE,
+    BAD_SHAPE,
+    DUPLICATE_AXIS,
+    INDIVISIBLE,
+    RANK_MISMATCH,
+    TOO_LARGE,
+    UNKNOWN_AXIS,
+    ShardingError,
+)
+from sharding_core.mesh import MeshSpec, build_mesh, mesh_device_ids
+from sharding_core.spec import canonical_spec, parse_spec
+
+MAX_RANK = 16
+MAX_ARRAY_ELEMENTS = 2**36
+"""Largest array a layout describes (64 Gi elements); nothing is allocated, but byte counts stay exact."""
+
+INVALID_SPEC = "invalid_spec"
+
+DTYPES: dict[str, int] = {
+    "bool": 1,
+    "int4": 1,
+    "uint4": 1,
+    "int8": 1,
+    "uint8": 1,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+    "int16": 2,
+    "uint16": 2,
+    "float16": 2,
+    "bfloat16": 2,
+    "int32": 4,
+    "uint32": 4,
+    "float32": 4,
+    "int64": 8,
+    "uint64": 8,
+    "float64": 8,
+    "complex64": 8,
+    "complex128": 16,
+}
+"""Allowed dtypes and their item sizes in bytes (int4/uint4 are stored one per byte by XLA on CPU and GPU)."""
+
+Bounds = tuple[tuple[int, int], ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Shard:
+    device_id: int
+    index: Bounds
+    replica_id: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Tile:
+    """One distinct block of the array and the devices holding it (in mesh order)."""
+
+    index: Bounds
+    device_ids: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class DimSplit:
+    """How one array dimension is split: ``dim 0: 16 / x(4) → 4``."""
+
+    dim: int
+    size: int
+    axes: tuple[str, ...]
+    axis_sizes: tuple[int, ...]
+    blocks: int
+
+    def describe(self) -> str:
+        if not self.axes:
+            return f"dim {self.dim}: {self.size} (not split)"
+        axes = "·".join(f"{a}({s})" for a, s in zip(self.axes, self.axis_sizes, strict=True))
+        return f"dim {self.dim}: {self.size} / {axes} → {self.size // self.blocks}"
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Layout:
+    """Every device's block of the array, in mesh order, as columns (numpy arrays, read-only)."""
+
+    devices_key: str
+    platform: str
+    device_kind: str
+    spec: str
+    shape: tuple[int, ...]
+    dtype: str
+    itemsize: int
+    mesh_shape: tuple[int, ...]
+    axis_names: tuple[str, ...]
+    axis_types: tuple[str, ...]
+    mesh_device_ids: list[Any]
+    shard_shape: tuple[int, ...]
+    device_ids: np.ndarray  # (n,) in mesh order
+    starts: np.ndarray  # (n, rank) inclusive index bounds
+    stops: np.ndarray  # (n, rank) exclusive
+    replica_ids: np.ndarray  # (n,) as JAX numbers replicas
+    tile_ids: np.ndarray  # (n,) which distinct block each device holds, numbered by first appearance
+    dim_splits: tuple[DimSplit, ...]
+    replicated_axes: tuple[str, ...]
+    unreduced_axes: tuple[str, ...]
+    process_index: np.ndarray  # (n,)
+    coords: np.ndarray | None  # (n, 3) or None when the devices have no coords
+    core_on_chip: np.ndarray  # (n,)
+    slice_index: np.ndarray | None  # (n,) for multi-slice sets
+
+    @functools.cached_property
+    def shards(self) -> tuple[Shard, ...]:
+        bounds = np.stack([self.starts, self.stops], axis=-1).tolist()
+        return tuple(
+            Shard(int(d), tuple(tuple(b) for b in bs), int(r))
+            for d, bs, r in zip(self.device_ids.tolist(), bounds, self.replica_ids.tolist(), strict=True)
+        )
+
+    @functools.cached_property
+    def tiles(self) -> tuple[Tile, ...]:
+        first = np.unique(self.tile_ids, return_index=True)[1]
+        order = np.argsort(self.tile_ids, kind="stable")
+        groups = np.split(self.device_ids[order], np.cumsum(np.bincount(self.tile_ids))[:-1])
+        shards = self.shards
+        return tuple(Tile(shards[f].index, tuple(int(i) for i in g)) for f, g in zip(first, groups, strict=True))
+
+    @property
+    def num_tiles(self) -> int:
+        return int(self.tile_ids.max()) + 1 if len(self.tile_ids) else 0
+
+    @property
+    def replication_factor(self) -> int:
+        return len(self.device_ids) // self.num_tiles
+
+    @property
+    def bytes_per_device(self) -> int:
+        return math.prod(self.shard_shape) * self.itemsize
+
+    @property
+    def logical_bytes(self) -> int:
+        return math.prod(self.shape) * self.itemsize
+
+    @property
+    def total_bytes(self) -> int:
+        return self.bytes_per_device * len(self.device_ids)
+
+    @property
+    def json(self) -> dict[str, Any]:
+        """The JSON view as Python data (a fresh copy each call)."""
+        result: dict[str, Any] = json.loads(self.json_text)
+        return result
+
+    @functools.cached_property
+    def json_text(self) -> str:
+        """The JSON view, serialised once.
+
+        ``shards`` is the contract's list; ``shards[i]["tile"]`` numbers the distinct blocks and
+        ``tiles[k]`` lists the devices holding block ``k``; ``devices`` is columnar (one list per
+        attribute, in mesh order). The per-device parts are formatted from flat integer lists in
+        one ``%`` operation each: no per-device dicts or lists, so a 6144-device layout creates
+        almost no garbage-collected objects (full GC passes over JAX's heap were the slow part).
+        """
+        n, rank = self.starts.shape
+        index_fmt = ",".join(["[%d,%d]"] * rank)
+        shard_cols = [self.device_ids[:, None], np.stack([self.starts, self.stops], axis=-1).reshape(n, 2 * rank)]
+        shards = _rows(
+            np.concatenate([*shard_cols, self.replica_ids[:, None], self.tile_ids[:, None]], axis=1),
+            '{"device_id":%d,"index":[' + index_fmt + '],"replica_id":%d,"tile":%d}',
+        )
+        per_tile = n // self.num_tiles  # NamedSharding: every block has the same number of holders
+        order = np.argsort(self.tile_ids, kind="stable")
+        tiles = _rows(self.device_ids[order].reshape(self.num_tiles, per_tile), "[" + ",".join(["%d"] * per_tile) + "]")
+        coords = "null" if self.coords is None else _rows(self.coords, "[%d,%d,%d]")
+        head = {
+            "devices_key": self.devices_key,
+            "platform": self.platform,
+            "device_kind": self.device_kind,
+            "spec": self.spec,
+            "shape": list(self.shape),
+            "dtype": self.dtype,
+            "itemsize": self.itemsize,
+            "mesh": {
+                "shape": list(self.mesh_shape),
+                "axis_names": list(self.axis_names),
+                "axis_types": list(self.axis_types),
+                "device_ids": self.mesh_device_ids,
+            },
+            "shard_shape": list(self.shard_shape),
+            "dims": [
+                {
+                    "dim": d.dim,
+                    "size": d.size,
+                    "axes": list(d.axes),
+                    "axis_sizes": list(d.axis_sizes),
+                    "blocks": d.blocks,
+                    "text": d.describe(),
+                }
+                for d in self.dim_splits
+            ],
+            "replication_factor": self.replication_factor,
+            "replicated_axes": list(self.replicated_axes),
+            "unreduced_axes": list(self.unreduced_axes),
+            "bytes_per_device": self.bytes_per_device,
+            "total_bytes": self.total_bytes,
+            "logical_bytes": self.logical_bytes,
+        }
+        devices = (
+            '{"id":' + _ints(self.device_ids) + ',"process_index":' + _ints(self.process_index)
+            + ',"core_on_chip":' + _ints(self.core_on_chip) + ',"coords":' + coords
+            + (',"slice_index":' + _ints(self.slice_index) if self.slice_index is not None else "")
+            + "}"
+        )  # fmt: skip
+        text = json.dumps(head, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        return text[:-1] + ',"shards":' + shards + ',"tiles":' + tiles + ',"devices":' + devices + "}"
+
+
+def _rows(table: np.ndarray, row_fmt: str) -> str:
+    """``[row_fmt % row, ...]`` for an integer table, as one JSON array, in one format operation."""
+    if len(table) == 0:
+        return "[]"
+    return "[" + ",".join([row_fmt] * len(table)) % tuple(table.ravel().tolist()) + "]"
+
+
+def _ints(values: np.ndarray) -> str:
+    return str(values.tolist()).replace(" ", "")  # list repr is C-fast and, for ints, valid JSON
+
+
+def check_shape(shape: Sequence[int]) -> tuple[int, ...]:
+    if len(shape) > MAX_RANK:
+        raise ShardingError(TOO_LARGE, f"arrays have rank at most {MAX_RANK}, got rank {len(shape)}", limit=MAX_RANK)
+    for d in shape:
+        if isinstance(d, bool) or not isinstance(d, int) or d < 1:
+            raise ShardingError(BAD_SHAPE, f"array dimensions must be positive integers, got {list(shape)}")
+        if d > MAX_ARRAY_ELEMENTS:
+            break
+    n = 1
+    for d in shape:
+        n *= d
+        if n > MAX_ARRAY_ELEMENTS:
+            raise ShardingError(
+                TOO_LARGE,
+                f"the array {list(shape)} has more than {MAX_ARRAY_ELEMENTS} (2^36) elements",
+                hint="describe a smaller array; the layout of a larger one is the same at any multiple",
+                limit=MAX_ARRAY_ELEMENTS,
+            )
+    return tuple(shape)
+
+
+def check_dtype(dtype: str) -> int:
+    if dtype not in DTYPES:
+        raise ShardingError(
+            BAD_DTYPE, f"unknown dtype {str(dtype)[:32]!r}; allowed: {', '.join(DTYPES)}", hint="e.g. float32, bfloat16"
+        )
+    return DTYPES[dtype]
+
+
+def _entry_axes(entry: Any) -> tuple[str, ...]:
+    if entry is None:
+        return ()
+    if isinstance(entry, tuple):
+        return tuple(entry)
+    return (entry,)
+
+
+def _nearest_multiples(size: int, factor: int) -> list[int]:
+    lower = (size // factor) * factor
+    out = [m for m in (lower, lower + factor) if m > 0]
+    return out
+
+
+def check_spec(spec: Any, mesh_shape: dict[str, int], shape: tuple[int, ...]) -> None:
+    """Explains, as data, every way ``spec`` cannot shard ``shape`` over the mesh."""
+    names = list(mesh_shape)
+    seen: dict[str, int] = {}
+    entries = list(spec.partitions)
+    for pos, entry in enumerate(entries):
+        for axis in _entry_axes(entry):
+            if axis is not None and not isinstance(axis, str):
+                raise ShardingError(INVALID_SPEC, f"spec entry {pos} has a non-string axis {axis!r}")
+            if axis not in mesh_shape:
+                close = difflib.get_close_matches(str(axis), names, n=1)
+                raise ShardingError(
+                    UNKNOWN_AXIS,
+                    f"axis {axis!r} in spec entry {pos} is not a mesh axis; the mesh axes are {tuple(names)}",
+                    hint=f"did you mean {close[0]!r}?" if close else f"use one of {', '.join(map(repr, names))}",
+                    axis=axis,
+                )
+            if axis in seen:
+                raise ShardingError(
+                    DUPLICATE_AXIS,
+                    f"mesh axis {axis!r} is used by spec entries {seen[axis]} and {pos}; "
+                    "a mesh axis can shard at most one array dimension",
+                    hint="use each mesh axis once; a tuple ('x', 'y') shards one dimension over both",
+                    axis=axis,
+                )
+            seen[axis] = pos
+    for axis in getattr(spec, "unreduced", ()) or ():
+        if axis not in mesh_shape:
+            raise ShardingError(
+                UNKNOWN_AXIS, f"unreduced axis {axis!r} is not a mesh axis; the mesh axes are {tuple(names)}", axis=axis
+            )
+    if len(entries) > len(shape):
+        raise ShardingError(
+            RANK_MISMATCH,
+            f"{canonical_spec(spec)} has {len(entries)} entries but the array has rank {len(shape)} "
+            f"(shape {list(shape)}); a spec has at most one entry per array dimension",
+            hint="drop trailing entries or give a shape with more dimensions",
+            spec_len=len(entries),
+            rank=len(shape),
+        )
+    for dim, entry in enumerate(entries):
+        axes = _entry_axes(entry)
+        factor = math.prod(mesh_shape[a] for a in axes)
+        if factor and shape[dim] % factor:
+            parts = " x ".join(f"{a}({mesh_shape[a]})" for a in axes)
+            near = _nearest_multiples(shape[dim], factor)
+            fewer = [a for a in axes if shape[dim] % mesh_shape[a] == 0 and mesh_shape[a] > 1]
+            hint = f"use a size divisible by {factor} ({' or '.join(map(str, near))})"
+            if fewer and len(axes) > 1:
+                hint += f", or shard dim {dim} over fewer axes ({fewer[0]!r} alone divides it)"
+            raise ShardingError(
+                INDIVISIBLE,
+                f"dimension {dim} of size {shape[dim]} is split over mesh axes {parts} = {factor} ways, "
+                f"but {shape[dim]} is not divisible by {factor}",
+                hint=hint,
+                dim=dim,
+                size=shape[dim],
+                axes=list(axes),
+                factor=factor,
+                suggestions=near,
+            )
+
+
+def compute_layout(
+    devset: DeviceSet,
+    mesh_spec: MeshSpec,
+    spec: Any,
+    shape: Sequence[int],
+    dtype: str = "float32",
+) -> Layout:
+    """The layout of an array of ``shape`` and ``dtype`` under ``NamedSharding(mesh, spec)``.
+
+    ``spec`` is a ``PartitionSpec`` or text to parse. Cached: the same request returns the same
+    immutable :class:`Layout`.
+    """
+    pspec = parse_spec(spec) if isinstance(spec, str) else spec
+    return _layout(devset, mesh_spec, pspec, check_shape(tuple(shape)), dtype)
+
+
+@functools.lru_cache(maxsize=128)
+def _layout(devset: DeviceSet, mesh_spec: MeshSpec, pspec: Any, shape: tuple[int, ...], dtype: str) -> Layout:
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    itemsize = check_dtype(dtype)
+    mesh = build_mesh(devset, mesh_spec)
+    mesh_shape = dict(mesh.shape)
+    check_spec(pspec, mesh_shape, shape)
+    try:
+        NamedSharding(mesh, pspec)  # JAX's own validation (e.g. unreduced needs Explicit axes)
+    except (ValueError, TypeError) as e:
+        raise ShardingError(INVALID_SPEC, f"JAX rejects {canonical_spec(pspec)} on this mesh: {e}") from None
+    unreduced = tuple(sorted(getattr(pspec, "unreduced", ()) or ()))
+    # devices_indices_map does not support unreduced axes; the index bounds are those of the spec
+    # without them (devices along an unreduced axis hold partial sums of the same block).
+    index_spec = PartitionSpec(*pspec.partitions) if (unreduced or getattr(pspec, "reduced", None)) else pspec
+    sharding = NamedSharding(mesh, index_spec)
+    indices = sharding.devices_indices_map(shape)
+    shard_shape = tuple(sharding.shard_shape(shape))
+
+    devs = list(indices)  # mesh order: NamedSharding's device assignment
+    n, rank = len(devs), len(shape)
+    dims = np.asarray(shape, dtype=np.int64)
+    # Slices -> bounds, vectorised: None (a whole dimension) becomes 0 / the dimension's size.
+    flat = [s for idx in indices.values() for s in idx]
+    starts = np.array([s.start for s in flat], dtype=np.float64).reshape(n, rank)
+    stops = np.array([s.stop for s in flat], dtype=np.float64).reshape(n, rank)
+    starts = np.where(np.isnan(starts), 0, starts).astype(np.int64)
+    stops = np.where(np.isnan(stops), dims, stops).astype(np.int64)
+    # Tiles numbered by first appearance; replica ids as JAX assigns them
+    # (sharding_impls.device_replica_id_map): the k-th device in assignment order holding a block
+    # gets replica id k.
+    if rank:
+        # Blocks are evenly sized (check_spec refused indivisible dims), so a block's number along
+        # each dimension is start // shard size; one integer key per device names its block.
+        block = starts // np.maximum(np.asarray(shard_shape, dtype=np.int64), 1)
+        key = np.ravel_multi_index(block.T, tuple(int(b) for b in block.max(axis=0) + 1))
+        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        rank_of_first = np.empty(len(first), dtype=np.int64)
+        rank_of_first[np.argsort(first, kind="stable")] = np.arange(len(first))
+        tile_ids = rank_of_first[inverse.reshape(-1)]
+    else:
+        tile_ids = np.zeros(n, dtype=np.int64)
+    order = np.argsort(tile_ids, kind="stable")
+    counts = np.bincount(tile_ids)
+    group_start = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    replica_ids = np.empty(n, dtype=np.int64)
+    replica_ids[order] = np.arange(n) - np.repeat(group_start, counts)
+
+    entries = list(pspec.partitions)
+    splits = []
+    used: set[str] = set()
+    for dim, size in enumerate(shape):
+        axes = _entry_axes(entries[dim]) if dim < len(entries) else ()
+        used.update(axes)
+        sizes = tuple(mesh_shape[a] for a in axes)
+        splits.append(DimSplit(dim, size, axes, sizes, math.prod(sizes)))
+    replicated = tuple(a for a in mesh.axis_names if a not in used and mesh_shape[a] > 1 and a not in unreduced)
+    coords = [getattr(d, "coords", None) for d in devs]
+    slices = [getattr(d, "slice_index", None) for d in devs]
+    return Layout(
+        devices_key=devset.key,
+        platform=devset.platform,
+        device_kind=str(devs[0].device_kind),
+        spec=canonical_spec(pspec),
+        shape=shape,
+        dtype=dtype,
+        itemsize=itemsize,
+        mesh_shape=tuple(mesh.devices.shape),
+        axis_names=tuple(mesh.axis_names),
+        axis_types=tuple(str(t.name) for t in mesh.axis_types),
+        mesh_device_ids=mesh_device_ids(mesh),
+        shard_shape=shard_shape,
+        device_ids=_frozen(np.array([d.id for d in devs], dtype=np.int64)),
+        starts=_frozen(starts),
+        stops=_frozen(stops),
+        replica_ids=_frozen(replica_ids),
+        tile_ids=_frozen(tile_ids),
+        dim_splits=tuple(splits),
+        replicated_axes=replicated,
+        unreduced_axes=unreduced,
+        process_index=_frozen(np.array([d.process_index for d in devs], dtype=np.int64)),
+        coords=_frozen(np.array(coords, dtype=np.int64)) if coords[0] is not None else None,
+        core_on_chip=_frozen(np.array([getattr(d, "core_on_chip", 0) or 0 for d in devs], dtype=np.int64)),
+        slice_index=_frozen(np.array(slices, dtype=np.int64)) if slices[0] is not None else None,
+    )
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a

@@ -1,0 +1,105 @@
+"""The ``shardscope`` command: ``serve`` the dashboard, ``preview`` a layout in the terminal."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import os
+import sys
+from collections.abc import Sequence
+
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+
+
+def _ints(text: str, sep: str) -> tuple[int, ...]:
+    parts = [p.strip() for p in text.replace(" ", "").split(sep) if p.strip()]
+    try:
+        return tuple(int(p) for p in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected integers separated by {sep!r}, got {text!r}") from None
+
+
+def is_loopback(host: str) -> bool:
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="shardscope", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("serve", help="serve the dashboard (loopback only unless --host says otherwise)")
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--port", type=int, default=8000)
+    s.add_argument("--db", default=None, help="SQLite file for share links (default: the user data directory)")
+
+    v = sub.add_parser("preview", help="print an array's layout, like jax.debug.visualize_array_sharding, any rank")
+    v.add_argument("--devices", required=True, help="cpu:N, gpu:KIND:HxG, tpu:GEN:TOPO or local")
+    v.add_argument("--slices", type=int, default=1, help="slices of a tpu: set (multi-slice)")
+    v.add_argument("--mesh", required=True, type=lambda t: _ints(t.lower(), "x"), help="mesh shape, e.g. 2x4")
+    v.add_argument("--axes", required=True, help="mesh axis names, e.g. x,y")
+    v.add_argument("--spec", required=True, help="the PartitionSpec, e.g. \"P('x', None)\"")
+    v.add_argument("--shape", required=True, type=lambda t: _ints(t, ","), help="array shape, e.g. 4,8")
+    v.add_argument("--dtype", default="float32")
+    v.add_argument("--order", default="make_mesh", choices=["make_mesh", "iota"], help="mesh device order")
+    v.add_argument("--dims", type=lambda t: _ints(t, ","), default=None, help="array dims of each grid, e.g. 0,2")
+    v.add_argument("--compact", action="store_true", help="device ids as ranges (0-3,8-11)")
+    v.add_argument("--json", action="store_true", help="print the layout JSON instead of the grid")
+    v.add_argument("--width", type=int, default=80, help="maximum line width")
+    return p
+
+
+def preview(args: argparse.Namespace) -> int:
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")  # simulated devices need no accelerator
+    from sharding_core.devices import parse_devices
+    from sharding_core.errors import ShardingError
+    from sharding_core.layout import compute_layout
+    from sharding_core.mesh import MeshSpec
+    from sharding_core.render import render_text
+
+    try:
+        devset = parse_devices(args.devices, slices=args.slices)
+        mesh = MeshSpec(tuple(args.mesh), tuple(a.strip() for a in args.axes.split(",")), order=args.order)
+        layout = compute_layout(devset, mesh, args.spec, args.shape, args.dtype)
+        if args.json:
+            print(json.dumps(layout.json))
+        else:
+            sys.stdout.write(
+                render_text(layout, dims=args.dims, compact=args.compact, summary=True, max_width=args.width)
+            )
+    except ShardingError as e:
+        print(f"error [{e.code}]: {e.message}", file=sys.stderr)
+        column = e.details.get("column")
+        if isinstance(column, int):
+            print(f"  {args.spec}\n  {' ' * (column - 1)}^ column {column}", file=sys.stderr)
+        if e.hint:
+            print(f"hint: {e.hint}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from server.app import create_app
+
+    if not is_loopback(args.host):
+        print(
+            f"warning: binding {args.host}: the dashboard is reachable from other machines and has no login",
+            file=sys.stderr,
+        )
+    app = create_app(db_path=args.db, bind_host=args.host)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "preview":
+        return preview(args)
+    return serve(args)

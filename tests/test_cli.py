@@ -1,0 +1,91 @@
+"""The ``shardscope preview`` command end to end, as users run it."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from sharding_core.devices import parse_devices
+from shardscope.cli import is_loopback, main
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV = {**os.environ, "JAX_PLATFORMS": "cpu"}
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "shardscope", *args], capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=120
+    )
+
+
+def test_preview_issue_example_matches_visualize_sharding() -> None:
+    r = _run(
+        "preview", "--devices", "tpu:v5e:4x4", "--mesh", "4x4", "--axes", "x,y",
+        "--spec", "P('x', None)", "--shape", "16,16",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    mesh = jax.make_mesh((4, 4), ("x", "y"), devices=parse_devices("tpu:v5e:4x4").devices)
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        jax.debug.visualize_sharding((16, 16), NamedSharding(mesh, P("x", None)), use_color=False)
+    assert r.stdout.startswith(buf.getvalue())
+    assert "dim 0: 16 / x(4) → 4" in r.stdout
+    assert "replication factor 4 (replicated over y)" in r.stdout
+
+
+def test_preview_any_rank_in_process(capsys: object) -> None:
+    code = main(
+        ["preview", "--devices", "cpu:8", "--mesh", "2x4", "--axes", "x,y", "--spec", "P('x', None, 'y', None)",
+         "--shape", "4,2,8,3", "--compact"]
+    )  # fmt: skip
+    out = capsys.readouterr().out  # type: ignore[attr-defined]
+    assert code == 0
+    assert out.count("┌") == 2 and "CPU 0" in out and "dim 0 [2:4]" in out
+
+
+def test_preview_json_is_the_layout(capsys: object) -> None:
+    code = main(["preview", "--devices", "cpu:8", "--mesh", "2x4", "--axes", "x,y", "--spec", "P('x')",
+                 "--shape", "4,4", "--json"])  # fmt: skip
+    data = json.loads(capsys.readouterr().out)  # type: ignore[attr-defined]
+    assert code == 0
+    assert data["spec"] == "P('x',)" and len(data["shards"]) == 8
+
+
+def test_bad_spec_explains_and_exits_nonzero() -> None:
+    r = _run("preview", "--devices", "cpu:8", "--mesh", "2x4", "--axes", "x,y", "--spec", "P('x', 'z')",
+             "--shape", "4,4")  # fmt: skip
+    assert r.returncode == 2
+    assert "unknown_axis" in r.stderr and "'z'" in r.stderr and r.stdout == ""
+
+
+def test_parse_error_points_at_the_column(capsys: object) -> None:
+    code = main(["preview", "--devices", "cpu:8", "--mesh", "2x4", "--axes", "x,y", "--spec", "P('x' 'y')",
+                 "--shape", "4,4"])  # fmt: skip
+    err = capsys.readouterr().err  # type: ignore[attr-defined]
+    assert code == 2
+    assert "parse_error" in err and "^ column" in err
+
+
+def test_installed_entry_point() -> None:
+    exe = Path(sys.executable).parent / "shardscope"
+    r = subprocess.run(
+        [str(exe), "preview", "--devices", "gpu:h100:1x8", "--mesh", "8", "--axes", "x", "--spec", "P('x')",
+         "--shape", "16"],
+        capture_output=True, text=True, env=ENV, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "GPU 0" in r.stdout and "GPU 7" in r.stdout
+
+
+def test_loopback_detection() -> None:
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost") and is_loopback("127.0.0.2")
+    assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.2") and not is_loopback("example.com")
