@@ -110,10 +110,10 @@ def test_make_mesh_orderings_equal_libtpu(gen: str, topo: str, slices: int) -> N
             got = _ids_or_error(
                 lambda d, s=shape, sp=split: mesh_utils.create_device_mesh(s, d, allow_split_physical_axes=sp),
                 ds.devices,
-            )  # noqa: E501
+            )
             want = _ids_or_error(
                 lambda d, s=shape, sp=split: mesh_utils.create_device_mesh(s, d, allow_split_physical_axes=sp), ref
-            )  # noqa: E501
+            )
             assert got == want, (shape, split)
         got = _ids_or_error(lambda d, s=shape, n=names: jax.make_mesh(s, n, devices=d).devices, ds.devices)
         want = _ids_or_error(lambda d, s=shape, n=names: jax.make_mesh(s, n, devices=d).devices, ref)
