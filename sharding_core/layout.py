@@ -380,8 +380,11 @@ def _layout(devset: DeviceSet, mesh_spec: MeshSpec, pspec: Any, shape: tuple[int
     # without them (devices along an unreduced axis hold partial sums of the same block).
     index_spec = PartitionSpec(*pspec.partitions) if (unreduced or getattr(pspec, "reduced", None)) else pspec
     sharding = NamedSharding(mesh, index_spec)
-    indices = sharding.devices_indices_map(shape)
-    shard_shape = tuple(sharding.shard_shape(shape))
+    try:
+        indices = sharding.devices_indices_map(shape)
+        shard_shape = tuple(sharding.shard_shape(shape))
+    except (AssertionError, ValueError, TypeError, NotImplementedError) as e:
+        raise _jax_refuses(pspec, mesh, e) from None
 
     devs = list(indices)  # mesh order: NamedSharding's device assignment
     n, rank = len(devs), len(shape)
@@ -449,6 +452,23 @@ def _layout(devset: DeviceSet, mesh_spec: MeshSpec, pspec: Any, shape: tuple[int
         core_on_chip=_frozen(np.array([getattr(d, "core_on_chip", 0) or 0 for d in devs], dtype=np.int64)),
         slice_index=_frozen(np.array(slices, dtype=np.int64)) if slices[0] is not None else None,
     )
+
+
+def _jax_refuses(pspec: Any, mesh: Any, e: Exception) -> ShardingError:
+    """JAX could not compute the layout: say why in the user's terms."""
+    used = {a for entry in pspec.partitions for a in _entry_axes(entry)}
+    manual = [a for a, t in zip(mesh.axis_names, mesh.axis_types, strict=True) if t.name == "Manual" and a not in used]
+    if manual:
+        # Regression: an unused Manual axis made devices_indices_map assert, which became a 500.
+        return ShardingError(
+            INVALID_SPEC,
+            f"JAX cannot give device indices for {canonical_spec(pspec)}: Manual mesh axes "
+            f"{', '.join(map(repr, manual))} are not in the spec, and along a Manual axis (inside shard_map) "
+            "an array varies per device rather than being replicated",
+            hint="use the axis in the spec, or make it Auto or Explicit to see the layout",
+            axes=manual,
+        )
+    return ShardingError(INVALID_SPEC, f"JAX cannot compute the layout of {canonical_spec(pspec)}: {e}")
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:

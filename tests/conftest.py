@@ -9,7 +9,12 @@ from __future__ import annotations
 import os
 
 os.environ["JAX_PLATFORMS"] = "cpu"
+# libtpu (the tpu extra, for compile-only topologies) must never query a cloud metadata server.
+os.environ["TPU_SKIP_MDS_QUERY"] = "1"
 
-import jax  # noqa: E402
+import jax
 
 jax.config.update("jax_num_cpu_devices", 8)
+
+# The live-server fixture (a real `shardscope serve`), shared by the live and browser tests.
+pytest_plugins = ["tests.live"]

@@ -264,3 +264,14 @@ def test_local_devices_layout_matches_placed_array() -> None:
     arr = jax.device_put(np.zeros((8, 4), np.float32), NamedSharding(mesh, P("y", "x")))
     placed = {s.device.id: (_bounds(s.index, (8, 4)), s.replica_id) for s in arr.addressable_shards}
     assert {s["device_id"]: (s["index"], s["replica_id"]) for s in layout.json["shards"]} == placed
+
+
+def test_unused_manual_axis_is_explained_not_a_crash() -> None:
+    # Regression: JAX's devices_indices_map asserts on an unused Manual axis (was a 500).
+    ds = parse_devices("cpu:8")
+    spec = MeshSpec((2, 4), ("x", "y"), axis_types=("auto", "manual"))
+    with pytest.raises(ShardingError) as e:
+        compute_layout(ds, spec, P("x"), (8,))
+    assert e.value.code == "invalid_spec" and e.value.details["axes"] == ["y"]
+    layout = compute_layout(ds, spec, P("x", "y"), (8, 8))  # used Manual axes are fine
+    assert layout.json["mesh"]["axis_types"] == ["Auto", "Manual"]

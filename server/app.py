@@ -1,0 +1,128 @@
+"""The FastAPI application behind ``shardscope serve``: routes, the link store, middleware, the page."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from fastapi import FastAPI
+from starlette.exceptions import HTTPException
+from starlette.routing import BaseRoute, Match, Mount
+from starlette.staticfiles import StaticFiles
+
+import shardscope
+from server import docs, routes
+from server.errors import EXCEPTION_HANDLERS
+from server.jsonio import OrjsonResponse
+from server.middleware import (
+    LOOPBACK_HOSTS,
+    BodyLimit,
+    CatchAll,
+    CrossSiteCheck,
+    HostCheck,
+    JsonOnly,
+    Receive,
+    Scope,
+    SecurityHeaders,
+    Send,
+    is_loopback,
+)
+from server.settings import MAX_BODY_BYTES
+from server.store import Store
+
+_PACKAGED = Path(__file__).resolve().parent / "frontend"  # a wheel install (pyproject force-include)
+FRONTEND_DIR = _PACKAGED if _PACKAGED.is_dir() else Path(__file__).resolve().parent.parent / "frontend"
+"""The static dashboard (no build step), served at ``/``."""
+
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+class FrontendFiles:
+    """The catch-all mount at ``/``: static files from the frontend directory, and the 404/405 answers
+    for API paths no route took.
+
+    Files are served by Starlette's ``StaticFiles``, which resolves every path and refuses anything
+    outside the directory (``..``, encoded ``%2e%2e``, symlinks out), answering 404.
+    """
+
+    def __init__(self, directory: Path, routes: Sequence[BaseRoute]) -> None:
+        self.files = StaticFiles(directory=directory, html=True)
+        self.routes = routes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        # A mount at "/" matches every path fully, so the router never reports "right path, wrong
+        # method" for the routes it tried first; look for that here, probing each method through
+        # the public ``matches`` (which works for plain routes and included routers alike).
+        allowed = [
+            method
+            for method in _METHODS
+            if any(
+                not isinstance(route, Mount) and route.matches({**scope, "method": method})[0] is Match.FULL
+                for route in self.routes
+            )
+        ]
+        if allowed:
+            raise HTTPException(405, headers={"Allow": ", ".join(allowed)})
+        if path == "/api" or path.startswith("/api/"):
+            raise HTTPException(404)
+        await self.files(scope, receive, send)
+
+
+def create_app(
+    db_path: str | os.PathLike[str] | None,
+    bind_host: str = "127.0.0.1",
+    *,
+    frontend_dir: str | os.PathLike[str] | None = None,
+    allowed_hosts: Iterable[str] | None = None,
+) -> FastAPI:
+    """The dashboard app.
+
+    ``db_path``: the SQLite file for share links (None: ``links.db`` in the user data directory).
+    ``bind_host``: where the server listens; on a loopback address the ``Host`` header must be a
+    loopback name (DNS-rebinding defence). ``allowed_hosts`` replaces that list (e.g. a reverse
+    proxy's name); on a non-loopback bind without it, any Host is accepted.
+    """
+    store = Store(db_path)
+    frontend = Path(frontend_dir) if frontend_dir is not None else FRONTEND_DIR
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        # The store is already open (so an unwritable path fails here, at start-up, not on the
+        # first link); opening again is a no-op, and reopens it if an earlier lifespan closed it.
+        store.open()
+        try:
+            yield
+        finally:
+            store.close()
+
+    app = FastAPI(
+        title="Shardscope",
+        version=shardscope.__version__,
+        summary="See how JAX arrays are sharded across devices: layouts, meshes, topology, share links.",
+        description='Every 4xx and 5xx has the body `{"error": {"code", "message", "hint"?, ...}}`.',
+        docs_url=None,  # our own /docs (server.docs): FastAPI's uses inline script, which the CSP blocks
+        redoc_url=None,
+        lifespan=lifespan,
+        exception_handlers=EXCEPTION_HANDLERS,
+        default_response_class=OrjsonResponse,
+    )
+    app.state.store = store
+    app.include_router(routes.router)
+    app.include_router(routes.page_router(frontend / "index.html"))
+    app.include_router(docs.router)
+    app.mount("/", FrontendFiles(frontend, app.router.routes), name="frontend")
+
+    if allowed_hosts is None and is_loopback(bind_host):
+        # The usual loopback names, and the bind address itself (e.g. 127.0.0.2, or [::1]).
+        allowed_hosts = {*LOOPBACK_HOSTS, f"[{bind_host}]" if ":" in bind_host else bind_host}
+    # add_middleware puts each new layer outside the previous ones: innermost first.
+    app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
+    app.add_middleware(JsonOnly)
+    app.add_middleware(CrossSiteCheck)
+    app.add_middleware(HostCheck, allowed=allowed_hosts)
+    app.add_middleware(CatchAll)
+    app.add_middleware(SecurityHeaders, csp_overrides={"/docs": docs.DOCS_CSP})
+    return app

@@ -1,0 +1,377 @@
+"""Security controls and limits, each a small pure-ASGI middleware (no request object, no buffering).
+
+Outermost first, as :func:`server.app.create_app` stacks them:
+
+1. :class:`SecurityHeaders` — response headers on every response (CSP, nosniff, no-referrer).
+2. :class:`CatchAll` — an unexpected exception becomes a 500 in the usual error shape, no traceback.
+3. :class:`HostCheck` — DNS-rebinding defence: a loopback-bound server answers loopback names only.
+4. :class:`CrossSiteCheck` — CSRF defence: state-changing requests from another origin are refused.
+5. :class:`JsonOnly` — POST bodies must be ``application/json`` (a second CSRF wall: forms cannot send it).
+6. :class:`BodyLimit` — request bodies over the limit get 413 before the rest is read.
+
+Each answers refusals itself with the common error shape, so even requests that never reach a
+route get ``{"error": {"code", "message"}}``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
+from typing import Any
+
+import orjson
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+log = logging.getLogger("shardscope.server")
+
+UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]"})
+
+
+def header(scope: Scope, name: bytes) -> str | None:
+    """The first value of header ``name`` (lower-case bytes), decoded as latin-1 like HTTP does."""
+    for key, value in scope.get("headers", ()):
+        if key == name:
+            return bytes(value).decode("latin-1")
+    return None
+
+
+async def send_error(
+    send: Send,
+    status: int,
+    code: str,
+    message: str,
+    hint: str | None = None,
+    headers: Iterable[tuple[bytes, bytes]] = (),
+) -> None:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if hint:
+        error["hint"] = hint
+    body = orjson.dumps({"error": error})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *headers,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+# ---- 1. response headers ------------------------------------------------------------------------
+
+# img-src blob: lets the PNG export draw the grid's SVG through a blob URL (never a remote image).
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; object-src 'none'; "
+    "base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
+)
+"""The dashboard's Content-Security-Policy: scripts and styles from this origin only, never inline."""
+
+SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    # Other sites may not embed our responses (JSON, scripts) as no-cors resources.
+    (b"cross-origin-resource-policy", b"same-origin"),
+)
+
+
+class SecurityHeaders:
+    """Technique: a strict **Content-Security-Policy** (script-src 'self', no inline script, no framing:
+    XSS and clickjacking containment), **X-Content-Type-Options: nosniff** (no MIME sniffing) and
+    **Referrer-Policy: no-referrer** (share-link ids never leak in Referer), set on every response,
+    errors and static files included, replacing whatever an inner layer set.
+
+    ``csp_overrides`` maps exact paths to a different policy (``/docs``: see :mod:`server.docs`).
+    """
+
+    def __init__(self, app: ASGIApp, csp: str = CSP, csp_overrides: Mapping[str, str] | None = None) -> None:
+        self.app = app
+        self.csp = csp.encode()
+        self.overrides = {path: policy.encode() for path, policy in (csp_overrides or {}).items()}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        csp = self.overrides.get(scope.get("path", ""), self.csp)
+        ours = {name for name, _ in SECURITY_HEADERS} | {b"content-security-policy"}
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                kept = [(k, v) for k, v in message.get("headers", ()) if bytes(k).lower() not in ours]
+                message["headers"] = [*kept, (b"content-security-policy", csp), *SECURITY_HEADERS]
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+# ---- 2. unexpected exceptions --------------------------------------------------------------------
+
+
+class CatchAll:
+    """Technique: **fail closed without information leakage** — an unhandled exception is logged
+    server-side with its traceback and answered with a bare 500 ``internal_error`` (no stack trace,
+    no exception text), inside :class:`SecurityHeaders` so the 500 carries them too.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception:
+            log.exception("unhandled error in %s %s", scope.get("method"), scope.get("path"))
+            if started:  # too late for a clean answer; let the server drop the connection
+                raise
+            await send_error(send, 500, "internal_error", "the server hit an unexpected error; it has been logged")
+
+
+# ---- 3. Host header ------------------------------------------------------------------------------
+
+
+def is_loopback(host: str) -> bool:
+    host = host.strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def host_name(value: str) -> str | None:
+    """The host part of a ``Host`` header (``[::1]:8000`` -> ``[::1]``), or None when malformed."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        end = value.find("]")
+        if end < 0:
+            return None
+        name, rest = value[: end + 1], value[end + 1 :]
+    else:
+        name, _, port = value.partition(":")
+        rest = ":" + port if _ else ""
+    if rest and not (rest.startswith(":") and rest[1:].isdigit() and len(rest) <= 6):
+        return None
+    return name or None
+
+
+class HostCheck:
+    """Technique: **Host header allowlist against DNS rebinding**. A page on ``evil.example`` that
+    re-points its own name to 127.0.0.1 can make the browser send requests here that count as
+    same-origin to it; they still carry ``Host: evil.example``. Bound to loopback, the server answers
+    only ``localhost``, ``127.0.0.1`` and ``[::1]`` (any port), and refuses the rest with 400
+    ``bad_host``. ``allowed=None`` disables the check (a server bound to a public address, where the
+    operator chose exposure and the names it is reached by are unknown).
+    """
+
+    def __init__(self, app: ASGIApp, allowed: Iterable[str] | None = LOOPBACK_HOSTS) -> None:
+        self.app = app
+        self.allowed = None if allowed is None else frozenset(h.lower() for h in allowed)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket") or self.allowed is None:
+            await self.app(scope, receive, send)
+            return
+        value = header(scope, b"host")
+        name = host_name(value) if value is not None else None
+        if name in self.allowed:
+            await self.app(scope, receive, send)
+            return
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        await send_error(
+            send,
+            400,
+            "bad_host",
+            "this server answers requests for localhost, 127.0.0.1 and [::1] only (the Host header is checked "
+            "against DNS rebinding)",
+            hint="open the dashboard at http://127.0.0.1:<port>/",
+        )
+
+
+# ---- 4. cross-site requests ----------------------------------------------------------------------
+
+
+def origin_host(origin: str) -> str | None:
+    """``http://127.0.0.1:8000`` -> ``127.0.0.1:8000`` (default ports dropped); None for ``null`` or junk."""
+    scheme, sep, rest = origin.strip().lower().partition("://")
+    if not sep or scheme not in ("http", "https") or not rest or "/" in rest:
+        return None
+    default = ":80" if scheme == "http" else ":443"
+    return rest[: -len(default)] if rest.endswith(default) else rest
+
+
+def _strip_default_port(host: str) -> str:
+    host = host.strip().lower()
+    return host[:-3] if host.endswith(":80") else host[:-4] if host.endswith(":443") else host
+
+
+class CrossSiteCheck:
+    """Technique: **Fetch Metadata and Origin verification (CSRF defence)**. A state-changing request
+    (POST, PUT, PATCH, DELETE) is refused with 403 ``cross_site_request`` when the browser marks it
+    ``Sec-Fetch-Site: cross-site`` or ``same-site`` (another port or subdomain is another app), or
+    when its ``Origin`` is not this server's own (compared with the ``Host`` header). Requests
+    without either header (curl, scripts, ``sharding_core.publish``) are not from a browser page
+    and pass.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") not in UNSAFE_METHODS:
+            await self.app(scope, receive, send)
+            return
+        fetch_site = header(scope, b"sec-fetch-site")
+        origin = header(scope, b"origin")
+        refused = None
+        if fetch_site is not None and fetch_site.strip().lower() in ("cross-site", "same-site"):
+            refused = f"Sec-Fetch-Site is {fetch_site.strip().lower()}"
+        elif origin is not None:
+            host = header(scope, b"host")
+            if host is None or origin_host(origin) != _strip_default_port(host):
+                refused = "the Origin header does not match this server"
+        if refused is None:
+            await self.app(scope, receive, send)
+            return
+        await send_error(
+            send,
+            403,
+            "cross_site_request",
+            f"cross-site requests may not change anything here ({refused})",
+            hint="use the dashboard itself, or call the API from a script (no Origin header)",
+        )
+
+
+# ---- 5. JSON bodies only -------------------------------------------------------------------------
+
+
+def media_type(value: str | None) -> str:
+    return (value or "").split(";", 1)[0].strip().lower()
+
+
+class JsonOnly:
+    """Technique: **Content-Type allowlisting**. Non-empty bodies of POST/PUT/PATCH must be
+    ``application/json`` (415 ``unsupported_media_type`` otherwise). Besides keeping parsing to one
+    format, it closes the "simple request" CSRF hole: an HTML form or a no-cors ``fetch`` cannot send
+    ``application/json`` cross-origin without a CORS preflight, which this server never grants.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") not in ("POST", "PUT", "PATCH"):
+            await self.app(scope, receive, send)
+            return
+        length = header(scope, b"content-length")
+        empty = length.strip() == "0" if length is not None else header(scope, b"transfer-encoding") is None
+        if empty:
+            # No body at all (HTTP/1.1: neither Content-Length nor Transfer-Encoding): nothing to
+            # type-check, and the route answers (405, or 422 for a missing body) more precisely.
+            await self.app(scope, receive, send)
+            return
+        got = media_type(header(scope, b"content-type"))
+        if got == "application/json":
+            await self.app(scope, receive, send)
+            return
+        await send_error(
+            send,
+            415,
+            "unsupported_media_type",
+            f"request bodies must be application/json, got {got[:64]!r}"
+            if got
+            else "request bodies must be application/json, and this request has no Content-Type",
+            hint="send the header Content-Type: application/json",
+        )
+
+
+# ---- 6. body size --------------------------------------------------------------------------------
+
+
+class BodyTooLarge(Exception):
+    """Raised from ``receive`` once a streamed body passes the limit (the 413 is already sent)."""
+
+
+class BodyLimit:
+    """Technique: **request size limiting at the transport edge**. A declared ``Content-Length`` over
+    ``max_bytes`` is refused with 413 ``too_large`` before one body byte is read; a chunked or
+    under-declared body is counted as ``receive`` hands it over, and the moment it passes the limit
+    the 413 goes out and the application's ``receive`` raises, so at most one chunk past the limit
+    is ever held. The 413 says ``Connection: close`` so the server does not drain the rest.
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def _refuse(self, send: Send) -> None:
+        await send_error(
+            send,
+            413,
+            "too_large",
+            f"the request body is larger than {self.max_bytes} bytes (setting max_body_bytes)",
+            hint="send less: layouts and links need only a few kilobytes",
+            headers=[(b"connection", b"close")],
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = header(scope, b"content-length")
+        if declared is not None and declared.strip().isdigit() and int(declared) > self.max_bytes:
+            await self._refuse(send)
+            return
+        received = 0
+        started = False
+        refused = False
+
+        async def counting_receive() -> Message:
+            nonlocal received, refused
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    if not started and not refused:
+                        refused = True
+                        await self._refuse(send)
+                    raise BodyTooLarge
+            return message
+
+        async def guarded_send(message: Message) -> None:
+            nonlocal started
+            if refused:
+                return  # we already answered; whatever the app says after catching BodyTooLarge is moot
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, counting_receive, guarded_send)
+        except BodyTooLarge:
+            if not refused:
+                raise

@@ -1,0 +1,88 @@
+"""A real ``shardscope serve`` on a free loopback port, for the live and browser tests."""
+
+from __future__ import annotations
+
+import http.client
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CLI = Path(sys.executable).parent / "shardscope"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class Server:
+    def __init__(self, port: int, log: Path, proc: subprocess.Popen[bytes]) -> None:
+        self.port, self.log, self.proc = port, log, proc
+
+    def request(
+        self, method: str, path: str, body: bytes | None = None, headers: dict[str, str] | None = None
+    ) -> tuple[int, dict[str, str], bytes]:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            conn.request(method, path, body=body, headers=headers or {})
+            response = conn.getresponse()
+            return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+        finally:
+            conn.close()
+
+    def post_json(self, path: str, body: Any) -> tuple[int, Any]:
+        status, _, data = self.request("POST", path, orjson.dumps(body), {"Content-Type": "application/json"})
+        return status, orjson.loads(data)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    tmp = tmp_path_factory.mktemp("live")
+    port = free_port()
+    log_path = tmp / "server.log"
+    # JAX_PLATFORMS=cpu: the server simulates devices; without it JAX would probe for accelerators.
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [str(CLI), "serve", "--port", str(port), "--db", str(tmp / "links.db")],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=ROOT,
+        )
+    srv = Server(port, log_path, proc)
+    try:
+        wait_ready(srv)
+        yield srv
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+def wait_ready(srv: Server, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if srv.proc.poll() is not None:
+            break
+        try:
+            if srv.request("GET", "/api/health")[0] == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    pytest.fail(f"shardscope serve did not become ready (exit code {srv.proc.poll()}); log:\n{srv.log.read_text()}")

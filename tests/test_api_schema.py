@@ -1,0 +1,55 @@
+"""Schemathesis over ``/openapi.json``, in-process: no 5xx, and every response matches its schema.
+
+Bounded (a few dozen generated requests per operation) so it stays a few seconds on two cores; the
+examples, coverage (boundary values, missing and wrong-typed fields) and fuzzing phases all run.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, settings
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    negative_data_rejection,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from server.app import create_app
+
+# The in-process client says "Host: testserver"; the app is bound to loopback and checks Host.
+HOST = {"host": "127.0.0.1:8000"}
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+    negative_data_rejection,
+]
+
+
+# Built at import: schemathesis collects one test per operation from the loaded schema.
+# (Its fixture-based loader, ``schemathesis.pytest.from_fixture``, fails under pytest 9.)
+_TMP = tempfile.TemporaryDirectory(prefix="shardscope-schema-")
+APP = create_app(str(Path(_TMP.name) / "links.db"), "127.0.0.1")
+schema = schemathesis.openapi.from_asgi("/openapi.json", APP, headers=HOST)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _cleanup() -> Iterator[None]:
+    yield
+    APP.state.store.close()
+    _TMP.cleanup()
+
+
+@schema.parametrize()
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+def test_api_matches_its_schema(case: Any) -> None:
+    case.call_and_validate(headers=HOST, checks=CHECKS)

@@ -1,0 +1,259 @@
+"""The layout explorer in headless Chromium (Debian's, driven by Playwright) against a real server.
+
+Screenshots of each state land in ``artifacts/screenshots/`` (git-ignored) for people to look at.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
+
+from tests.live import ROOT, Server
+
+CHROMIUM = "/usr/bin/chromium"
+SHOTS = ROOT / "artifacts" / "screenshots"
+# Flags for a sandboxed, offline machine: no background networking, no first-run work.
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    assert Path(CHROMIUM).exists(), "Debian's chromium is missing: `make test` installs it"
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+class Watched:
+    """A page whose JavaScript errors and console errors fail the test."""
+
+    def __init__(self, context: BrowserContext) -> None:
+        self.context = context
+        self.page = context.new_page()
+        self.errors: list[str] = []
+        self.page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
+        self.page.on("console", self._console)
+
+    def _console(self, msg: Any) -> None:
+        # 4xx answers to bad input are expected and shown in the page; anything else is a bug.
+        if msg.type == "error" and "status of 422" not in msg.text:
+            self.errors.append(f"console: {msg.text}")
+
+
+@pytest.fixture
+def watched(browser: Browser) -> Iterator[Watched]:
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    w = Watched(context)
+    yield w
+    context.close()
+    assert w.errors == []
+
+
+def rendered(page: Page, count: int = 1) -> None:
+    """Wait until the grid has been painted ``count`` times (the page counts paints)."""
+    page.wait_for_selector(f"body[data-rendered='{count}']", state="attached", timeout=30_000)
+
+
+def shot(page: Page, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+def tile_labels(page: Page) -> list[str]:
+    return sorted(page.locator("#grid svg .tile-label").all_text_contents())
+
+
+def api_layout(server: Server, body: dict[str, Any]) -> dict[str, Any]:
+    status, layout = server.post_json("/api/layout", body)
+    assert status == 200, layout
+    return dict(layout)
+
+
+def test_default_view_shows_device_labels(server: Server, watched: Watched) -> None:
+    page = watched.page
+    page.goto(f"http://127.0.0.1:{server.port}/")
+    rendered(page)
+    layout = api_layout(
+        server,
+        {"devices": "tpu:v5e:4x4", "mesh": {"shape": [4, 4], "axis_names": ["x", "y"]}, "spec": "P('x', None)",
+         "shape": [16, 16], "dtype": "float32"},
+    )  # fmt: skip
+    want = sorted("TPU " + ",".join(map(str, sorted(ids))) for ids in layout["tiles"])
+    assert tile_labels(page) == want == ["TPU 0,1,2,3", "TPU 12,13,14,15", "TPU 4,5,6,7", "TPU 8,9,10,11"]
+    expect(page.get_by_label("PartitionSpec")).to_have_value("P('x', None)")
+    expect(page.locator("#summary")).to_contain_text("replicated over y")
+    shot(page, "01-default")
+
+
+def test_typing_a_spec_updates_grid_and_url(server: Server, watched: Watched) -> None:
+    page = watched.page
+    page.goto(f"http://127.0.0.1:{server.port}/?devices=cpu:8&mesh=2x4&axes=x,y&spec=P()&shape=8,16")
+    rendered(page)
+    box = page.get_by_label("PartitionSpec")
+    box.fill("")
+    box.press_sequentially("P('x', 'y')", delay=5)
+    page.wait_for_function("() => document.querySelectorAll('#grid .tile').length === 8", polling=100)
+    layout = api_layout(
+        server,
+        {"devices": "cpu:8", "mesh": {"shape": [2, 4], "axis_names": ["x", "y"]}, "spec": "P('x', 'y')",
+         "shape": [8, 16], "dtype": "float32"},
+    )  # fmt: skip
+    assert tile_labels(page) == sorted(f"CPU {ids[0]}" for ids in layout["tiles"])
+    assert "spec=P%28%27x%27%2C+%27y%27%29" in page.url
+    shot(page, "02-typed-spec")
+
+
+def test_invalid_spec_shows_the_explanation_and_keeps_the_picture(server: Server, watched: Watched) -> None:
+    page = watched.page
+    page.goto(f"http://127.0.0.1:{server.port}/?devices=cpu:8&mesh=2x4&axes=x,y&spec=P('x')&shape=8,16")
+    rendered(page)
+    page.get_by_label("PartitionSpec").fill("P('x', 'q')")
+    alert = page.get_by_role("alert")
+    expect(alert).to_contain_text("unknown_axis")
+    expect(alert).to_contain_text("'q'")
+    expect(page.locator("#grid")).to_have_class(re.compile("stale"))
+    assert len(tile_labels(page)) == 2  # the last good picture stays
+    page.get_by_label("PartitionSpec").fill("P('x' 'y')")
+    expect(alert).to_contain_text("parse_error")
+    expect(alert.locator("pre")).to_contain_text("^ column")
+    shot(page, "03-invalid-spec")
+    page.get_by_label("PartitionSpec").fill("P(None, 'y')")
+    expect(alert).to_be_hidden()
+    expect(page.locator("#grid")).not_to_have_class(re.compile("stale"))
+
+
+def test_copied_link_restores_the_view_in_a_fresh_browser(server: Server, browser: Browser, watched: Watched) -> None:
+    page = watched.page
+    page.goto(f"http://127.0.0.1:{server.port}/?devices=tpu:v3:2x2&mesh=8&axes=x&spec=P('x')&shape=16")
+    rendered(page)
+    page.get_by_role("button", name="Copy link").click()
+    share = page.get_by_label("Share link")
+    expect(share).to_have_value(re.compile(r"/s/[A-Za-z0-9_-]{22,}$"))
+    url = share.input_value()
+    before = tile_labels(page)
+    mesh_before = page.locator("#mesh td").all_text_contents()
+    assert mesh_before == ["0", "1", "2", "3", "6", "7", "4", "5"]  # the v3 tray ring order, from JAX
+    fresh = Watched(browser.new_context())
+    try:
+        fresh.page.goto(url)
+        rendered(fresh.page)
+        assert tile_labels(fresh.page) == before
+        assert fresh.page.locator("#mesh td").all_text_contents() == mesh_before
+        expect(fresh.page.get_by_label("PartitionSpec")).to_have_value("P('x')")
+        shot(fresh.page, "04-shared-link")
+        # The long form (the address bar) restores it too.
+        fresh.page.goto(page.url)
+        rendered(fresh.page)
+        assert tile_labels(fresh.page) == before
+        assert fresh.errors == []
+    finally:
+        fresh.context.close()
+
+
+def test_hostile_axis_name_renders_as_text_and_runs_nothing(server: Server, watched: Watched) -> None:
+    page = watched.page
+    evil = '<img src=x onerror="window.XSS=1">'
+    query = urlencode({"devices": "cpu:4", "mesh": "4", "axes": evil, "spec": f"P('{evil}')", "shape": "8"})
+    page.goto(f"http://127.0.0.1:{server.port}/?{query}")
+    rendered(page)
+    assert page.evaluate("() => window.XSS") is None
+    assert page.locator("#grid img, #mesh img, #summary img").count() == 0
+    expect(page.locator("#summary")).to_contain_text(evil)
+    expect(page.locator(".mesh-caption")).to_contain_text(evil)
+    shot(page, "05-hostile-axis-name")
+
+
+def test_back_and_forward_restore_states(server: Server, watched: Watched) -> None:
+    page = watched.page
+    page.goto(f"http://127.0.0.1:{server.port}/")
+    rendered(page)
+    page.get_by_role("button", name="2x4 mesh, P(None, 'y')").click()
+    rendered(page, 2)
+    expect(page.get_by_label("PartitionSpec")).to_have_value("P(None, 'y')")
+    page.go_back()
+    rendered(page, 3)
+    expect(page.get_by_label("PartitionSpec")).to_have_value("P('x', None)")
+    assert tile_labels(page)[0].startswith("TPU")
+    page.go_forward()
+    rendered(page, 4)
+    expect(page.get_by_label("PartitionSpec")).to_have_value("P(None, 'y')")
+
+
+def test_mesh_panel_and_tiles_highlight_each_other(server: Server, watched: Watched) -> None:
+    page = watched.page
+    page.goto(f"http://127.0.0.1:{server.port}/?devices=cpu:8&mesh=2x4&axes=x,y&spec=P('x')&shape=8,16")
+    rendered(page)
+    page.locator("#mesh td[data-device='5']").click()
+    assert page.locator("#grid .tile.hl").count() == 1
+    expect(page.locator("#grid .tile.hl .tile-label")).to_have_text("CPU 4,5,6,7")
+    page.locator("#grid .tile").first.click()
+    assert sorted(page.locator("#mesh td.hl").all_text_contents()) == ["0", "1", "2", "3"]
+    page.locator("#grid .tile").nth(1).hover()
+    expect(page.locator("#tooltip")).to_contain_text("[4:8, 0:16]")
+    expect(page.locator("#tooltip")).to_contain_text("CPU 4: host 0")
+    shot(page, "06-highlight-and-hover")
+
+
+def test_rank_three_small_multiples_and_downloads(server: Server, watched: Watched) -> None:
+    page = watched.page
+    page.goto(f"http://127.0.0.1:{server.port}/?devices=cpu:8&mesh=2x4&axes=x,y&spec=P('x',None,'y')&shape=4,6,16")
+    rendered(page)
+    assert page.locator("#grid .block-title").all_text_contents() == ["dim 0 [0:2]", "dim 0 [2:4]"]
+    with page.expect_download() as dl:
+        page.get_by_role("button", name="Download SVG").click()
+    svg = Path(dl.value.path()).read_text()
+    assert svg.startswith("<svg") and "CPU 7" in svg
+    with page.expect_download() as dl:
+        page.get_by_role("button", name="Download PNG").click()
+    assert Path(dl.value.path()).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    shot(page, "07-rank-three")
+
+
+def test_large_mesh_stays_usable(server: Server, watched: Watched) -> None:
+    page = watched.page
+    page.goto(
+        f"http://127.0.0.1:{server.port}/?devices=tpu:v4:16x16x16&mesh=64x64&axes=x,y&order=iota"
+        "&spec=P('x','y')&shape=4096,4096"
+    )
+    rendered(page)
+    assert page.locator("#grid .tile").count() == 4096
+    assert page.locator("#mesh td").count() == 4096
+    page.get_by_role("button", name="Zoom in").click()
+    page.get_by_role("button", name="Zoom in").click()
+    # zoomed on the centre: the tile at mesh position (32, 32) holds block [2048:2112, 2048:2112]
+    page.locator("#grid .tile").nth(64 * 32 + 32).hover()
+    expect(page.locator("#tooltip")).to_contain_text("[2048:2112, 2048:2112]")
+    expect(page.locator("#tooltip")).to_contain_text("(1 device)")
+    shot(page, "08-4096-devices")
+
+
+def test_dark_theme(server: Server, browser: Browser) -> None:
+    context = browser.new_context(color_scheme="dark", viewport={"width": 1400, "height": 1000})
+    w = Watched(context)
+    try:
+        w.page.goto(
+            f"http://127.0.0.1:{server.port}/?devices=gpu:h100:2x4&mesh=2x4&axes=data,model&spec=P('data')&shape=8,8"
+        )
+        rendered(w.page)
+        assert tile_labels(w.page) == ["GPU 0,1,2,3", "GPU 4,5,6,7"]
+        bg = w.page.evaluate("() => getComputedStyle(document.body).backgroundColor")
+        assert bg != "rgb(255, 255, 255)"
+        shot(w.page, "09-dark")
+        assert w.errors == []
+    finally:
+        context.close()

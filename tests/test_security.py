@@ -1,0 +1,383 @@
+"""Each security middleware on its own, driven with a fake ASGI scope (no server, no FastAPI)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import orjson
+import pytest
+from fastapi.testclient import TestClient
+
+from server.app import create_app
+from server.docs import DOCS_CSP
+from server.middleware import (
+    CSP,
+    BodyLimit,
+    CatchAll,
+    CrossSiteCheck,
+    HostCheck,
+    JsonOnly,
+    Message,
+    Receive,
+    Scope,
+    SecurityHeaders,
+    Send,
+    host_name,
+    origin_host,
+)
+
+
+def scope(method: str = "GET", path: str = "/", headers: Sequence[tuple[str, str]] = (), **extra: Any) -> Scope:
+    return {
+        "type": "http",
+        "method": method,
+        "path": path,
+        "headers": [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers],
+        **extra,
+    }
+
+
+class Inner:
+    """A downstream app that records that it ran and answers 200 (reading the body if asked)."""
+
+    def __init__(self, read_body: bool = False) -> None:
+        self.called = False
+        self.read_body = read_body
+        self.body = b""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self.called = True
+        if self.read_body:
+            while True:
+                message = await receive()
+                self.body += message.get("body", b"")
+                if not message.get("more_body"):
+                    break
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"x-inner", b"1")]})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+
+def run(app: Any, sc: Scope, chunks: Sequence[bytes] = (b"",)) -> tuple[list[Message], int]:
+    """Runs ``app`` on one request; returns what it sent and how many body chunks it pulled."""
+    sent: list[Message] = []
+    pulled = 0
+
+    async def receive() -> Message:
+        nonlocal pulled
+        i = pulled
+        pulled += 1
+        if i < len(chunks):
+            return {"type": "http.request", "body": chunks[i], "more_body": i < len(chunks) - 1}
+        return {"type": "http.disconnect"}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    asyncio.run(app(sc, receive, send))
+    return sent, pulled
+
+
+def status(sent: list[Message]) -> int:
+    return int(sent[0]["status"])
+
+
+def error_code(sent: list[Message]) -> str:
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    code: str = orjson.loads(body)["error"]["code"]
+    return code
+
+
+def headers(sent: list[Message]) -> dict[bytes, bytes]:
+    return dict(sent[0]["headers"])
+
+
+# ---- SecurityHeaders --------------------------------------------------------------------------------
+
+
+def test_security_headers_on_every_response_replacing_inner_ones() -> None:
+    async def weak(scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 404, "headers": [(b"content-security-policy", b"*")]})
+        await send({"type": "http.response.body", "body": b""})
+
+    sent, _ = run(SecurityHeaders(weak), scope())
+    h = headers(sent)
+    assert h[b"content-security-policy"] == CSP.encode()
+    assert [k for k, _ in sent[0]["headers"]].count(b"content-security-policy") == 1
+    assert h[b"x-content-type-options"] == b"nosniff"
+    assert h[b"referrer-policy"] == b"no-referrer"
+
+
+def test_csp_is_strict() -> None:
+    directives = dict(d.strip().split(" ", 1) for d in CSP.split(";"))
+    assert directives["default-src"] == "'self'"
+    assert directives["script-src"] == "'self'"
+    assert directives["style-src"] == "'self'"
+    assert directives["object-src"] == "'none'"
+    assert directives["base-uri"] == "'none'"
+    assert directives["frame-ancestors"] == "'none'"
+    assert "unsafe" not in CSP
+
+
+def test_csp_override_applies_to_its_path_only() -> None:
+    app = SecurityHeaders(Inner(), csp_overrides={"/docs": DOCS_CSP})
+    assert headers(run(app, scope(path="/docs"))[0])[b"content-security-policy"] == DOCS_CSP.encode()
+    assert headers(run(app, scope(path="/docs/x"))[0])[b"content-security-policy"] == CSP.encode()
+    assert "unsafe" not in DOCS_CSP and "'none'" in DOCS_CSP
+
+
+# ---- CatchAll ------------------------------------------------------------------------------------------
+
+
+def test_catch_all_answers_500_without_details(caplog: pytest.LogCaptureFixture) -> None:
+    async def broken(scope: Scope, receive: Receive, send: Send) -> None:
+        raise KeyError("password=hunter2")
+
+    sent, _ = run(CatchAll(broken), scope())
+    assert status(sent) == 500 and error_code(sent) == "internal_error"
+    assert b"hunter2" not in sent[1]["body"]
+    assert "hunter2" in caplog.text
+
+
+def test_catch_all_reraises_once_the_response_started() -> None:
+    async def half(scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        raise RuntimeError("mid-stream")
+
+    with pytest.raises(RuntimeError):
+        run(CatchAll(half), scope())
+
+
+# ---- HostCheck -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "host", ["localhost", "localhost:8000", "127.0.0.1", "127.0.0.1:1", "[::1]", "[::1]:8000", "LOCALHOST:80"]
+)
+def test_host_check_accepts_loopback_names(host: str) -> None:
+    inner = Inner()
+    sent, _ = run(HostCheck(inner), scope(headers=[("host", host)]))
+    assert inner.called and status(sent) == 200
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "evil.example",
+        "evil.example:8000",
+        "localhost.evil.example",
+        "127.0.0.1.nip.io",
+        "localhost.",
+        "127.0.0.2",  # loopback, but not a name we answer to
+        "[::1",
+        "localhost:80x",
+        "localhost:",
+        "",
+        "0.0.0.0:8000",
+    ],
+)
+def test_host_check_refuses_other_names(host: str) -> None:
+    inner = Inner()
+    sent, _ = run(HostCheck(inner), scope(headers=[("host", host)]))
+    assert not inner.called
+    assert status(sent) == 400 and error_code(sent) == "bad_host"
+
+
+def test_host_check_refuses_a_missing_host_and_can_be_disabled() -> None:
+    assert status(run(HostCheck(Inner()), scope())[0]) == 400
+    inner = Inner()
+    assert status(run(HostCheck(inner, allowed=None), scope(headers=[("host", "anything")]))[0]) == 200
+    assert inner.called
+
+
+def test_host_name_parsing() -> None:
+    assert host_name("[::1]:8000") == "[::1]"
+    assert host_name("Example.COM:443") == "example.com"
+    assert host_name("a:b") is None
+
+
+# ---- CrossSiteCheck --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "hdrs",
+    [
+        [("sec-fetch-site", "cross-site")],
+        [("sec-fetch-site", "same-site")],
+        [("origin", "https://evil.example")],
+        [("origin", "null")],
+        [("origin", "http://127.0.0.1:9999")],  # another local app
+        [("origin", "http://localhost:8000")],  # a different origin than 127.0.0.1:8000
+    ],
+)
+def test_cross_site_posts_are_refused(hdrs: list[tuple[str, str]]) -> None:
+    inner = Inner()
+    sent, _ = run(CrossSiteCheck(inner), scope("POST", headers=[("host", "127.0.0.1:8000"), *hdrs]))
+    assert not inner.called
+    assert status(sent) == 403 and error_code(sent) == "cross_site_request"
+
+
+@pytest.mark.parametrize(
+    "hdrs",
+    [
+        [],  # a script: no Origin, no Fetch Metadata
+        [("sec-fetch-site", "same-origin"), ("origin", "http://127.0.0.1:8000")],
+        [("sec-fetch-site", "none")],  # typed into the address bar / a bookmark
+        [("origin", "HTTP://127.0.0.1:8000")],
+    ],
+)
+def test_same_origin_posts_pass(hdrs: list[tuple[str, str]]) -> None:
+    inner = Inner()
+    run(CrossSiteCheck(inner), scope("POST", headers=[("host", "127.0.0.1:8000"), *hdrs]))
+    assert inner.called
+
+
+def test_cross_site_gets_pass() -> None:
+    # Reading is guarded by the same-origin policy; only state changes need the check.
+    inner = Inner()
+    run(CrossSiteCheck(inner), scope("GET", headers=[("host", "127.0.0.1"), ("sec-fetch-site", "cross-site")]))
+    assert inner.called
+
+
+def test_origin_host_parsing() -> None:
+    assert origin_host("http://localhost:80") == "localhost"
+    assert origin_host("https://x.example:443") == "x.example"
+    assert origin_host("http://[::1]:8000") == "[::1]:8000"
+    assert origin_host("null") is None
+    assert origin_host("file://") is None
+
+
+# ---- JsonOnly ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "content_type", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "", "json"]
+)
+def test_non_json_bodies_are_refused(content_type: str) -> None:
+    inner = Inner()
+    hdrs = [("content-length", "2")] + ([("content-type", content_type)] if content_type else [])
+    sent, _ = run(JsonOnly(inner), scope("POST", headers=hdrs))
+    assert not inner.called
+    assert status(sent) == 415 and error_code(sent) == "unsupported_media_type"
+
+
+@pytest.mark.parametrize("content_type", ["application/json", "application/json; charset=utf-8", "Application/JSON"])
+def test_json_bodies_pass(content_type: str) -> None:
+    inner = Inner()
+    run(JsonOnly(inner), scope("POST", headers=[("content-type", content_type), ("transfer-encoding", "chunked")]))
+    assert inner.called
+
+
+def test_bodiless_posts_and_gets_pass_json_only() -> None:
+    for sc in (scope("POST"), scope("POST", headers=[("content-length", "0")]), scope("GET")):
+        inner = Inner()
+        run(JsonOnly(inner), sc)
+        assert inner.called
+
+
+# ---- BodyLimit ------------------------------------------------------------------------------------------------
+
+
+def test_declared_length_over_the_limit_is_refused_unread() -> None:
+    inner = Inner(read_body=True)
+    sent, pulled = run(BodyLimit(inner, max_bytes=10), scope("POST", headers=[("content-length", "11")]), [b"x" * 11])
+    assert not inner.called and pulled == 0
+    assert status(sent) == 413 and error_code(sent) == "too_large"
+    assert headers(sent)[b"connection"] == b"close"
+
+
+def test_declared_length_at_the_limit_passes() -> None:
+    inner = Inner(read_body=True)
+    sent, _ = run(BodyLimit(inner, max_bytes=10), scope("POST", headers=[("content-length", "10")]), [b"x" * 10])
+    assert status(sent) == 200 and inner.body == b"x" * 10
+
+
+def test_streamed_body_is_cut_at_the_limit() -> None:
+    inner = Inner(read_body=True)
+    chunks = [b"x" * 4] * 100  # 400 bytes, chunked, no Content-Length
+    sent, pulled = run(
+        BodyLimit(inner, max_bytes=10), scope("POST", headers=[("transfer-encoding", "chunked")]), chunks
+    )
+    assert status(sent) == 413 and error_code(sent) == "too_large"
+    assert pulled == 3  # 12 bytes: one chunk past the limit, and not one more
+    assert len(sent) == 2  # the app's own answer after the cut was dropped
+
+
+def test_streamed_body_at_the_limit_passes() -> None:
+    inner = Inner(read_body=True)
+    sent, _ = run(BodyLimit(inner, max_bytes=12), scope("POST"), [b"x" * 4] * 3)
+    assert status(sent) == 200 and inner.body == b"x" * 12
+
+
+def test_under_declared_length_is_still_counted() -> None:
+    inner = Inner(read_body=True)
+    sent, _ = run(BodyLimit(inner, max_bytes=10), scope("POST", headers=[("content-length", "5")]), [b"x" * 6] * 2)
+    assert status(sent) == 413
+
+
+# ---- the stack, through the app ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    app = create_app(str(tmp_path_factory.mktemp("sec") / "links.db"), "127.0.0.1")
+    with TestClient(app, base_url="http://localhost:8000") as c:
+        yield c
+
+
+@pytest.mark.parametrize("path", ["/", "/js/main.js", "/css/app.css", "/api/health", "/openapi.json", "/nope", "/docs"])
+def test_every_response_has_the_headers(client: TestClient, path: str) -> None:
+    response = client.get(path)
+    assert response.headers["x-content-type-options"] == "nosniff"
+    assert response.headers["referrer-policy"] == "no-referrer"
+    assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
+
+
+@pytest.mark.parametrize(
+    "raw_path", ["/../pyproject.toml", "/..%2fpyproject.toml", "/%2e%2e/pyproject.toml", "/frontend/../README.md"]
+)
+def test_static_files_do_not_escape_the_frontend_directory(client: TestClient, raw_path: str) -> None:
+    # The ASGI scope as a server would build it (clients normalise "..", so go below them).
+    from urllib.parse import unquote
+
+    app = client.app
+    sent, _ = run(
+        app,
+        scope(
+            path=unquote(raw_path),
+            headers=[("host", "localhost")],
+            raw_path=raw_path.encode(),
+            query_string=b"",
+            root_path="",
+            server=("localhost", 80),
+            scheme="http",
+        ),
+    )
+    assert status(sent) == 404
+
+
+def test_bind_to_non_loopback_accepts_any_host(tmp_path: Any) -> None:
+    app = create_app(str(tmp_path / "links.db"), "0.0.0.0")
+    with TestClient(app, base_url="http://dashboard.internal") as c:
+        assert c.get("/api/health").status_code == 200
+        # CSRF protection does not depend on the bind address.
+        response = c.post("/api/links", json={"view": "v", "state": {}}, headers={"origin": "http://evil.example"})
+        assert response.status_code == 403
+
+
+def test_allowed_hosts_can_be_given(tmp_path: Any) -> None:
+    app = create_app(str(tmp_path / "links.db"), "127.0.0.1", allowed_hosts=["dash.example"])
+    with TestClient(app, base_url="http://dash.example") as c:
+        assert c.get("/api/health").status_code == 200
+        assert c.get("/api/health", headers={"host": "localhost"}).status_code == 400
+
+
+@pytest.mark.parametrize(
+    ("bind", "host"), [("127.0.0.2", "127.0.0.2:8000"), ("::1", "[::1]:8000"), ("localhost", "localhost")]
+)
+def test_the_loopback_bind_address_itself_is_accepted(tmp_path: Any, bind: str, host: str) -> None:
+    app = create_app(str(tmp_path / "links.db"), bind)
+    with TestClient(app, base_url="http://127.0.0.1") as c:
+        assert c.get("/api/health", headers={"host": host}).status_code == 200
+        assert c.get("/api/health", headers={"host": "evil.example"}).status_code == 400
