@@ -233,8 +233,12 @@ def test_large_mesh_stays_usable(server: Server, watched: Watched) -> None:
     rendered(page)
     assert page.locator("#grid .tile").count() == 4096
     assert page.locator("#mesh td").count() == 4096
-    page.get_by_role("button", name="Zoom in").click()
-    page.get_by_role("button", name="Zoom in").click()
+    assert page.locator("#grid .tile-label:visible").count() == 0  # 4096 tiles: too small for labels
+    for _ in range(6):
+        page.get_by_role("button", name="Zoom in").click()
+    # zoomed in, the tiles in view get their device ids (level of detail), the others none
+    expect(page.locator("#grid .tile-label:visible").first).to_be_visible()
+    assert 0 < page.locator("#grid .tile-label:visible").count() < 1024
     # zoomed on the centre: the tile at mesh position (32, 32) holds block [2048:2112, 2048:2112]
     page.locator("#grid .tile").nth(64 * 32 + 32).hover()
     expect(page.locator("#tooltip")).to_contain_text("[2048:2112, 2048:2112]")

@@ -100,7 +100,6 @@ export function renderGrid(layout, opts) {
   const gridH = b === null ? Math.min(64, Math.max(36, gridW / 8)) : Math.max(60, Math.min(maxW * 0.8, gridW * aspect));
   const cw = gridW / cols;
   const ch = gridH / rows;
-  const fontSize = Math.max(8, Math.min(13, ch * 0.45, cw / 4));
   const rulerTop = 34;
   const rulerLeft = b === null ? 12 : 34;
   const titleH = others.length ? 18 : 0;
@@ -121,6 +120,9 @@ export function renderGrid(layout, opts) {
 
   /** @type {Map<number, SVGGElement[]>} */
   const tileEls = new Map();
+  /** Every drawn tile with its top-left corner in svg units, for level-of-detail labels.
+   * @type {{k: number, g: SVGGElement, x: number, y: number, lx: number, ly: number, text: SVGTextElement|null}[]} */
+  const placed = [];
   blockList.forEach((block, bi) => {
     const ox = (bi % perRow) * blockW + 8;
     const oy = Math.floor(bi / perRow) * blockH + 8;
@@ -162,14 +164,7 @@ export function renderGrid(layout, opts) {
         x, y, width: cw, height: ch, fill: deviceColour(Math.min(...t.ids), opts.dark),
         stroke: opts.dark ? "#0b0d10" : "#ffffff", "stroke-width": Math.min(2, cw / 12),
       }, tg);
-      const label = fitLabel(platform, t.ids, cw, fontSize);
-      if (label && ch >= fontSize + 2) {
-        const txt = el("text", {
-          x: x + cw / 2, y: y + ch / 2, "font-size": fontSize, "font-family": FONT, fill: opts.dark ? "#f4f4f4" : "#111",
-          "text-anchor": "middle", "dominant-baseline": "central", class: "tile-label",
-        }, tg);
-        txt.textContent = label;
-      }
+      placed.push({ k, g: tg, x: x + ox, y: y + oy, lx: x, ly: y, text: null });
       if (!tileEls.has(k)) tileEls.set(k, []);
       tileEls.get(k).push(tg);
     }
@@ -194,10 +189,44 @@ export function renderGrid(layout, opts) {
     return lines;
   }
 
+  const labelFill = opts.dark ? "#f4f4f4" : "#111";
+  /**
+   * Labels sized for how big the tiles are on screen (`scale` screen px per svg unit), for the tiles
+   * inside `view`: zooming into a 64x64 grid brings its device ids out. At most 2048 labels at once.
+   * @param {{x: number, y: number, w: number, h: number}} view
+   * @param {number} scale
+   */
+  function relabel(view, scale) {
+    const sw = cw * scale;
+    const sh = ch * scale;
+    const px = Math.max(8, Math.min(13, sh * 0.45, sw / 4));
+    const visible = new Set(
+      placed.filter((p) => p.x + cw >= view.x && p.x <= view.x + view.w && p.y + ch >= view.y && p.y <= view.y + view.h),
+    );
+    const show = visible.size <= 2048 && sh >= px + 2;
+    for (const p of placed) {
+      const label = show && visible.has(p) ? fitLabel(platform, tiles[p.k].ids, sw, px) : "";
+      if (!label) {
+        if (p.text) p.text.setAttribute("visibility", "hidden");
+        continue;
+      }
+      if (!p.text) {
+        p.text = /** @type {SVGTextElement} */ (el("text", {
+          x: p.lx + cw / 2, y: p.ly + ch / 2, "font-family": FONT, fill: labelFill,
+          "text-anchor": "middle", "dominant-baseline": "central", class: "tile-label",
+        }, p.g));
+      }
+      p.text.setAttribute("font-size", String(px / scale));
+      p.text.removeAttribute("visibility");
+      p.text.textContent = label;
+    }
+  }
+
   return {
     svg,
     tiles,
     describe,
+    relabel,
     /** Highlight the tiles holding any of `ids` (null clears). @param {Set<number>|null} ids */
     highlight(ids) {
       tileEls.forEach((els, k) => {
@@ -217,14 +246,25 @@ export function renderGrid(layout, opts) {
 }
 
 /**
- * Wheel zoom (around the cursor) and drag pan on an svg, by editing its viewBox.
+ * Wheel zoom (around the cursor) and drag pan on an svg, by editing its viewBox; `onView` hears the
+ * new view box and scale (screen px per svg unit) once the zooming settles, and once at the start.
  * @param {SVGSVGElement} svg
+ * @param {(view: {x: number, y: number, w: number, h: number}, scale: number) => void} onView
  */
-export function enableZoom(svg) {
+export function enableZoom(svg, onView) {
   const W = Number(svg.dataset.width);
   const H = Number(svg.dataset.height);
   let vb = { x: 0, y: 0, w: W, h: H };
-  const apply = () => svg.setAttribute("viewBox", `${vb.x} ${vb.y} ${vb.w} ${vb.h}`);
+  let pending = 0;
+  const notify = () => {
+    clearTimeout(pending);
+    pending = window.setTimeout(() => onView(vb, svg.getBoundingClientRect().width / vb.w), 80);
+  };
+  const apply = () => {
+    svg.setAttribute("viewBox", `${vb.x} ${vb.y} ${vb.w} ${vb.h}`);
+    notify();
+  };
+  onView(vb, svg.getBoundingClientRect().width / vb.w);
   svg.addEventListener(
     "wheel",
     (e) => {
@@ -266,6 +306,10 @@ export function enableZoom(svg) {
     reset() {
       vb = { x: 0, y: 0, w: W, h: H };
       apply();
+    },
+    /** Relabel for the current view now (e.g. after an export relabelled for the full picture). */
+    refresh() {
+      onView(vb, svg.getBoundingClientRect().width / vb.w);
     },
     /** @param {number} k */
     zoom(k) {

@@ -194,7 +194,8 @@ function render(layout) {
   const host = $("grid");
   host.replaceChildren(grid.svg);
   performance.mark("grid-built");
-  zoom = enableZoom(grid.svg);
+  const g = grid;
+  zoom = enableZoom(grid.svg, (view, scale) => g.relabel(view, scale));
   const tileOf = new Map();
   layout.shards.forEach((s) => tileOf.set(s.device_id, s.tile));
   mesh = renderMesh(layout, deviceTable(layout), tileOf, { dark: dark(), onDeviceClick: (id) => select(new Set([id])) });
@@ -277,7 +278,10 @@ async function copyLink() {
 
 function exportSvg() {
   if (!grid) return null;
+  // Labels for the whole picture at its natural size, then back to the labels of the current view.
+  grid.relabel({ x: 0, y: 0, w: Number(grid.svg.dataset.width), h: Number(grid.svg.dataset.height) }, 1);
   const clone = /** @type {SVGSVGElement} */ (grid.svg.cloneNode(true));
+  zoom?.refresh();
   clone.setAttribute("viewBox", `0 0 ${grid.svg.dataset.width} ${grid.svg.dataset.height}`);
   clone.setAttribute("width", String(grid.svg.dataset.width));
   clone.setAttribute("height", String(grid.svg.dataset.height));
