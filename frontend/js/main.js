@@ -4,6 +4,7 @@ import { ApiError, getJSON, postJSON } from "./api.js";
 import { fmtBytes } from "./format.js";
 import { enableZoom, gridDims, renderGrid, deviceTable } from "./grid.js";
 import { renderMesh } from "./meshpanel.js";
+import { pageForLink, renderNav } from "./nav.js";
 import { DEFAULTS, fromObject, fromQuery, layoutRequest, toQuery } from "./state.js";
 
 /** @param {string} id */
@@ -424,6 +425,7 @@ function wire() {
 }
 
 async function main() {
+  renderNav("layout");
   wire();
   const link = location.pathname.match(/^\/s\/([A-Za-z0-9_-]{1,64})$/);
   try {
@@ -437,6 +439,11 @@ async function main() {
   if (link) {
     try {
       const saved = await getJSON(`/api/links/${link[1]}`);
+      const elsewhere = pageForLink(saved.view, link[1]);
+      if (elsewhere) {
+        location.replace(elsewhere); // a link to another view opens that view's page
+        return;
+      }
       state = fromObject(saved.state || {});
     } catch (e) {
       showError(e);
