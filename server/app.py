@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
@@ -13,9 +14,10 @@ from starlette.routing import BaseRoute, Match, Mount
 from starlette.staticfiles import StaticFiles
 
 import shardscope
-from server import docs, routes
+from server import docs, routes, routes_kernels, routes_snapshots, vendor
 from server.errors import EXCEPTION_HANDLERS
 from server.jsonio import OrjsonResponse
+from server.kernels import KernelPool
 from server.middleware import (
     LOOPBACK_HOSTS,
     BodyLimit,
@@ -29,7 +31,7 @@ from server.middleware import (
     Send,
     is_loopback,
 )
-from server.settings import MAX_BODY_BYTES
+from server.settings import MAX_BODY_BYTES, MAX_SNAPSHOT_BYTES
 from server.store import Store
 
 _PACKAGED = Path(__file__).resolve().parent / "frontend"  # a wheel install (pyproject force-include)
@@ -77,15 +79,21 @@ def create_app(
     *,
     frontend_dir: str | os.PathLike[str] | None = None,
     allowed_hosts: Iterable[str] | None = None,
+    token: str | None = None,
+    kernel_pool: KernelPool | None = None,
 ) -> FastAPI:
     """The dashboard app.
 
     ``db_path``: the SQLite file for share links (None: ``links.db`` in the user data directory).
     ``bind_host``: where the server listens; on a loopback address the ``Host`` header must be a
     loopback name (DNS-rebinding defence). ``allowed_hosts`` replaces that list (e.g. a reverse
-    proxy's name); on a non-loopback bind without it, any Host is accepted.
+    proxy's name); on a non-loopback bind without it, any Host is accepted. ``token``: when set,
+    publishing a snapshot (``POST /api/snapshots``) needs ``Authorization: Bearer <token>``.
+    ``kernel_pool``: the kernel lab's worker processes (default: a pool with the settings' limits);
+    its workers start on first use and stop with the app.
     """
     store = Store(db_path)
+    kernels = kernel_pool if kernel_pool is not None else KernelPool()
     frontend = Path(frontend_dir) if frontend_dir is not None else FRONTEND_DIR
 
     @asynccontextmanager
@@ -93,9 +101,15 @@ def create_app(
         # The store is already open (so an unwritable path fails here, at start-up, not on the
         # first link); opening again is a no-op, and reopens it if an earlier lifespan closed it.
         store.open()
+        # Everything imported so far (JAX's large heap above all) lives as long as the server:
+        # moving it to the permanent generation keeps full GC passes from re-scanning it while a
+        # request builds a 6144-device topology (halves that request's time).
+        gc.freeze()
+        kernels.open()
         try:
             yield
         finally:
+            kernels.close()
             store.close()
 
     app = FastAPI(
@@ -110,17 +124,26 @@ def create_app(
         default_response_class=OrjsonResponse,
     )
     app.state.store = store
+    app.state.kernels = kernels
     app.include_router(routes.router)
     app.include_router(routes.page_router(frontend / "index.html"))
     app.include_router(docs.router)
+    app.include_router(vendor.router)
+    app.include_router(routes_snapshots.router)
+    app.include_router(routes_kernels.router)
     app.mount("/", FrontendFiles(frontend, app.router.routes), name="frontend")
 
     if allowed_hosts is None and is_loopback(bind_host):
         # The usual loopback names, and the bind address itself (e.g. 127.0.0.2, or [::1]).
         allowed_hosts = {*LOOPBACK_HOSTS, f"[{bind_host}]" if ":" in bind_host else bind_host}
     # add_middleware puts each new layer outside the previous ones: innermost first.
-    app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
+    app.add_middleware(
+        BodyLimit,
+        max_bytes=MAX_BODY_BYTES,
+        path_limits={routes_snapshots.SNAPSHOTS_PATH: (MAX_SNAPSHOT_BYTES, "max_snapshot_bytes")},
+    )
     app.add_middleware(JsonOnly)
+    app.add_middleware(routes_snapshots.SnapshotToken, token=token)  # before any body is read
     app.add_middleware(CrossSiteCheck)
     app.add_middleware(HostCheck, allowed=allowed_hosts)
     app.add_middleware(CatchAll)

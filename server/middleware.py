@@ -322,19 +322,25 @@ class BodyLimit:
     under-declared body is counted as ``receive`` hands it over, and the moment it passes the limit
     the 413 goes out and the application's ``receive`` raises, so at most one chunk past the limit
     is ever held. The 413 says ``Connection: close`` so the server does not drain the rest.
+
+    ``path_limits`` gives exact paths their own limit and setting name (``/api/snapshots``: a
+    published snapshot is megabytes); every other path keeps ``max_bytes``.
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, path_limits: Mapping[str, tuple[int, str]] | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.path_limits = dict(path_limits or {})
 
-    async def _refuse(self, send: Send) -> None:
+    async def _refuse(self, send: Send, limit: int, setting: str) -> None:
         await send_error(
             send,
             413,
             "too_large",
-            f"the request body is larger than {self.max_bytes} bytes (setting max_body_bytes)",
-            hint="send less: layouts and links need only a few kilobytes",
+            f"the request body is larger than {limit} bytes (setting {setting})",
+            hint="send less: layouts and links need only a few kilobytes"
+            if setting == "max_body_bytes"
+            else f"send less, or start the server with a larger {setting}",
             headers=[(b"connection", b"close")],
         )
 
@@ -342,9 +348,10 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit, setting = self.path_limits.get(scope.get("path", ""), (self.max_bytes, "max_body_bytes"))
         declared = header(scope, b"content-length")
-        if declared is not None and declared.strip().isdigit() and int(declared) > self.max_bytes:
-            await self._refuse(send)
+        if declared is not None and declared.strip().isdigit() and int(declared) > limit:
+            await self._refuse(send, limit, setting)
             return
         received = 0
         started = False
@@ -355,10 +362,10 @@ class BodyLimit:
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.max_bytes:
+                if received > limit:
                     if not started and not refused:
                         refused = True
-                        await self._refuse(send)
+                        await self._refuse(send, limit, setting)
                     raise BodyTooLarge
             return message
 

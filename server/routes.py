@@ -29,15 +29,18 @@ from server.models import (
     LinkCreated,
     LinkRequest,
     LinkResponse,
+    MeshRequest,
     PlatformsResponse,
+    TopologyMeshRequest,
+    TopologyMeshResponse,
     TopologyResponse,
 )
 from server.settings import MAX_DEVICES_CHARS, MAX_LINK_BYTES, MAX_SLICES
 from server.store import Store
 from sharding_core.devices import parse_devices, platforms_catalog
 from sharding_core.layout import Layout, compute_layout
-from sharding_core.mesh import MeshSpec
-from sharding_core.topology import topology
+from sharding_core.mesh import MeshSpec, build_mesh
+from sharding_core.topology import compare_orderings, mesh_on_topology, topology
 
 LINKS = "links"
 
@@ -96,12 +99,8 @@ def _encode_layout(layout: Layout) -> bytes:
     return layout.json_text.encode()
 
 
-@router.post("/api/layout", response_model=LayoutResponse, responses=POST_ERRORS)
-def layout(body: LayoutRequest) -> Response:
-    """Where every shard of an array lives: ``NamedSharding(mesh, spec).devices_indices_map(shape)``."""
-    devset = parse_devices(body.devices, slices=body.slices, chips_per_host=body.chips_per_host)
-    mesh = body.mesh
-    mesh_spec = MeshSpec(
+def _mesh_spec(mesh: MeshRequest) -> MeshSpec:
+    return MeshSpec(
         tuple(mesh.shape),
         tuple(mesh.axis_names),
         axis_types=tuple(mesh.axis_types) if mesh.axis_types is not None else None,
@@ -110,7 +109,13 @@ def layout(body: LayoutRequest) -> Response:
         allow_split_physical_axes=mesh.allow_split_physical_axes,
         dcn_shape=tuple(mesh.dcn_shape) if mesh.dcn_shape is not None else None,
     )
-    result = compute_layout(devset, mesh_spec, body.spec, body.shape, body.dtype)
+
+
+@router.post("/api/layout", response_model=LayoutResponse, responses=POST_ERRORS)
+def layout(body: LayoutRequest) -> Response:
+    """Where every shard of an array lives: ``NamedSharding(mesh, spec).devices_indices_map(shape)``."""
+    devset = parse_devices(body.devices, slices=body.slices, chips_per_host=body.chips_per_host)
+    result = compute_layout(devset, _mesh_spec(body.mesh), body.spec, body.shape, body.dtype)
     return OrjsonResponse(_encode_layout(result))
 
 
@@ -134,6 +139,18 @@ def topology_route(
     """The physical interconnect: devices with coordinates and hosts, ICI / NVLink links, wraparound."""
     cph = tuple(int(c) for c in chips_per_host.split("x")) if chips_per_host else None
     return OrjsonResponse(_encode_topology((devices, slices, cph)))
+
+
+@router.post("/api/topology/mesh", response_model=TopologyMeshResponse, responses=POST_ERRORS)
+def topology_mesh(body: TopologyMeshRequest) -> Response:
+    """The mesh laid on the interconnect: per mesh axis, the device groups a collective over it
+    involves in ring order, the hops between consecutive members, whether each group is a ring and
+    whether it crosses hosts or slices; and the make_mesh / iota / split orderings side by side."""
+    devset = parse_devices(body.devices, slices=body.slices, chips_per_host=body.chips_per_host)
+    spec = _mesh_spec(body.mesh)
+    result = mesh_on_topology(devset, build_mesh(devset, spec))
+    result["orderings"] = compare_orderings(devset, spec.shape, spec.axis_names)
+    return OrjsonResponse(result)
 
 
 @router.post("/api/links", status_code=201, response_model=LinkCreated, responses=POST_ERRORS)

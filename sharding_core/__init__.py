@@ -1,1 +1,35 @@
-"""Shardscope's domain: device sets, meshes, PartitionSpecs and layouts, computed by JAX."""
+"""Shardscope's domain: device sets, meshes, PartitionSpecs and layouts, computed by JAX.
+
+``capture``, ``publish``, ``inspect_jit``, ``show``, ``new_run_id`` and ``PublishError`` are loaded on
+first use (PEP 562), so ``import sharding_core`` stays light for a training script.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sharding_core.capturing import capture, inspect_jit
+    from sharding_core.publishing import PublishError, new_run_id, publish, show
+
+_LAZY = {
+    "capture": "sharding_core.capturing",
+    "inspect_jit": "sharding_core.capturing",
+    "publish": "sharding_core.publishing",
+    "show": "sharding_core.publishing",
+    "new_run_id": "sharding_core.publishing",
+    "PublishError": "sharding_core.publishing",
+}
+
+__all__ = ["PublishError", "capture", "inspect_jit", "new_run_id", "publish", "show"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sharding_core' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

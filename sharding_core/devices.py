@@ -226,11 +226,12 @@ class DeviceSet:
 
 
 def _positive_int(text: str, what: str, spec: str) -> int:
-    # Bound the digits before int(): "cpu:" followed by 10^6 digits must not cost anything.
-    if not re.fullmatch(r"[0-9]{1,6}", text) or int(text) < 1:
+    # Bound the digits before int(): "cpu:" followed by 10^6 digits must not cost anything; up to
+    # 12 digits parse, so 10^9 devices is refused as too_large (the limit says what is allowed).
+    if not re.fullmatch(r"[0-9]{1,12}", text) or int(text) < 1:
         raise ShardingError(
             BAD_DEVICES,
-            f"{what} must be a positive integer of at most 6 digits, got {text!r} in {spec!r}",
+            f"{what} must be a positive integer of at most 12 digits, got {text[:20]!r} in {spec[:40]!r}",
             hint="e.g. cpu:8, gpu:h100:2x8, tpu:v5e:4x4",
         )
     return int(text)

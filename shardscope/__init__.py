@@ -1,3 +1,19 @@
 """Shardscope: a web dashboard for seeing and debugging how JAX arrays are sharded."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from sharding_core.publishing import show as show
+
+
+def __getattr__(name: str) -> Any:
+    # `shardscope.show(x)` in Jupyter, loaded on first use so the CLI's start-up stays light.
+    if name == "show":
+        from sharding_core.publishing import show as show
+
+        return show
+    raise AttributeError(f"module 'shardscope' has no attribute {name!r}")

@@ -37,6 +37,12 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8000)
     s.add_argument("--db", default=None, help="SQLite file for share links (default: the user data directory)")
+    s.add_argument(
+        "--token",
+        default=os.environ.get("SHARDSCOPE_TOKEN") or None,
+        help="require 'Authorization: Bearer TOKEN' to publish snapshots (POST /api/snapshots), for a shared "
+        "server; default $SHARDSCOPE_TOKEN (an environment variable keeps it out of the process list)",
+    )
 
     v = sub.add_parser("preview", help="print an array's layout, like jax.debug.visualize_array_sharding, any rank")
     v.add_argument("--devices", required=True, help="cpu:N, gpu:KIND:HxG, tpu:GEN:TOPO or local")
@@ -87,14 +93,24 @@ def serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from server.app import create_app
+    from server.settings import MAX_CONNECTIONS, MAX_HEADER_BYTES, MAX_KEEP_ALIVE_SECONDS
 
     if not is_loopback(args.host):
         print(
             f"warning: binding {args.host}: the dashboard is reachable from other machines and has no login",
             file=sys.stderr,
         )
-    app = create_app(db_path=args.db, bind_host=args.host)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    app = create_app(db_path=args.db, bind_host=args.host, token=args.token)
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level="info",
+        # server/settings.py: bounded connections, head size and idle keep-alive (slow clients)
+        limit_concurrency=MAX_CONNECTIONS,
+        h11_max_incomplete_event_size=MAX_HEADER_BYTES,
+        timeout_keep_alive=MAX_KEEP_ALIVE_SECONDS,
+    )
     return 0
 
 

@@ -14,6 +14,15 @@ os.environ["TPU_SKIP_MDS_QUERY"] = "1"
 
 import jax
 
+# The fuzz tests' example counts scale with SHARDSCOPE_FUZZ_SCALE: 1 in CI (thousands of inputs,
+# a minute), e.g. 50 for a nightly run (`SHARDSCOPE_FUZZ_SCALE=50 make test`).
+FUZZ_SCALE = max(1, int(os.environ.get("SHARDSCOPE_FUZZ_SCALE", "1")))
+
+
+def fuzz_examples(n: int) -> int:
+    return n * FUZZ_SCALE
+
+
 jax.config.update("jax_num_cpu_devices", 8)
 
 # The live-server fixture (a real `shardscope serve`), shared by the live and browser tests.

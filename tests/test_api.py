@@ -28,6 +28,7 @@ from sharding_core.devices import MAX_DEVICES, parse_devices, platforms_catalog
 from sharding_core.layout import DTYPES, MAX_RANK
 from sharding_core.mesh import MAX_AXIS_NAME_CHARS, MAX_MESH_AXES
 from sharding_core.spec import MAX_SPEC_CHARS
+from tests.conftest import fuzz_examples
 
 BASE = "http://127.0.0.1:8000"
 
@@ -421,7 +422,11 @@ def test_device_limit(client: TestClient) -> None:
 
 
 def test_a_billion_devices_is_refused_fast(client: TestClient) -> None:
-    for devices, code in [("gpu:h100:100000x10000", "too_large"), ("cpu:1000000000", "bad_devices")]:
+    for devices, code in [
+        ("gpu:h100:100000x10000", "too_large"),
+        ("cpu:1000000000", "too_large"),
+        ("cpu:" + "9" * 100_000, "validation_error"),
+    ]:
         start = time.perf_counter()
         assert_error(post(client, "/api/layout", layout_request(devices=devices)), 422, code)
         assert time.perf_counter() - start < 0.5
@@ -498,6 +503,14 @@ BAD_REQUESTS: list[tuple[str, str, dict[str, Any], int, str]] = [
     ("POST", "/api/health", {}, 405, "method_not_allowed"),
     ("GET", "/api/platforms", {"headers": {"host": "rebind.example:8000"}}, 400, "bad_host"),
     ("POST", "/api/layout", {"json": layout_request(spec="P(")}, 422, "parse_error"),
+    (
+        "POST",
+        "/api/topology/mesh",
+        {"json": {"devices": "tpu:v5e:4x4", "mesh": {"shape": [8, 8], "axis_names": ["x", "y"]}}},
+        422,
+        "bad_mesh",
+    ),
+    ("POST", "/api/topology/mesh", {"json": {"devices": "tpu:v5e:4x4"}}, 422, "validation_error"),
     ("POST", "/api/layout", {"json": layout_request(shape="4x8")}, 422, "validation_error"),
     (
         "POST",
@@ -533,6 +546,23 @@ BAD_REQUESTS: list[tuple[str, str, dict[str, Any], int, str]] = [
     ("POST", "/api/links", {"json": {"view": "layout"}}, 422, "validation_error"),
     ("POST", "/api/links", {"json": {"view": "x", "state": {"s": "a" * MAX_LINK_BYTES}}}, 413, "too_large"),
     ("GET", "/api/links/{link_id}", {}, 404, "not_found"),
+    # snapshots (tests/test_snapshots_api.py covers them in depth)
+    ("POST", "/api/snapshots", {"json": {"version": 1}}, 422, "validation_error"),
+    ("GET", "/api/snapshots/{snapshot_id}", {}, 404, "not_found"),
+    ("GET", "/api/snapshots/runs/{run_id}", {}, 404, "not_found"),
+    ("POST", "/api/snapshots/diff", {"json": {"a": {"snapshot": "A" * 22}, "b": {}}}, 422, "validation_error"),
+    ("POST", "/api/snapshots/whatif", {"json": {"ref": {"snapshot": "A" * 22}, "rules": [1]}}, 422, "validation_error"),
+    # kernel lab (tests/test_kernels_*.py cover it in depth)
+    ("GET", "/api/kernels", {"headers": {"host": "evil.example"}}, 400, "bad_host"),
+    (
+        "POST",
+        "/api/kernels/run",
+        {"json": {"kernel": "nope", "devices": "cpu:8", "mesh": {"shape": [8], "axis_names": ["x"]}}},
+        422,
+        "unknown_kernel",
+    ),
+    ("POST", "/api/kernels/jobs", {"json": {"kernel": "sum_axis0"}}, 422, "validation_error"),
+    ("GET", "/api/kernels/jobs/{job_id}", {}, 404, "not_found"),
     ("DELETE", "/api/links/{link_id}", {}, 405, "method_not_allowed"),
     ("GET", "/s/{link_id}", {}, 404, "not_found"),
     ("GET", "/no/such/page", {}, 404, "not_found"),
@@ -646,7 +676,7 @@ def layout_requests(draw: st.DrawFn) -> dict[str, Any]:
 
 
 @given(body=layout_requests())
-@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@settings(max_examples=fuzz_examples(150), deadline=None, suppress_health_check=list(HealthCheck), database=None)
 def test_no_input_causes_a_server_error(client: TestClient, body: dict[str, Any]) -> None:
     response = post(client, "/api/layout", body)
     assert response.status_code in (200, 422), (body, response.text)

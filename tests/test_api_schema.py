@@ -23,6 +23,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from server.app import create_app
+from tests.conftest import fuzz_examples
 
 # The in-process client says "Host: testserver"; the app is bound to loopback and checks Host.
 HOST = {"host": "127.0.0.1:8000"}
@@ -50,6 +51,6 @@ def _cleanup() -> Iterator[None]:
 
 
 @schema.parametrize()
-@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@settings(max_examples=fuzz_examples(30), deadline=None, suppress_health_check=list(HealthCheck), database=None)
 def test_api_matches_its_schema(case: Any) -> None:
     case.call_and_validate(headers=HOST, checks=CHECKS)

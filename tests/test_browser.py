@@ -261,3 +261,77 @@ def test_dark_theme(server: Server, browser: Browser) -> None:
         assert w.errors == []
     finally:
         context.close()
+
+
+# ---- the topology view ----------------------------------------------------------------------------
+
+
+def test_topology_2d_marks_every_device_and_highlights_an_axis(server: Server, watched: Watched) -> None:
+    page = watched.page
+    page.goto(
+        f"http://127.0.0.1:{server.port}/topology.html?devices=tpu:v5e:4x4&mesh=4x4&axes=x,y"
+        "&spec=P('x','y')&shape=16,16"
+    )
+    rendered(page)
+    view = page.locator("#topo-view")
+    expect(view).to_have_attribute("data-mode", "2d")
+    assert page.locator("#topo-view .device").count() == 16
+    assert page.locator("#topo-view .hosts rect").count() == 4
+    assert page.locator("#topo-view .ring-hop").count() == 0
+    # colours follow the layout: P('x', 'y') gives every device its own tile, P('x') one per mesh row
+    fills = page.locator("#topo-view .device rect").evaluate_all("rs => rs.map(r => r.getAttribute('fill'))")
+    assert len(set(fills)) == 16
+    page.locator("#spec").fill("P('x')")
+    rendered(page, 2)
+    fills = page.locator("#topo-view .device rect").evaluate_all("rs => rs.map(r => r.getAttribute('fill'))")
+    assert len(set(fills)) == 4
+    page.get_by_label("x", exact=True).check()
+    rendered(page, 3)
+    expect(view).to_have_attribute("data-axis", "x")
+    # four groups of four: 4 segments each; the closing hop of each line is 3 links (no wraparound)
+    assert page.locator("#topo-view .ring-hop").count() == 16
+    assert page.locator("#topo-view .ring-hop.far").count() == 4
+    rows = page.locator("#hop-table tbody tr")
+    assert rows.count() == 4
+    assert rows.first.locator("td").nth(1).text_content() == "0 4 8 12"
+    assert rows.first.locator("td").nth(2).text_content() == "1 1 1 3"
+    expect(page.locator("#orderings")).to_contain_text("make_mesh")
+    shot(page, "10-topology-2d")
+
+
+def test_topology_3d_lattice_and_the_non_ring_order(server: Server, watched: Watched) -> None:
+    page = watched.page
+    # jax issue 20305: make_mesh((4,)) on a v4-8 is not a ring — the hop table shows a 2-link hop.
+    page.goto(
+        f"http://127.0.0.1:{server.port}/topology.html?devices=tpu:v4:2x2x1&mesh=4&axes=x&spec=P('x')&shape=8&axis=x"
+    )
+    rendered(page)
+    assert page.locator("#hop-table tbody tr td").nth(2).text_content() == "1 2 1 2"
+    page.goto(
+        f"http://127.0.0.1:{server.port}/topology.html?devices=tpu:v4:4x4x4&mesh=4x16&axes=x,y&spec=P('x','y')&shape=16,16&axis=x"
+    )
+    rendered(page)
+    view = page.locator("#topo-view")
+    expect(view).to_have_attribute("data-mode", "3d")
+    expect(view).to_have_attribute("data-device-marks", "64")
+    # Plotly drew the lattice: its WebGL scene and legend are in the DOM
+    expect(page.locator("#topo-view .js-plotly-plot")).to_be_visible()
+    expect(page.locator("#topo-view .legend")).to_contain_text("wraparound")
+    expect(page.locator("#hop-summary")).to_contain_text("every group is a ring")
+    shot(page, "11-topology-3d")
+
+
+def test_hostile_link_state_renders_as_text_in_every_view(server: Server, watched: Watched) -> None:
+    page = watched.page
+    evil = '"><img src=x onerror="window.XSS=1"><script>window.XSS=2</script>'
+    state = {"devices": "cpu:8", "mesh": "2x4", "axes": f"x,{evil}", "spec": f"P('{evil}')", "shape": "8,8"}
+    for view, path in (("layout", "/"), ("topology", "/topology.html")):
+        status, link = server.post_json("/api/links", {"view": view, "state": state})
+        assert status == 201
+        page.goto(f"http://127.0.0.1:{server.port}{link['url']}")
+        page.wait_for_selector("body[data-rendered], body[data-errors]", state="attached", timeout=30_000)
+        assert page.evaluate("() => window.XSS") is None
+        assert page.locator("img[src='x'], script:not([src])").count() == 0
+        expect(page.get_by_label("PartitionSpec")).to_have_value(f"P('{evil}')")
+        assert page.url.split("?")[0].endswith(path) or "/s/" in page.url
+    shot(page, "12-hostile-link-state")

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import jax
+import pytest
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -89,3 +90,16 @@ def test_installed_entry_point() -> None:
 def test_loopback_detection() -> None:
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost") and is_loopback("127.0.0.2")
     assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.2") and not is_loopback("example.com")
+
+
+def test_serve_binds_loopback_by_default_and_warns_otherwise(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    calls: list[dict[str, object]] = []
+    monkeypatch.setattr("uvicorn.run", lambda app, **kw: calls.append(kw))  # nothing is bound
+    assert main(["serve", "--db", str(tmp_path / "a.db")]) == 0
+    assert calls[-1]["host"] == "127.0.0.1" and calls[-1]["port"] == 8000
+    assert "warning" not in capsys.readouterr().err
+    assert main(["serve", "--host", "0.0.0.0", "--port", "9", "--db", str(tmp_path / "b.db")]) == 0
+    assert calls[-1]["host"] == "0.0.0.0"
+    assert "warning: binding 0.0.0.0" in capsys.readouterr().err

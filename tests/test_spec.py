@@ -24,6 +24,7 @@ from sharding_core.spec import (
     parse_spec,
     spec_axes,
 )
+from tests.conftest import fuzz_examples
 
 U = P.UNCONSTRAINED
 
@@ -316,7 +317,7 @@ def pasted(draw: st.DrawFn, spec: P) -> str:
     return f"{draw(ws)}{head}{draw(ws)}({body}){draw(ws)}"
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=fuzz_examples(500), deadline=None)
 @given(specs())
 def test_round_trip_repr(spec: P) -> None:
     text = repr(spec)
@@ -326,7 +327,7 @@ def test_round_trip_repr(spec: P) -> None:
     assert spec_axes(got) == spec_axes(spec)
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=fuzz_examples(500), deadline=None)
 @given(st.data())
 def test_round_trip_pasted_variants(data: st.DataObject) -> None:
     spec = data.draw(specs())
@@ -353,7 +354,7 @@ def check_total(text: str, max_chars: int = MAX_SPEC_CHARS) -> None:
         assert parse_spec(canonical_spec(result), max_chars=100_000) == result
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=fuzz_examples(2000), deadline=None)
 @given(st.text())
 def test_any_text_is_spec_or_sharding_error(text: str) -> None:
     check_total(text)
@@ -366,7 +367,7 @@ BIASED_TOKENS = st.lists(
 ).map("".join)
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=fuzz_examples(2000), deadline=None)
 @given(st.one_of(BIASED_CHARS, BIASED_TOKENS))
 def test_spec_like_text_is_spec_or_sharding_error(text: str) -> None:
     check_total(text)

@@ -53,7 +53,7 @@ def test_close_is_idempotent_and_open_reopens(tmp_path: Path) -> None:
 def test_unknown_table_is_a_programming_error(tmp_path: Path) -> None:
     with Store(tmp_path / "links.db") as store, pytest.raises(ValueError, match="unknown table"):
         store.put("users; --", b"{}")
-    assert TABLES == ("links",)
+    assert TABLES == ("links", "snapshots")  # snapshots: issue 7 (sharding_core.publish)
 
 
 def test_reopen_keeps_links(tmp_path: Path) -> None:

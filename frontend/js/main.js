@@ -5,6 +5,7 @@ import { fmtBytes } from "./format.js";
 import { enableZoom, gridDims, renderGrid, deviceTable } from "./grid.js";
 import { renderMesh } from "./meshpanel.js";
 import { pageForLink, renderNav } from "./nav.js";
+import { buildPickers, devicesToPickers, fillTopologies, pickersToDevices, setOptions } from "./pickers.js";
 import { DEFAULTS, fromObject, fromQuery, layoutRequest, toQuery } from "./state.js";
 
 /** @param {string} id */
@@ -35,76 +36,16 @@ const EXAMPLES = [
 
 // ---------------------------------------------------------------- pickers <-> state
 
-function setOptions(select, values, labels) {
-  select.replaceChildren();
-  values.forEach((v, i) => {
-    const o = document.createElement("option");
-    o.value = v;
-    o.textContent = labels ? labels[i] : v;
-    select.appendChild(o);
-  });
-}
-
-function buildPickers() {
-  setOptions($("tpu-gen"), catalog.tpu.map((g) => g.name), catalog.tpu.map((g) => `${g.name} (${g.device_kind})`));
-  setOptions($("gpu-kind"), catalog.gpu.map((g) => g.name), catalog.gpu.map((g) => `${g.name} (${g.device_kind})`));
-}
-
-function fillTopologies() {
-  const gen = catalog.tpu.find((g) => g.name === /** @type {HTMLSelectElement} */ ($("tpu-gen")).value);
-  if (gen) setOptions($("tpu-topo"), gen.topologies);
-}
-
-/** Shows the pickers for the kind of device set in `state.devices`. */
-function devicesToPickers() {
-  const [kind, ...rest] = state.devices.split(":");
-  const k = ["cpu", "gpu", "tpu", "local"].includes(kind) ? kind : "tpu";
-  /** @type {HTMLSelectElement} */ ($("dev-kind")).value = k;
-  for (const sec of ["cpu", "gpu", "tpu"]) $(`dev-${sec}`).hidden = sec !== k;
-  if (k === "cpu") /** @type {HTMLInputElement} */ ($("cpu-count")).value = rest[0] || "8";
-  if (k === "gpu") {
-    /** @type {HTMLSelectElement} */ ($("gpu-kind")).value = rest[0] || "h100";
-    const [h, g] = (rest[1] || "1x8").split("x");
-    /** @type {HTMLInputElement} */ ($("gpu-hosts")).value = h;
-    /** @type {HTMLInputElement} */ ($("gpu-per-host")).value = g;
-  }
-  if (k === "tpu" && catalog) {
-    /** @type {HTMLSelectElement} */ ($("tpu-gen")).value = rest[0] || "v5e";
-    fillTopologies();
-    const topo = /** @type {HTMLSelectElement} */ ($("tpu-topo"));
-    if (rest[1] && ![...topo.options].some((o) => o.value === rest[1])) {
-      const o = document.createElement("option");
-      o.value = o.textContent = rest[1];
-      topo.appendChild(o);
-    }
-    topo.value = rest[1] || topo.options[0]?.value;
-    /** @type {HTMLInputElement} */ ($("tpu-slices")).value = String(state.slices);
-  }
-  $("devices-string").textContent = state.devices + (state.slices > 1 ? ` × ${state.slices} slices` : "");
-}
-
-function pickersToDevices() {
-  const k = /** @type {HTMLSelectElement} */ ($("dev-kind")).value;
-  const v = (id) => /** @type {HTMLInputElement} */ ($(id)).value.trim();
-  state.slices = 1;
-  if (k === "cpu") state.devices = `cpu:${v("cpu-count")}`;
-  else if (k === "gpu") state.devices = `gpu:${v("gpu-kind")}:${v("gpu-hosts")}x${v("gpu-per-host")}`;
-  else if (k === "tpu") {
-    state.devices = `tpu:${v("tpu-gen")}:${v("tpu-topo")}`;
-    state.slices = Math.max(1, parseInt(v("tpu-slices"), 10) || 1);
-  } else state.devices = "local";
-}
-
 const FIELDS = { mesh: "mesh-shape", axes: "mesh-axes", order: "mesh-order", types: "mesh-types", shape: "array-shape", dtype: "array-dtype", spec: "spec" };
 
 function stateToControls() {
   for (const [k, id] of Object.entries(FIELDS)) /** @type {HTMLInputElement} */ ($(id)).value = String(state[k]);
-  devicesToPickers();
+  devicesToPickers(state, catalog);
 }
 
 function controlsToState() {
   for (const [k, id] of Object.entries(FIELDS)) state[k] = /** @type {HTMLInputElement} */ ($(id)).value;
-  pickersToDevices();
+  pickersToDevices(state);
 }
 
 /** "0,2" -> [0, 2]; null unless two non-negative integers. @param {string} text */
@@ -350,7 +291,7 @@ function showTooltip(e) {
 
 function onControlChange() {
   controlsToState();
-  devicesToPickers();
+  devicesToPickers(state, catalog);
   pushUrl(false);
   schedule(0);
 }
@@ -375,7 +316,7 @@ function wire() {
     $(id).addEventListener("change", onControlChange);
   }
   $("tpu-gen").addEventListener("change", () => {
-    fillTopologies();
+    fillTopologies(catalog);
     onControlChange();
   });
   $("grid-dims").addEventListener("change", () => {
@@ -428,28 +369,34 @@ async function main() {
   renderNav("layout");
   wire();
   const link = location.pathname.match(/^\/s\/([A-Za-z0-9_-]{1,64})$/);
-  try {
-    catalog = await getJSON("/api/platforms");
-    buildPickers();
-    const health = await getJSON("/api/health");
-    $("jax-version").textContent = `JAX ${health.jax_version}`;
-  } catch (e) {
-    showError(e);
-  }
-  if (link) {
+  // A share link is read first: one for another view goes straight to that view's page.
+  const saved = link ? getJSON(`/api/links/${link[1]}`) : null;
+  const platforms = getJSON("/api/platforms");
+  const health = getJSON("/api/health");
+  // Handled below (or moot after a redirect): no "unhandled rejection" on the way out.
+  platforms.catch(() => {});
+  health.catch(() => {});
+  if (saved) {
     try {
-      const saved = await getJSON(`/api/links/${link[1]}`);
-      const elsewhere = pageForLink(saved.view, link[1]);
+      const linked = await saved;
+      const elsewhere = pageForLink(linked.view, link[1]);
       if (elsewhere) {
-        location.replace(elsewhere); // a link to another view opens that view's page
+        location.replace(elsewhere);
         return;
       }
-      state = fromObject(saved.state || {});
+      state = fromObject(linked.state || {});
     } catch (e) {
       showError(e);
     }
   } else {
     state = fromQuery(location.search);
+  }
+  try {
+    catalog = await platforms;
+    buildPickers(catalog);
+    $("jax-version").textContent = `JAX ${(await health).jax_version}`;
+  } catch (e) {
+    showError(e);
   }
   stateToControls();
   refresh();

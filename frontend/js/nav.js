@@ -4,6 +4,9 @@
 /** @type {{name: string, label: string, href: string}[]} */
 export const VIEWS = [
   { name: "layout", label: "Layout", href: "/" },
+  { name: "topology", label: "Topology", href: "/topology.html" },
+  { name: "snapshots", label: "Snapshots", href: "/snapshots.html" },
+  { name: "kernels", label: "Kernels", href: "/kernels.html" },
 ];
 
 /**

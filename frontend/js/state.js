@@ -1,7 +1,7 @@
 // The view's whole state lives in the page URL (copying the address bar shares it).
 
 /** @typedef {{devices: string, slices: number, mesh: string, axes: string, order: string,
- *   types: string, spec: string, shape: string, dtype: string, dims: string}} State */
+ *   types: string, spec: string, shape: string, dtype: string, dims: string, axis: string}} State */
 
 /** @type {State} */
 export const DEFAULTS = Object.freeze({
@@ -15,6 +15,7 @@ export const DEFAULTS = Object.freeze({
   shape: "16,16",
   dtype: "float32",
   dims: "",
+  axis: "",
 });
 
 const KEYS = /** @type {(keyof State)[]} */ (Object.keys(DEFAULTS));

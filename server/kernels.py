@@ -1,0 +1,529 @@
+"""Kernel runs in worker processes: a fixed pool, a bounded queue, a per-run timeout, a result cache.
+
+Why processes: JAX fixes its CPU device count per process and a kernel needs as many devices as
+its mesh, a hung or crashing kernel must not take the server with it, and compiling is CPU-bound
+work the event loop must not wait on. Workers are started with ``spawn`` (never ``fork``: a JAX
+process has threads) and stay warm between runs; a worker changes its device count in
+milliseconds (:func:`sharding_core.kernels.runner.use_cpu_devices`), so the pool prefers a worker
+that last ran the same mesh size (its compiled-executable caches are still alive) but any will do.
+
+Flow: :meth:`KernelPool.submit` answers from the cache, joins an identical run in flight, refuses
+when ``workers + queue`` runs are already in flight (:class:`Busy`, a 429), or queues the job.
+Each worker has a slot thread that takes the next job, sends it over a pipe and waits for
+progress messages (``compiling``, ``running``) and the result. Past the timeout it kills the
+worker and starts a replacement; a worker that dies (``os._exit``, a segfault, the OOM killer)
+is replaced the same way. The parent turns the worker's result into the response (output layouts
+by :func:`sharding_core.kernels.plan.result_json`), encodes it once, and caches the bytes.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import contextlib
+import dataclasses
+import importlib
+import logging
+import math
+import multiprocessing
+import os
+import secrets
+import signal
+import threading
+import time
+from collections.abc import Sequence
+from multiprocessing.connection import Connection
+from multiprocessing.context import ForkServerContext, SpawnContext
+from multiprocessing.process import BaseProcess
+from typing import Any, Literal
+
+import orjson
+
+from server.settings import (
+    MAX_KERNEL_CACHE_ENTRIES,
+    MAX_KERNEL_JOBS,
+    MAX_KERNEL_QUEUE,
+    MAX_KERNEL_SECONDS,
+    MAX_KERNEL_TEXT_CHARS,
+    MAX_KERNEL_WORKERS,
+)
+from sharding_core.errors import ShardingError
+from sharding_core.kernels.plan import KernelJob, KernelPlan, result_json
+
+log = logging.getLogger("shardscope.kernels")
+
+WORKER_START_TIMEOUT_S = 180.0  # importing JAX in a fresh process takes seconds on a busy machine
+RECYCLE_ABOVE_DEVICES = 512  # after a run this large the worker exits to give back its memory
+TIMEOUT = "timeout"
+WORKER_CRASHED = "worker_crashed"
+BUSY = "busy"
+
+
+class Busy(Exception):
+    """Every worker is busy and the queue is full."""
+
+    def __init__(self, in_flight: int, limit: int, retry_after: int) -> None:
+        super().__init__(f"{in_flight} kernel runs in flight; at most {limit}")
+        self.in_flight = in_flight
+        self.limit = limit
+        self.retry_after = retry_after
+
+
+@dataclasses.dataclass(eq=False)
+class Job:
+    """One run: its state as the page polls it, and its answer (response bytes or an error body)."""
+
+    id: str
+    plan: KernelPlan
+    state: str = "queued"  # queued, compiling, running, done, error
+    created: float = dataclasses.field(default_factory=time.monotonic)
+    started: float | None = None
+    finished: float | None = None
+    result: bytes | None = None  # the run response without its leading {"cached": ...}
+    failure: dict[str, Any] | None = None  # {"code", "message", "hint"?, ...}
+    cached: bool = False
+    future: concurrent.futures.Future[None] = dataclasses.field(default_factory=concurrent.futures.Future)
+
+    @property
+    def key(self) -> KernelJob:
+        return self.plan.job
+
+    @property
+    def elapsed_ms(self) -> float:
+        end = self.finished if self.finished is not None else time.monotonic()
+        return (end - self.created) * 1e3
+
+    def response_bytes(self) -> bytes:
+        assert self.result is not None
+        return b'{"cached":' + (b"true" if self.cached else b"false") + b"," + self.result[1:]
+
+
+# ---------------------------------------------------------------------------------- the worker
+
+
+def worker_main(conn: Connection, setup: Sequence[str]) -> None:
+    """A worker process: import JAX on CPU, then run jobs from ``conn`` until it closes.
+
+    ``setup``: ``"module:function"`` names called first (tests register kernels that hang or crash).
+    """
+    os.environ["JAX_PLATFORMS"] = "cpu"
+    os.environ["TPU_SKIP_MDS_QUERY"] = "1"  # libtpu, if installed, must never query a metadata server
+    # The device count comes from jax_num_cpu_devices; an inherited XLA flag for it would fight that.
+    flags = os.environ.get("XLA_FLAGS", "").split()
+    os.environ["XLA_FLAGS"] = " ".join(f for f in flags if "xla_force_host_platform_device_count" not in f)
+    # Ctrl-C in a terminal reaches the whole process group; the server decides when workers stop.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    import jax  # noqa: F401 - imported here, after the environment is set
+
+    from sharding_core.kernels import catalog, runner
+
+    for name in setup:
+        module, _, function = name.partition(":")
+        getattr(importlib.import_module(module), function)()
+    del catalog
+    conn.send(("ready", os.getpid()))
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return  # the server is gone
+        if message is None:
+            return
+        job, max_text_chars, recycle_above = message
+        reply: tuple[str, Any]
+        try:
+            runner.use_cpu_devices(job.size)
+            result = runner.run_job(job, lambda state: conn.send(("state", state)), max_text_chars=max_text_chars)
+            reply = ("result", result)
+        except runner.KernelRunError as e:
+            reply = ("error", e.to_dict())
+        except Exception as e:  # noqa: BLE001 - a bug in the runner must still answer the job
+            reply = ("error", {"code": "worker_error", "message": f"{type(e).__name__}: {e}"[:4000]})
+        retire = job.size > recycle_above  # a fresh worker beats the gigabytes a 2048-device compile keeps
+        try:
+            if retire:
+                conn.send(("retiring", None))  # before the answer, so the server never sends another job here
+            conn.send(reply)
+        except (OSError, ValueError):
+            return
+        if retire:
+            return
+
+
+# ---------------------------------------------------------------------------------------- pool
+
+
+class _WorkerGone(Exception):
+    pass
+
+
+class _Slot:
+    """One worker process and the thread that feeds it."""
+
+    def __init__(self, pool: KernelPool, index: int) -> None:
+        self.pool = pool
+        self.index = index
+        self.proc: BaseProcess | None = None
+        self.conn: Connection | None = None
+        self.devices: int | None = None  # mesh size of the last run (affinity)
+        self.thread = threading.Thread(target=self._loop, name=f"kernel-slot-{index}", daemon=True)
+
+    # -- process lifecycle
+
+    def ensure_process(self) -> None:
+        if self.proc is not None and self.proc.is_alive() and self.conn is not None:
+            return
+        self.stop_process()
+        # spawn (or forkserver): a fresh interpreter, never a fork of this process and its JAX threads.
+        ctx: SpawnContext | ForkServerContext = (
+            multiprocessing.get_context("forkserver")
+            if self.pool.start_method == "forkserver"
+            else multiprocessing.get_context("spawn")
+        )
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(
+            target=worker_main, args=(child, tuple(self.pool.setup)), name=f"shardscope-kernel-{self.index}"
+        )
+        proc.daemon = True  # never outlives the server
+        try:
+            proc.start()
+        except Exception as e:  # noqa: BLE001 - e.g. spawn refusing an unguarded __main__: report, don't die
+            child.close()
+            parent.close()
+            raise _WorkerGone(f"a kernel worker could not start: {e}") from None
+        child.close()
+        self.proc, self.conn, self.devices = proc, parent, None
+        deadline = time.monotonic() + WORKER_START_TIMEOUT_S
+        while time.monotonic() < deadline and not self.pool.closing:
+            if parent.poll(0.2):
+                try:
+                    kind, _ = parent.recv()
+                except (EOFError, OSError):
+                    break
+                if kind == "ready":
+                    return
+            elif not proc.is_alive():
+                break
+        code = proc.exitcode
+        self.stop_process()
+        raise _WorkerGone(f"a kernel worker did not start (exit code {code})")
+
+    def stop_process(self, kill: bool = False) -> None:
+        proc, conn = self.proc, self.conn
+        self.proc, self.conn, self.devices = None, None, None
+        if conn is not None:
+            if not kill:
+                with contextlib.suppress(OSError, ValueError):
+                    conn.send(None)
+            conn.close()
+        if proc is not None:
+            if kill:
+                proc.kill()
+            proc.join(timeout=2 if not kill else 10)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(timeout=10)
+            proc.close()
+
+    # -- running
+
+    def _loop(self) -> None:
+        try:
+            self.ensure_process()
+        except _WorkerGone as e:
+            log.warning("%s", e)
+        while True:
+            job = self.pool.next_job(self)
+            if job is None:
+                break
+            try:
+                self.run(job)
+            except Exception as e:  # the slot must outlive any one job, or the queue stalls
+                log.exception("kernel slot %d failed on a job", self.index)
+                self.stop_process(kill=True)
+                self.pool.finish(job, failure={"code": "worker_error", "message": f"{type(e).__name__}: {e}"})
+        self.stop_process()
+
+    def run(self, job: Job) -> None:
+        pool = self.pool
+        try:
+            self.ensure_process()
+        except _WorkerGone as e:
+            pool.finish(job, failure={"code": WORKER_CRASHED, "message": str(e)})
+            return
+        assert self.conn is not None and self.proc is not None
+        conn, proc = self.conn, self.proc
+        job.started = time.monotonic()  # the state stays "queued" until the worker says "compiling"
+        size = job.key.size
+        retiring = False
+        try:
+            conn.send((job.key, pool.max_text_chars, pool.recycle_above_devices))
+        except (OSError, ValueError):
+            self._replace(job, "the kernel worker could not take the job")
+            return
+        deadline = time.monotonic() + pool.timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.stop_process(kill=True)
+                pool.finish(
+                    job,
+                    failure={
+                        "code": TIMEOUT,
+                        "message": f"the run took longer than {pool.timeout_s:g} s (setting max_kernel_seconds); "
+                        "its worker was stopped and replaced",
+                        "hint": "use smaller shapes or a smaller mesh (compiling for many devices takes longest)",
+                        "limit": pool.timeout_s,
+                    },
+                )
+                self._respawn()
+                return
+            try:
+                ready = conn.poll(min(remaining, 0.5))
+                message = conn.recv() if ready else None
+            except (EOFError, OSError):
+                self._replace(job, f"the kernel worker exited while running (exit code {self._exitcode(proc)})")
+                return
+            if message is None:
+                if pool.closing:
+                    self.stop_process(kill=True)
+                    pool.finish(job, failure={"code": WORKER_CRASHED, "message": "the server is shutting down"})
+                    return
+                if not proc.is_alive():
+                    self._replace(job, f"the kernel worker exited while running (exit code {proc.exitcode})")
+                    return
+                continue
+            kind, data = message
+            if kind == "state":
+                job.state = str(data)
+                continue
+            if kind == "retiring":
+                retiring = True
+                continue
+            self.devices = size
+            if kind == "result":
+                pool.complete(job, data)
+            else:
+                pool.finish(job, failure=dict(data), cache=data.get("code") not in ("worker_error",))
+            if retiring:
+                self.stop_process()
+                self._respawn()  # warm again before the next job arrives
+            return
+
+    @staticmethod
+    def _exitcode(proc: BaseProcess) -> int | None:
+        proc.join(timeout=2)
+        return proc.exitcode
+
+    def _replace(self, job: Job, message: str) -> None:
+        self.stop_process(kill=True)
+        self.pool.finish(
+            job,
+            failure={
+                "code": WORKER_CRASHED,
+                "message": message + "; it was replaced",
+                "hint": "the kernel crashed its process (e.g. out of memory); try smaller shapes",
+            },
+        )
+        self._respawn()
+
+    def _respawn(self) -> None:
+        if self.pool.closing:
+            return
+        try:
+            self.ensure_process()
+        except _WorkerGone as e:
+            log.warning("%s", e)
+
+
+class KernelPool:
+    """Worker processes running kernels, with a bounded queue, a timeout and an LRU result cache.
+
+    Thread-safe. Threads and processes start on first use (:meth:`warm` or :meth:`submit`) and
+    stop in :meth:`close`, which is idempotent.
+    """
+
+    def __init__(
+        self,
+        *,
+        workers: int = MAX_KERNEL_WORKERS,
+        queue: int = MAX_KERNEL_QUEUE,
+        timeout_s: float = MAX_KERNEL_SECONDS,
+        cache_entries: int = MAX_KERNEL_CACHE_ENTRIES,
+        max_jobs: int = MAX_KERNEL_JOBS,
+        max_text_chars: int = MAX_KERNEL_TEXT_CHARS,
+        setup: Sequence[str] = (),
+        start_method: Literal["spawn", "forkserver"] = "spawn",
+    ) -> None:
+        if workers < 1 or queue < 0 or timeout_s <= 0 or cache_entries < 0 or max_jobs < 1:
+            raise ValueError("kernel pool limits must be positive")
+        self.workers = workers
+        self.queue_limit = queue
+        self.timeout_s = timeout_s
+        self.cache_entries = cache_entries
+        self.max_jobs = max_jobs
+        self.max_text_chars = max_text_chars
+        self.setup = tuple(setup)  # "module:function" run in every worker (tests register hook kernels)
+        self.start_method = start_method
+        self.recycle_above_devices = RECYCLE_ABOVE_DEVICES
+        self.closing = False
+        self._lock = threading.Condition()
+        self._queue: collections.deque[Job] = collections.deque()
+        self._running: set[Job] = set()
+        self._in_flight: dict[KernelJob, Job] = {}
+        self._jobs: collections.OrderedDict[str, Job] = collections.OrderedDict()
+        self._cache: collections.OrderedDict[KernelJob, tuple[bytes | None, dict[str, Any] | None]] = (
+            collections.OrderedDict()
+        )
+        self._slots: list[_Slot] = []
+        self._avg_run_s = 1.0
+        self.stats = collections.Counter[str]()
+
+    # -- lifecycle
+
+    def open(self) -> None:
+        """Makes a closed pool usable again (an app's lifespan may run more than once); else a no-op."""
+        with self._lock:
+            if self.closing:
+                self.closing = False
+                self._slots = []
+
+    def warm(self) -> None:
+        """Starts the workers (in the background) so the first run does not wait for JAX to import."""
+        with self._lock:
+            if self._slots or self.closing:
+                return
+            self._slots = [_Slot(self, i) for i in range(self.workers)]
+            for slot in self._slots:
+                slot.thread.start()
+
+    def close(self) -> None:
+        with self._lock:
+            if self.closing:
+                return
+            self.closing = True
+            pending = list(self._queue)
+            self._queue.clear()
+            self._lock.notify_all()
+        for job in pending:
+            self.finish(job, failure={"code": WORKER_CRASHED, "message": "the server is shutting down"})
+        for slot in self._slots:
+            if slot.thread.ident is not None:
+                slot.thread.join(timeout=30)
+            slot.stop_process(kill=True)
+
+    # -- submitting
+
+    def submit(self, plan: KernelPlan) -> Job:
+        """A job for ``plan``: answered from the cache, joined to an identical one in flight, or queued."""
+        key = plan.job
+        with self._lock:
+            if self.closing:
+                raise RuntimeError("the kernel pool is closed")
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+                self.stats["cache_hits"] += 1
+                job = Job(secrets.token_urlsafe(16), plan, cached=True)
+                job.result, job.failure = hit
+                job.state = "done" if job.result is not None else "error"
+                job.finished = job.created
+                job.future.set_result(None)
+                self._remember(job)
+                return job
+            same = self._in_flight.get(key)
+            if same is not None:
+                self.stats["joined"] += 1
+                return same
+            in_flight = len(self._queue) + len(self._running)
+            limit = self.workers + self.queue_limit
+            if in_flight >= limit:
+                self.stats["busy"] += 1
+                waves = math.ceil((len(self._queue) + 1) / self.workers)
+                raise Busy(in_flight, limit, max(1, math.ceil(waves * self._avg_run_s)))
+            job = Job(secrets.token_urlsafe(16), plan)
+            self._queue.append(job)
+            self._in_flight[key] = job
+            self._remember(job)
+            self._lock.notify_all()
+        self.warm()
+        return job
+
+    def get(self, job_id: str) -> Job | None:
+        with self._lock:
+            return self._jobs.get(job_id)
+
+    def status(self, job: Job) -> tuple[str, bytes | None, dict[str, Any] | None, int | None]:
+        """A consistent view of a job: state, response bytes, failure, runs queued ahead of it."""
+        with self._lock:
+            ahead = next((i for i, queued in enumerate(self._queue) if queued is job), None)
+            body = job.response_bytes() if job.result is not None else None
+            return job.state, body, job.failure, ahead
+
+    def _remember(self, job: Job) -> None:
+        self._jobs[job.id] = job
+        if len(self._jobs) > self.max_jobs:
+            for old_id, old in list(self._jobs.items()):
+                if len(self._jobs) <= self.max_jobs:
+                    break
+                if old.future.done():
+                    del self._jobs[old_id]
+
+    # -- slots
+
+    def next_job(self, slot: _Slot) -> Job | None:
+        with self._lock:
+            while not self._queue and not self.closing:
+                self._lock.wait()
+            if self.closing:
+                return None
+            # Prefer a job of the mesh size this worker last ran; otherwise the oldest.
+            pick = next((j for j in self._queue if j.key.size == slot.devices), self._queue[0])
+            self._queue.remove(pick)
+            self._running.add(pick)
+            return pick
+
+    def complete(self, job: Job, raw: dict[str, Any]) -> None:
+        try:
+            body = orjson.dumps(result_json(job.plan, raw))
+        except ShardingError as e:
+            self.finish(job, failure={**e.to_dict(), "code": "kernel_error"}, cache=True)
+            return
+        self.finish(job, result=body, cache=True)
+
+    def finish(
+        self, job: Job, *, result: bytes | None = None, failure: dict[str, Any] | None = None, cache: bool = False
+    ) -> None:
+        with self._lock:
+            job.result, job.failure = result, failure
+            job.state = "done" if result is not None else "error"
+            job.finished = time.monotonic()
+            self._running.discard(job)
+            if self._in_flight.get(job.key) is job:
+                del self._in_flight[job.key]
+            if job.started is not None:
+                self._avg_run_s = 0.8 * self._avg_run_s + 0.2 * (job.finished - job.started)
+            if cache and self.cache_entries:
+                self._cache[job.key] = (result, failure)
+                self._cache.move_to_end(job.key)
+                while len(self._cache) > self.cache_entries:
+                    self._cache.popitem(last=False)
+            self.stats["done" if result is not None else (failure or {}).get("code", "error")] += 1
+        if not job.future.done():
+            job.future.set_result(None)
+
+    def cached(self, key: KernelJob) -> bool:
+        with self._lock:
+            return key in self._cache
+
+    def cache_info(self) -> dict[str, int]:
+        with self._lock:
+            return {"entries": len(self._cache), "limit": self.cache_entries}
+
+    def slot_threads(self) -> list[threading.Thread]:
+        """The threads feeding the workers (for lifecycle tests)."""
+        return [s.thread for s in self._slots]
+
+    def worker_pids(self) -> list[int]:
+        """Process ids of the live workers (for tests that kill one)."""
+        return [s.proc.pid for s in self._slots if s.proc is not None and s.proc.pid is not None]

@@ -1,0 +1,333 @@
+"""Checking a kernel run before anything runs, and the job a worker process receives.
+
+:func:`plan_run` validates everything it can in the parent process, on the simulated devices
+(device set, mesh, specs against the mesh, divisibility, sizes), so bad input is a 422 before a
+worker is involved. The resulting :class:`KernelJob` is plain, hashable data: it is the result
+cache's key and what is pickled to the worker.
+
+Simulated devices cannot run anything, so a worker runs with as many real CPU devices as the mesh
+has. Real device ``k`` stands for the ``k``-th device of the mesh in the device set's list order,
+and sits at that device's mesh position; ``positions`` says which real device goes where and
+``device_ids`` maps results back to the simulated ids.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from sharding_core.devices import DeviceSet, parse_devices
+from sharding_core.errors import BAD_DTYPE, BAD_MESH, TOO_LARGE, UNKNOWN_AXIS, ShardingError
+from sharding_core.kernels.catalog import KERNEL_DTYPES, Kernel, get_kernel, kernels
+from sharding_core.layout import Layout, compute_layout
+from sharding_core.mesh import MeshSpec, build_mesh
+from sharding_core.spec import canonical_spec, parse_spec, spec_axes
+
+MAX_KERNEL_DEVICES = 2048
+"""Largest mesh a kernel runs on: XLA's CPU client compiles for at most 2048 devices."""
+
+MAX_KERNEL_ELEMENTS = 2**24
+"""Elements across a run's inputs, and in each output (checked before anything is allocated)."""
+
+BAD_INPUTS = "bad_inputs"
+UNAVAILABLE = "unavailable"
+UNSUPPORTED = "unsupported"
+
+
+@dataclasses.dataclass(frozen=True)
+class JobInput:
+    name: str
+    shape: tuple[int, ...]
+    spec: str  # canonical repr
+    dtype: str
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelJob:
+    """Everything a worker needs, as plain hashable data (also the result cache's key)."""
+
+    kernel: str
+    devices_key: str
+    platform: str  # of the device set (the run itself is on CPU devices)
+    mesh_shape: tuple[int, ...]
+    axis_names: tuple[str, ...]
+    axis_types: tuple[str, ...]  # "Auto" / "Explicit", as the mesh has them
+    device_ids: tuple[int, ...]  # simulated ids in mesh order (row-major)
+    positions: tuple[int, ...]  # real device index at each mesh position
+    inputs: tuple[JobInput, ...]
+    out_specs: tuple[str, ...] | None
+    params: tuple[tuple[str, str], ...]  # name -> value text (spec repr, axis name or integer)
+    max_elements: int = MAX_KERNEL_ELEMENTS
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.mesh_shape)
+
+    @property
+    def id_grid(self) -> list[Any]:
+        grid: list[Any] = np.asarray(self.device_ids, dtype=np.int64).reshape(self.mesh_shape).tolist()
+        return grid
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelPlan:
+    job: KernelJob
+    kernel: Kernel
+    devset: DeviceSet
+    mesh_spec: MeshSpec
+    input_layouts: tuple[Layout, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class RunInput:
+    shape: tuple[int, ...]
+    spec: str
+    dtype: str = "float32"
+
+
+UNKNOWN_KERNEL = "unknown_kernel"
+
+
+def unknown_kernel(name: str) -> ShardingError:
+    names = [k.name for k in kernels()]
+    return ShardingError(
+        UNKNOWN_KERNEL,
+        f"no kernel named {name[:64]!r}; the catalog has {', '.join(names)}",
+        hint="GET /api/kernels lists them",
+        kernels=names,
+    )
+
+
+def _check_spec_axes(text: str, what: str, mesh_axes: Sequence[str]) -> Any:
+    spec = parse_spec(text)
+    used = spec_axes(spec)
+    for axis in used:
+        if axis not in mesh_axes:
+            raise ShardingError(
+                UNKNOWN_AXIS,
+                f"{what} {canonical_spec(spec)} names axis {axis!r}, which is not a mesh axis; the mesh axes are "
+                f"{tuple(mesh_axes)}",
+                hint=f"use one of {', '.join(map(repr, mesh_axes))}",
+                axis=axis,
+            )
+    return spec
+
+
+def _params(kernel: Kernel, given: Mapping[str, str] | None, mesh_axes: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    given = dict(given or {})
+    known = {p.name for p in kernel.params}
+    extra = sorted(set(given) - known)
+    if extra:
+        raise ShardingError(
+            BAD_INPUTS,
+            f"kernel {kernel.name!r} has no parameter {extra[0][:64]!r}; its parameters are "
+            f"{', '.join(sorted(known)) or 'none'}",
+        )
+    out: list[tuple[str, str]] = []
+    for p in kernel.params:
+        value = given.get(p.name, p.default)
+        if p.kind == "spec":
+            value = canonical_spec(_check_spec_axes(value, f"parameter {p.name}", mesh_axes))
+        elif p.kind == "axis":
+            if value not in mesh_axes:
+                raise ShardingError(
+                    UNKNOWN_AXIS,
+                    f"parameter {p.name} is {value[:64]!r}, which is not a mesh axis; the mesh axes are "
+                    f"{tuple(mesh_axes)}",
+                    hint=f"name one of {', '.join(map(repr, mesh_axes))}",
+                    axis=value,
+                )
+        elif p.kind == "int":
+            if not value.strip().isdigit() or not p.minimum <= int(value) <= p.maximum:
+                raise ShardingError(
+                    BAD_INPUTS,
+                    f"parameter {p.name} must be an integer from {p.minimum} to {p.maximum}, got {value[:32]!r}",
+                )
+            value = str(int(value))
+        out.append((p.name, value))
+    return tuple(out)
+
+
+def plan_run(
+    kernel_name: str,
+    devices: str,
+    mesh_spec: MeshSpec,
+    inputs: Sequence[RunInput] | None,
+    out_specs: Sequence[str] | None = None,
+    params: Mapping[str, str] | None = None,
+    *,
+    slices: int = 1,
+    chips_per_host: Sequence[int] | None = None,
+    max_devices: int = MAX_KERNEL_DEVICES,
+    max_elements: int = MAX_KERNEL_ELEMENTS,
+) -> KernelPlan:
+    """Validates a run request on the simulated devices and returns the worker's job.
+
+    ``inputs`` None takes the catalog's defaults. Raises :class:`ShardingError` for anything a
+    worker would refuse that can be known here.
+    """
+    kernel = get_kernel(kernel_name)
+    if kernel is None:
+        raise unknown_kernel(kernel_name)
+    if not kernel.available:
+        raise ShardingError(
+            UNAVAILABLE,
+            f"kernel {kernel.name!r} needs the optional package {kernel.requires!r}, which is not installed",
+            hint=f"install the {kernel.requires} extra (uv sync --extra {kernel.requires}) and restart the server",
+        )
+    if mesh_spec.size > max_devices:
+        raise ShardingError(
+            TOO_LARGE,
+            f"the mesh has {mesh_spec.size} devices; kernels run on at most {max_devices} "
+            "(setting max_kernel_devices: XLA's CPU client compiles for at most 2048 devices)",
+            hint="use a smaller mesh; the layout explorer shows layouts of any size",
+            limit=max_devices,
+        )
+    devset = parse_devices(devices, slices=slices, chips_per_host=chips_per_host)
+    if not devset.simulated and devset.platform != "cpu":
+        raise ShardingError(
+            UNSUPPORTED,
+            f"'local' is this server's {devset.platform.upper()} devices; kernels run in worker processes on CPU "
+            "devices, and an accelerator belongs to the serving process",
+            hint="pick a simulated device set with the same shape (e.g. tpu:v5e:2x4 or gpu:h100:1x8)",
+        )
+    mesh = build_mesh(devset, mesh_spec)
+    types = tuple(str(t.name) for t in mesh.axis_types)
+    if "Manual" in types:
+        raise ShardingError(
+            BAD_MESH,
+            "kernels run on Auto or Explicit mesh axes; Manual axes exist only inside shard_map",
+            hint="choose Auto or Explicit axis types (shard_map kernels make their axes Manual themselves)",
+        )
+    axis_names = tuple(str(a) for a in mesh.axis_names)
+    chosen = [RunInput(i.shape, i.spec, i.dtype) for i in kernel.inputs] if inputs is None else list(inputs)
+    if len(chosen) != len(kernel.inputs):
+        raise ShardingError(
+            BAD_INPUTS,
+            f"kernel {kernel.name!r} takes {len(kernel.inputs)} inputs "
+            f"({', '.join(i.name for i in kernel.inputs) or 'none'}), got {len(chosen)}",
+            hint="give one {shape, spec, dtype} per input, in order",
+        )
+    layouts: list[Layout] = []
+    job_inputs: list[JobInput] = []
+    total = 0
+    for meta, given in zip(kernel.inputs, chosen, strict=True):
+        if given.dtype not in KERNEL_DTYPES:
+            raise ShardingError(
+                BAD_DTYPE,
+                f"input {meta.name} has dtype {given.dtype[:32]!r}; kernels take {', '.join(KERNEL_DTYPES)}",
+            )
+        layout = compute_layout(devset, mesh_spec, given.spec, tuple(given.shape), given.dtype)
+        total += math.prod(given.shape)
+        layouts.append(layout)
+        job_inputs.append(JobInput(meta.name, tuple(given.shape), layout.spec, given.dtype))
+    if total > max_elements:
+        raise ShardingError(
+            TOO_LARGE,
+            f"the inputs have {total} elements in all; a kernel run takes at most {max_elements} "
+            "(setting max_kernel_elements)",
+            hint="use smaller shapes: the shardings and collectives are the same at any multiple",
+            limit=max_elements,
+        )
+    outs: tuple[str, ...] | None = None
+    if out_specs is not None:
+        if kernel.outputs is None:
+            raise ShardingError(
+                BAD_INPUTS,
+                f"kernel {kernel.name!r} returns a pytree whose shardings it decides; it takes no out_specs",
+                hint="leave out_specs empty (null)",
+            )
+        if len(out_specs) != len(kernel.outputs):
+            raise ShardingError(
+                BAD_INPUTS,
+                f"kernel {kernel.name!r} has {len(kernel.outputs)} output(s), got {len(out_specs)} out_specs",
+                hint="one spec per output, or null to let JAX decide",
+            )
+        outs = tuple(canonical_spec(_check_spec_axes(s, "out spec", axis_names)) for s in out_specs)
+    grid = np.vectorize(lambda d: d.id, otypes=[np.int64])(mesh.devices).reshape(-1)
+    order = {d.id: k for k, d in enumerate(devset.devices)}
+    # Real device k stands for the k-th mesh device in the device set's list order.
+    ranked = sorted((int(i) for i in grid), key=order.__getitem__)
+    real_of = {sim: k for k, sim in enumerate(ranked)}
+    job = KernelJob(
+        kernel=kernel.name,
+        devices_key=devset.key,
+        platform=devset.platform,
+        mesh_shape=tuple(int(s) for s in mesh.devices.shape),
+        axis_names=axis_names,
+        axis_types=types,
+        device_ids=tuple(int(i) for i in grid),
+        positions=tuple(real_of[int(i)] for i in grid),
+        inputs=tuple(job_inputs),
+        out_specs=outs,
+        params=_params(kernel, params, axis_names),
+        max_elements=max_elements,
+    )
+    return KernelPlan(job, kernel, devset, mesh_spec, tuple(layouts))
+
+
+ORIGINS_NOTE = (
+    "Shardy's sdy.sharding_origins, read from its module after propagation (compiled with "
+    "xla_dump_to and xla_dump_hlo_pass_re=shardy-verbose): for each mesh axis of a value's sharding, "
+    "where propagation took it from"
+)
+
+
+def result_json(plan: KernelPlan, raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The run response: a worker's result with every array's layout exactly as ``/api/layout`` gives it.
+
+    The worker reports each array's spec as JAX printed it (``out.sharding.spec``); the layout is
+    computed here on the simulated devices with the same mesh, so the shards carry simulated ids.
+    """
+    import jax
+
+    def array(entry: Mapping[str, Any]) -> dict[str, Any]:
+        layout = compute_layout(
+            plan.devset, plan.mesh_spec, parse_spec(entry["spec"]), tuple(entry["shape"]), str(entry["dtype"])
+        )
+        out = layout.json
+        out["name"] = entry["name"]
+        out["typeof"] = entry["typeof"]
+        if "max_abs_error" in entry:
+            out["max_abs_error"] = entry["max_abs_error"]
+        return out
+
+    outputs = [array(e) for e in raw["outputs"]]
+    errors = [float(o["max_abs_error"]) for o in outputs if o.get("max_abs_error") is not None]
+    job = plan.job
+    return {
+        "kernel": plan.kernel.name,
+        "title": plan.kernel.title,
+        "devices_key": plan.devset.key,
+        "platform": plan.devset.platform,
+        "executed_on": raw["executed_on"],
+        "jax_version": jax.__version__,
+        "mesh": {
+            "shape": list(job.mesh_shape),
+            "axis_names": list(job.axis_names),
+            "axis_types": list(job.axis_types),
+            "device_ids": job.id_grid,
+        },
+        "params": dict(job.params),
+        "out_specs": list(job.out_specs) if job.out_specs is not None else None,
+        "inputs": [array(e) for e in raw["inputs"]],
+        "outputs": outputs,
+        "max_abs_error": max(errors) if errors else None,
+        "reference": raw["reference"],
+        "collectives": raw["collectives"],
+        "memory": raw["memory"],
+        "cost": raw["cost"],
+        "timing": raw["timing"],
+        "device_assignment": raw["device_assignment"],
+        "stablehlo": raw["stablehlo"],
+        "stablehlo_truncated": raw["stablehlo_truncated"],
+        "hlo": raw["hlo"],
+        "hlo_truncated": raw["hlo_truncated"],
+        "origins": raw["origins"],
+        "origins_note": ORIGINS_NOTE if raw["origins"] is not None else "Shardy wrote no propagation dump",
+        "compiler_log": raw["compiler_log"],
+    }

@@ -1,0 +1,482 @@
+"""Runs a :class:`~sharding_core.kernels.plan.KernelJob` in this process, on real CPU devices.
+
+Called in a worker process whose CPU device count is set to the mesh size (:func:`use_cpu_devices`);
+the result is plain data with device numbers already mapped back to the simulated ids. The steps:
+build the mesh over the real devices at the simulated devices' positions, build the kernel, lower
+it on abstract inputs (nothing allocated yet) and refuse outputs over the element limit, compile
+(with Shardy's debug dump for sharding origins, and XLA's log captured), then allocate the inputs,
+run, and compare with the unsharded computation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from sharding_core.kernels import hlo, origins
+from sharding_core.kernels.catalog import Built, Kernel, KernelContext, KernelInputError, get_kernel
+from sharding_core.kernels.plan import KernelJob
+from sharding_core.spec import parse_spec
+
+KERNEL_ERROR = "kernel_error"
+MAX_TEXT_CHARS = 256 * 1024
+"""StableHLO and HLO text longer than this is cut (the response says so)."""
+
+MAX_LOG_LINES = 40
+_LOG_LINE = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ [^\]]+\] ?(.*)$")
+
+Progress = Callable[[str], None]
+
+
+class KernelRunError(Exception):
+    """A run that did not produce results: ``code``, ``message``, ``hint`` and details, as data."""
+
+    def __init__(self, code: str, message: str, hint: str | None = None, **details: Any) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.hint = hint
+        self.details = details
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.hint:
+            out["hint"] = self.hint
+        out.update(self.details)
+        return out
+
+
+# What to change when JAX refuses a kernel, by the refusal's wording (first match wins).
+HINTS: tuple[tuple[str, str], ...] = (
+    (
+        r"acts as an assert when all axes of mesh are of type `Explicit`",
+        "With Explicit mesh axes, with_sharding_constraint only checks the sharding the value's type "
+        "already has. Use jax.sharding.reshard(x, spec) to move the data (see sum_axis0_reshard), or choose "
+        "Auto axis types so the compiler inserts the resharding.",
+    ),
+    (
+        r"Contracting dimensions are sharded and it is ambiguous",
+        "With Explicit axes JAX does not guess the output sharding of a matmul whose contracting dimensions "
+        "are sharded: pass out_sharding=P(...) to the matmul (see matmul_xxt_out_sharding), reshard an operand "
+        "first, or choose Auto axis types so Shardy decides.",
+    ),
+    (
+        r"cannot contain axis names that are of type Auto",
+        "reshard and out_sharding belong to Explicit sharding: choose Explicit axis types (jax.make_mesh's "
+        "default), or with Auto axes use with_sharding_constraint instead.",
+    ),
+    (
+        r"out_specs which require replication which can't be statically inferred",
+        "out_specs leave out an axis, which says the output is the same on every device along it, and JAX "
+        "cannot prove that: reduce or gather over that axis first (psum, all_gather(..., to='invarying')), "
+        "name the axis in out_specs, or pass check_vma=False if you know better.",
+    ),
+    (
+        r"ShardingTypeError|sharding.*(mismatch|do not match|must match)",
+        "With Explicit axes shardings are part of the types and JAX refuses ambiguous ones: reshard the "
+        "operands to agree, pass out_sharding, or choose Auto axis types.",
+    ),
+    (
+        r"divisible|divide",
+        "A sharded dimension must divide evenly by the mesh axes that shard it (for psum_scatter, by their "
+        "size squared): change the shape or the spec.",
+    ),
+)
+
+
+def hint_for(message: str) -> str | None:
+    for pattern, hint in HINTS:
+        if re.search(pattern, message):
+            return hint
+    return None
+
+
+# -------------------------------------------------------------------------------- devices
+
+
+def use_cpu_devices(n: int) -> list[Any]:
+    """Makes this process's CPU backend have exactly ``n`` devices and returns them.
+
+    JAX fixes the CPU device count when its backend starts; a worker that served a different
+    count clears its backends (and with them every compiled executable) and starts again with
+    ``n`` — milliseconds, against seconds for a fresh process.
+    """
+    import jax
+    from jax._src import xla_bridge
+
+    if xla_bridge.backends_are_initialized():
+        if len(jax.devices()) == n:
+            return list(jax.devices())
+        from jax.extend import backend
+
+        backend.clear_backends()
+    jax.config.update("jax_num_cpu_devices", n)
+    devices = list(jax.devices())
+    if len(devices) != n:
+        raise KernelRunError("worker_error", f"the worker has {len(devices)} CPU devices, {n} were needed")
+    return devices
+
+
+# -------------------------------------------------------------------------------- helpers
+
+
+@contextlib.contextmanager
+def captured_stderr() -> Iterator[list[str]]:
+    """XLA's C++ log lines (warnings such as involuntary rematerialization) written while inside.
+
+    The log goes to file descriptor 2, below Python; it is redirected to a temporary file and
+    copied back to the real stderr afterwards, so the server log keeps it too.
+    """
+    lines: list[str] = []
+    with tempfile.TemporaryFile() as tmp:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield lines
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            data = tmp.read()
+            if data:
+                with contextlib.suppress(OSError):
+                    os.write(2, data)
+            for raw in data.decode("utf-8", errors="replace").splitlines():
+                m = _LOG_LINE.match(raw)
+                if m and raw[0] in "WEF" and len(lines) < MAX_LOG_LINES:
+                    lines.append(m.group(1)[:2000])
+
+
+def _clip(text: str, limit: int) -> tuple[str, bool]:
+    return (text, False) if len(text) <= limit else (text[:limit], True)
+
+
+def _host_input(i: int, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    """Deterministic input data: standard normal floats, small integers."""
+    import jax.numpy as jnp
+
+    rng = np.random.default_rng(1000 + i)
+    if dtype.startswith("int"):
+        ints: np.ndarray = rng.integers(-4, 5, size=shape, dtype=np.int32).astype(dtype)
+        return ints
+    floats: np.ndarray = rng.standard_normal(shape, dtype=np.float32).astype(np.dtype(jnp.dtype(dtype)))
+    return floats
+
+
+def _path_name(path: Sequence[Any]) -> str:
+    parts: list[str] = []
+    for p in path:
+        for attr in ("key", "name", "idx"):
+            if hasattr(p, attr):
+                v = getattr(p, attr)
+                if not (attr == "name" and v == "value"):  # flax Variables hold their array in .value
+                    parts.append(str(v))
+                break
+    return ".".join(parts)
+
+
+def _leaves(tree: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    import jax
+
+    flat, _ = jax.tree_util.tree_flatten_with_path(tree)
+    out = []
+    for path, leaf in flat:
+        name = _path_name(path)
+        out.append((f"{prefix}.{name}" if prefix and name else (prefix or name or "out"), leaf))
+    return out
+
+
+def _spec_text(sharding: Any) -> str:
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    if isinstance(sharding, NamedSharding):
+        return repr(sharding.spec)
+    if getattr(sharding, "is_fully_replicated", False):
+        return repr(PartitionSpec())
+    raise KernelRunError(
+        KERNEL_ERROR, f"an output has a {type(sharding).__name__}, not a NamedSharding; its layout cannot be shown"
+    )
+
+
+def _max_abs_error(got: Any, want: Any) -> float | None:
+    a = np.asarray(got)
+    b = np.asarray(want)
+    if a.shape != b.shape:
+        return None
+    if a.size == 0:
+        return 0.0
+    diff = np.abs(a.astype(np.float64) - b.astype(np.float64))
+    return float(np.max(diff))
+
+
+def _memory(compiled: Any) -> dict[str, int | None]:
+    stats = compiled.memory_analysis()
+    if stats is None:
+        return {}
+
+    def get(name: str) -> int | None:
+        v = getattr(stats, name, None)
+        return int(v) if v is not None else None
+
+    return {
+        "argument_bytes": get("argument_size_in_bytes"),
+        "output_bytes": get("output_size_in_bytes"),
+        "temp_bytes": get("temp_size_in_bytes"),
+        "alias_bytes": get("alias_size_in_bytes"),
+        "generated_code_bytes": get("generated_code_size_in_bytes"),
+        "peak_bytes": get("peak_memory_in_bytes"),
+    }
+
+
+def _cost(compiled: Any) -> dict[str, Any]:
+    cost = compiled.cost_analysis()
+    if isinstance(cost, list):  # older JAX: one dict per computation
+        cost = cost[0] if cost else {}
+    cost = dict(cost or {})
+
+    def get(name: str) -> float | None:
+        v = cost.get(name)
+        return float(v) if v is not None else None
+
+    return {
+        "flops": get("flops"),
+        "bytes_accessed": get("bytes accessed"),
+        "transcendentals": get("transcendentals"),
+        "optimal_seconds": get("optimal_seconds"),
+    }
+
+
+def _device_assignment(compiled: Any) -> list[Any]:
+    """The executable's devices by partition id (what the HLO's device numbers index)."""
+    runtime = compiled.runtime_executable()
+    devices = list(runtime.local_devices()) if hasattr(runtime, "local_devices") else []
+    if devices:
+        return devices
+    for sharding in [*compiled.output_shardings] if isinstance(compiled.output_shardings, list) else []:
+        assignment = getattr(sharding, "_device_assignment", None)
+        if assignment:
+            return list(assignment)
+    raise KernelRunError("worker_error", "could not read the compiled executable's device assignment")
+
+
+# --------------------------------------------------------------------------------- running
+
+
+def _context(job: KernelJob, kernel: Kernel, mesh: Any, in_specs: tuple[Any, ...]) -> KernelContext:
+    params: dict[str, Any] = {}
+    for name, value in job.params:
+        kind = next(p.kind for p in kernel.params if p.name == name)
+        params[name] = parse_spec(value) if kind == "spec" else int(value) if kind == "int" else value
+    out_specs = tuple(parse_spec(s) for s in job.out_specs) if job.out_specs is not None else None
+    return KernelContext(mesh, in_specs, tuple(i.shape for i in job.inputs), out_specs, params, job.max_elements)
+
+
+def _refuse_large(what: str, shape: Sequence[int], limit: int) -> None:
+    n = math.prod(shape)
+    if n > limit:
+        raise KernelRunError(
+            "too_large",
+            f"{what} would have shape {list(shape)} ({n} elements); a kernel run allows at most {limit} "
+            "(setting max_kernel_elements)",
+            hint="use smaller shapes: the shardings and collectives are the same at any multiple",
+            limit=limit,
+        )
+
+
+def run_job(
+    job: KernelJob, progress: Progress | None = None, *, max_text_chars: int = MAX_TEXT_CHARS
+) -> dict[str, Any]:
+    """Runs ``job`` on this process's CPU devices (which must number at least the mesh size).
+
+    Raises :class:`KernelRunError` for everything that stops a run, JAX's refusals included.
+    """
+    try:
+        return _run(job, progress or (lambda state: None), max_text_chars)
+    except KernelRunError:
+        raise
+    except KernelInputError as e:
+        raise KernelRunError(e.code, str(e), e.hint) from None
+    except Exception as e:  # noqa: BLE001 - JAX's refusals are many types; each becomes data
+        message = str(e).strip() or f"{type(e).__name__} raised inside JAX"
+        message = message.split("\n--------------------")[0]  # JAX's traceback-filtering footer
+        raise KernelRunError(
+            KERNEL_ERROR,
+            message[:4000],
+            hint_for(f"{type(e).__name__}: {message}"),
+            exception=type(e).__name__,
+            axis_types=list(job.axis_types),
+        ) from None
+
+
+def _run(job: KernelJob, progress: Progress, max_text_chars: int) -> dict[str, Any]:
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import AxisType, Mesh, NamedSharding
+
+    kernel = get_kernel(job.kernel)
+    if kernel is None:
+        raise KernelRunError("not_found", f"this worker has no kernel {job.kernel!r}")
+    real = jax.devices()
+    if len(real) < job.size:
+        raise KernelRunError("worker_error", f"the worker has {len(real)} devices, the mesh needs {job.size}")
+    sim_of_real = {real[r].id: sim for r, sim in zip(job.positions, job.device_ids, strict=True)}
+    grid = np.empty(job.size, dtype=object)
+    grid[:] = [real[r] for r in job.positions]
+    types = tuple(AxisType[t] for t in job.axis_types)
+    mesh = Mesh(grid.reshape(job.mesh_shape), job.axis_names, axis_types=types)
+    in_specs = tuple(parse_spec(i.spec) for i in job.inputs)
+    ctx = _context(job, kernel, mesh, in_specs)
+
+    progress("compiling")
+    with jax.set_mesh(mesh):
+        built = kernel.build(ctx)
+        extra: list[tuple[str, Any]] = []
+        for name, arg in zip(built.extra_names, built.extra_args, strict=True):
+            extra.extend(_leaves(arg, name))
+        out_shardings: Any = None
+        if job.out_specs is not None and kernel.mode == "jit":
+            shardings = [NamedSharding(mesh, parse_spec(s)) for s in job.out_specs]
+            out_shardings = shardings[0] if len(shardings) == 1 else tuple(shardings)
+        jitted = jax.jit(built.fn, out_shardings=out_shardings) if out_shardings is not None else jax.jit(built.fn)
+        structs = [
+            jax.ShapeDtypeStruct(i.shape, jnp.dtype(i.dtype), sharding=NamedSharding(mesh, spec))
+            for i, spec in zip(job.inputs, in_specs, strict=True)
+        ]
+        with captured_stderr() as log, tempfile.TemporaryDirectory(prefix="shardscope-sdy-") as dump:
+            t0 = time.perf_counter()
+            lowered = jitted.lower(*structs, *built.extra_args)
+            t1 = time.perf_counter()
+            for name, info in _leaves(lowered.out_info):
+                _refuse_large(f"output {name}", info.shape, job.max_elements)
+            stablehlo = lowered.as_text()
+            # Shardy writes its module after propagation, with sdy.sharding_origins, for this compile only.
+            compiled = lowered.compile(compiler_options={"xla_dump_to": dump, "xla_dump_hlo_pass_re": "shardy-verbose"})
+            t2 = time.perf_counter()
+            mlir = origins.read_dump(dump)
+
+        progress("running")
+        host = [_host_input(k, i.shape, i.dtype) for k, i in enumerate(job.inputs)]
+        args = [jax.device_put(h, NamedSharding(mesh, spec)) for h, spec in zip(host, in_specs, strict=True)]
+        t3 = time.perf_counter()
+        result = compiled(*args, *built.extra_args)
+        result = jax.block_until_ready(result)
+        t4 = time.perf_counter()
+
+    outputs = _leaves(result)
+    if kernel.outputs is not None and len(kernel.outputs) == len(outputs):
+        outputs = [(name, leaf) for name, (_, leaf) in zip(kernel.outputs, outputs, strict=True)]
+    t5 = time.perf_counter()
+    errors = _reference_errors(job, kernel, ctx, host, [leaf for _, leaf in outputs])
+    t6 = time.perf_counter()
+
+    assignment = [sim_of_real[d.id] for d in _device_assignment(compiled)]
+    hlo_text = compiled.as_text()
+    coords = hlo.mesh_coords(job.id_grid)
+    collectives = []
+    for c in hlo.parse_collectives(hlo_text):
+        groups, pairs = hlo.map_to_devices(c, assignment)
+        axes = hlo.pair_axes(pairs, coords, job.axis_names) if pairs is not None else None
+        if axes is None or not axes.axes:
+            axes = hlo.group_axes(groups, coords, job.axis_names)
+        collectives.append(
+            {
+                "op": c.op,
+                "name": c.name,
+                "is_async": c.is_async,
+                "shape": c.shape_text,
+                "bytes": c.bytes,
+                "groups": groups,
+                "pairs": pairs,
+                "axes": list(axes.axes),
+                "exact_axes": axes.exact,
+                "axes_text": axes.text,
+                "replica_groups": c.replica_groups[:2000],
+                "dimensions": list(c.dimensions) if c.dimensions is not None else None,
+                "source": c.source,
+            }
+        )
+    stablehlo_text, stablehlo_cut = _clip(stablehlo, max_text_chars)
+    hlo_clip, hlo_cut = _clip(hlo_text, max_text_chars)
+    input_names = [i.name for i in job.inputs] + [name for name, _ in extra]
+    origin_report = origins.report_json(origins.parse_origins(mlir, input_names)) if mlir else None
+
+    def described(name: str, arr: Any, error: float | None = None, with_error: bool = False) -> dict[str, Any]:
+        entry: dict[str, Any] = {
+            "name": name,
+            "shape": list(arr.shape),
+            "dtype": str(arr.dtype),
+            "spec": _spec_text(arr.sharding),
+            "typeof": str(jax.typeof(arr)),
+        }
+        if with_error:
+            entry["max_abs_error"] = error
+        return entry
+
+    return {
+        "inputs": [described(i.name, a) for i, a in zip(job.inputs, args, strict=True)]
+        + [described(name, leaf) for name, leaf in extra],
+        "outputs": [
+            described(name, leaf, err, with_error=True) for (name, leaf), err in zip(outputs, errors, strict=True)
+        ],
+        "collectives": collectives,
+        "memory": _memory(compiled),
+        "cost": _cost(compiled),
+        "timing": {
+            "lower_ms": (t1 - t0) * 1e3,
+            "compile_ms": (t2 - t1) * 1e3,
+            "run_ms": (t4 - t3) * 1e3,
+            "reference_ms": (t6 - t5) * 1e3,
+        },
+        "device_assignment": assignment,
+        "stablehlo": stablehlo_text,
+        "stablehlo_truncated": stablehlo_cut,
+        "hlo": hlo_clip,
+        "hlo_truncated": hlo_cut,
+        "origins": origin_report,
+        "compiler_log": log,
+        "reference": kernel.reference_doc,
+        "executed_on": f"{job.size} CPU device{'s' if job.size != 1 else ''} in a worker process",
+    }
+
+
+def _reference_errors(
+    job: KernelJob, kernel: Kernel, ctx: KernelContext, host: list[np.ndarray], outputs: list[Any]
+) -> list[float | None]:
+    """Max |sharded - unsharded| per output."""
+    import jax
+
+    if kernel.reference is not None:
+        wide = [h.astype(np.float64) if h.dtype.kind == "f" or h.dtype.name == "bfloat16" else h for h in host]
+        want = [leaf for _, leaf in _leaves(kernel.reference(ctx, *wide))]
+    else:
+        want = [leaf for _, leaf in _leaves(_single_device(job, kernel, host))]
+    if len(want) != len(outputs):
+        return [None] * len(outputs)
+    return [_max_abs_error(jax.device_get(got), w) for got, w in zip(outputs, want, strict=True)]
+
+
+def _single_device(job: KernelJob, kernel: Kernel, host: list[np.ndarray]) -> Any:
+    """The kernel on a one-device mesh with the same axis names: the unsharded computation."""
+    import jax
+    from jax.sharding import AxisType, Mesh, NamedSharding
+
+    one = np.empty((1,) * len(job.mesh_shape), dtype=object)
+    one.flat[0] = jax.devices()[0]
+    mesh = Mesh(one, job.axis_names, axis_types=tuple(AxisType[t] for t in job.axis_types))
+    in_specs = tuple(parse_spec(i.spec) for i in job.inputs)
+    ctx = _context(job, kernel, mesh, in_specs)
+    with jax.set_mesh(mesh):
+        built: Built = kernel.build(ctx)
+        args = [jax.device_put(h, NamedSharding(mesh, s)) for h, s in zip(host, in_specs, strict=True)]
+        return jax.device_get(jax.jit(built.fn)(*args, *built.extra_args))

@@ -1,0 +1,71 @@
+"""docker-compose.yml stays runnable: its commands are ones the real CLI and example accept.
+
+No Docker engine runs here, so the file is checked against the code it starts: the dashboard's
+command through ``shardscope``'s own argument parser, the job's through ``examples/multihost.py``'s,
+and the wiring (store volume, ports, coordinator, dashboard URL, token) between them.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import yaml
+
+from examples.multihost import parser as job_parser
+from shardscope.cli import _parser as cli_parser
+
+ROOT = Path(__file__).resolve().parent.parent
+COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+def service(name: str) -> dict[str, Any]:
+    found: dict[str, Any] = COMPOSE["services"][name]
+    return found
+
+
+def test_dashboard_command_is_a_real_serve_with_its_store_on_a_volume() -> None:
+    dash = service("dashboard")
+    argv = dash["command"]
+    assert argv[0] == "/venv/bin/shardscope"
+    args = cli_parser().parse_args(argv[1:])
+    assert args.command == "serve" and args.host == "0.0.0.0"
+    mounts = dict(v.split(":", 1) for v in dash["volumes"])
+    store_dir = str(Path(args.db).parent)
+    assert mounts["store"] == store_dir and "store" in COMPOSE["volumes"]
+    assert any(p.endswith(f":{args.port}") for p in dash["ports"])
+    assert "SHARDSCOPE_TOKEN" in dash["environment"]  # serve --token defaults to it
+    assert f"http://127.0.0.1:{args.port}/api/health" in " ".join(dash["healthcheck"]["test"])
+
+
+def test_the_job_processes_match_the_example_and_reach_the_dashboard() -> None:
+    jobs = {name: s for name, s in COMPOSE["services"].items() if name.startswith("job-")}
+    parsed = {}
+    for name, svc in jobs.items():
+        argv = svc["command"]
+        assert (ROOT / argv[1]).is_file() and argv[1] == "examples/multihost.py"
+        parsed[name] = job_parser().parse_args(argv[2:])
+        assert svc["depends_on"]["dashboard"]["condition"] == "service_healthy"
+        assert "SHARDSCOPE_TOKEN" in svc["environment"]  # publish sends $SHARDSCOPE_TOKEN
+    assert sorted(a.process_id for a in parsed.values()) == list(range(len(jobs)))
+    assert {a.num_processes for a in parsed.values()} == {len(jobs)}
+    coordinators = {a.coordinator for a in parsed.values()}
+    assert len(coordinators) == 1
+    host = coordinators.pop().split(":")[0]
+    assert parsed[host].process_id == 0  # process 0's service runs the coordination service
+    dash_port = cli_parser().parse_args(service("dashboard")["command"][1:]).port
+    for a in parsed.values():
+        url = urlsplit(a.url)
+        assert url.hostname == "dashboard" and url.port == dash_port
+
+
+def test_install_uses_the_lock_and_the_makefiles_uv() -> None:
+    command = " ".join(service("install")["command"])
+    uv_version = re.search(r"^UV_VERSION := (\S+)", (ROOT / "Makefile").read_text(), re.M)
+    assert uv_version and f"uv=={uv_version.group(1)}" in command
+    assert "uv sync --frozen" in command and "--extra flax" in command
+    for name in ("dashboard", "job-0", "job-1"):
+        assert service(name)["depends_on"].get("install") or service(name)["depends_on"].get("dashboard")
+        assert "venv:/venv" in service(name)["volumes"]

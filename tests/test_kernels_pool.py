@@ -1,0 +1,193 @@
+"""The worker pool's bounds: a hung kernel times out and its worker is replaced, a crashing one
+likewise, and a full queue answers 429 with Retry-After — each followed by runs that succeed.
+
+The kernels that hang or crash exist only here: :func:`register_hooks` adds them to the catalog of
+this process (for planning) and of every worker (``KernelPool(setup=...)``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import jax
+import orjson
+import pytest
+from fastapi.testclient import TestClient
+
+from server.app import create_app
+from server.kernels import KernelPool
+from sharding_core.kernels import catalog
+from sharding_core.kernels.catalog import Built, Kernel, KernelContext, KernelInput, KernelParam
+
+BASE = "http://127.0.0.1:8000"
+JSON = {"content-type": "application/json"}
+TIMEOUT_S = 2
+WORKERS = 2
+QUEUE = 1
+
+
+def _sleep(ctx: KernelContext) -> Built:
+    time.sleep(ctx.params["tenths"] / 10)  # while "compiling": tracing is where a Python kernel hangs
+
+    def f(x: jax.Array) -> jax.Array:
+        return x + 1
+
+    return Built(f)
+
+
+def _crash(ctx: KernelContext) -> Built:
+    os._exit(3)  # what a segfault or the OOM killer looks like from outside
+
+
+HOOKS = (
+    Kernel(
+        "test_sleep",
+        "test: sleeps",
+        "Sleeps for a number of tenths of a second before building.",
+        _sleep,
+        (KernelInput("x", (8,), "P('x')"),),
+        params=(KernelParam("tenths", "int", "1", "How long to sleep", 0, 100_000),),
+        reference=lambda ctx, x: x + 1,
+    ),
+    Kernel("test_crash", "test: crashes", "Exits its process.", _crash, (KernelInput("x", (8,), "P('x')"),)),
+)
+
+
+def register_hooks() -> None:
+    for k in HOOKS:
+        if catalog.get_kernel(k.name) is None:
+            catalog.register(k)
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[KernelPool]:
+    register_hooks()
+    p = KernelPool(workers=WORKERS, queue=QUEUE, timeout_s=TIMEOUT_S, setup=("tests.test_kernels_pool:register_hooks",))
+    yield p
+    pids, threads = p.worker_pids(), p.slot_threads()
+    p.close()
+    for k in HOOKS:
+        catalog.unregister(k.name)
+    # close() leaves nothing behind: every worker process has exited and been reaped.
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    assert threads and not any(t.is_alive() for t in threads)
+
+
+@pytest.fixture(scope="module")
+def client(pool: KernelPool, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    app = create_app(str(tmp_path_factory.mktemp("pool") / "links.db"), "127.0.0.1", kernel_pool=pool)
+    with TestClient(app, base_url=BASE) as c:
+        pool.warm()
+        yield c
+
+
+def body(kernel: str, n: int = 8, tenths: int | None = None) -> dict[str, Any]:
+    b: dict[str, Any] = {
+        "kernel": kernel,
+        "devices": "cpu:8",
+        "mesh": {"shape": [8], "axis_names": ["x"], "axis_types": ["auto"]},
+        "inputs": [{"shape": [n], "spec": "P('x')", "dtype": "float32"}],
+    }
+    if tenths is not None:
+        b["params"] = {"tenths": str(tenths)}
+    return b
+
+
+def post(client: TestClient, url: str, b: dict[str, Any]) -> Any:
+    return client.post(url, content=orjson.dumps(b), headers=JSON)
+
+
+def wait_for_workers(pool: KernelPool, gone: set[int] = frozenset()) -> list[int]:  # type: ignore[assignment]
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        pids = pool.worker_pids()
+        if len(pids) == WORKERS and not gone & set(pids):
+            return pids
+        time.sleep(0.05)
+    pytest.fail(f"workers were not (re)started: {pool.worker_pids()}")
+
+
+def wait_job(client: TestClient, job_id: str) -> dict[str, Any]:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        job: dict[str, Any] = client.get(f"/api/kernels/jobs/{job_id}").json()
+        if job["state"] in ("done", "error"):
+            return job
+        time.sleep(0.02)
+    pytest.fail("job did not finish")
+
+
+def both_workers_run(client: TestClient, n: int) -> None:
+    """Two runs at once, so both workers (the replacement included) must answer."""
+    ids = [post(client, "/api/kernels/jobs", body("elementwise", n * k)).json()["id"] for k in (1, 2)]
+    for job_id in ids:
+        job = wait_job(client, job_id)
+        assert job["state"] == "done", job["failure"]
+
+
+def test_a_run_inside_the_time_limit_succeeds(client: TestClient, pool: KernelPool) -> None:
+    wait_for_workers(pool)
+    r = post(client, "/api/kernels/run", body("test_sleep", tenths=2))
+    assert r.status_code == 200, r.text
+    assert r.json()["outputs"][0]["max_abs_error"] < 1e-6  # float32 x + 1 against float64
+
+
+def test_a_hung_run_times_out_and_its_worker_is_replaced(client: TestClient, pool: KernelPool) -> None:
+    before = set(wait_for_workers(pool))
+    r = post(client, "/api/kernels/run", body("test_sleep", tenths=100_000))
+    assert r.status_code == 422
+    err = r.json()["error"]
+    assert err["code"] == "timeout" and "max_kernel_seconds" in err["message"] and err["limit"] == TIMEOUT_S
+    after = set(wait_for_workers(pool, gone=before - set(pool.worker_pids())))
+    assert len(before - after) == 1  # exactly the hung worker was replaced
+    both_workers_run(client, 16)
+
+
+def test_a_crashing_run_is_reported_and_its_worker_is_replaced(client: TestClient, pool: KernelPool) -> None:
+    before = set(wait_for_workers(pool))
+    r = post(client, "/api/kernels/run", body("test_crash"))
+    assert r.status_code == 422
+    err = r.json()["error"]
+    assert err["code"] == "worker_crashed" and "exit code 3" in err["message"]
+    after = set(wait_for_workers(pool, gone=before - set(pool.worker_pids())))
+    assert len(before - after) == 1
+    both_workers_run(client, 24)
+    # A crash is not cached: the same run crashes (and is reported) again.
+    assert post(client, "/api/kernels/run", body("test_crash")).json()["error"]["code"] == "worker_crashed"
+
+
+def test_a_full_queue_answers_429_with_retry_after(client: TestClient, pool: KernelPool) -> None:
+    wait_for_workers(pool)
+    # workers + queue runs may be in flight: at the limit every one is accepted ...
+    accepted = [post(client, "/api/kernels/jobs", body("test_sleep", tenths=8 + k)) for k in range(WORKERS + QUEUE)]
+    assert [r.status_code for r in accepted] == [202] * (WORKERS + QUEUE)
+    # ... and one past it is refused, with the standard error body and a Retry-After.
+    r = post(client, "/api/kernels/run", body("test_sleep", tenths=20))
+    assert r.status_code == 429
+    assert int(r.headers["retry-after"]) >= 1
+    err = r.json()["error"]
+    assert err["code"] == "busy" and err["limit"] == WORKERS + QUEUE and "max_kernel_queue" in err["message"]
+    # An identical run joins the one in flight instead of taking a place in the queue.
+    same = post(client, "/api/kernels/jobs", body("test_sleep", tenths=8))
+    assert same.status_code == 202 and same.json()["id"] == accepted[0].json()["id"]
+    states = [wait_job(client, a.json()["id"])["state"] for a in accepted]
+    assert states == ["done"] * (WORKERS + QUEUE)
+    assert post(client, "/api/kernels/run", body("elementwise", 32)).status_code == 200
+
+
+def test_a_worker_retires_after_a_large_mesh_and_the_next_run_gets_a_fresh_one(
+    client: TestClient, pool: KernelPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = set(wait_for_workers(pool))
+    # The threshold is 512 devices; a lower one makes an 8-device run "large" here.
+    monkeypatch.setattr(pool, "recycle_above_devices", 4)
+    assert post(client, "/api/kernels/run", body("elementwise", 40)).status_code == 200
+    monkeypatch.setattr(pool, "recycle_above_devices", 512)
+    assert post(client, "/api/kernels/run", body("elementwise", 48)).status_code == 200
+    both_workers_run(client, 56)
+    assert len(before - set(wait_for_workers(pool))) == 1

@@ -1,0 +1,364 @@
+"""The snapshot API through the in-process client: store, read, memory, what-if, diff, token, limits.
+
+Expected numbers come from JAX (each array's ``addressable_shards`` and ``devices_indices_map``) and
+Flax (``logical_to_mesh_axes``), never typed in.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import orjson
+import pytest
+from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from jax.sharding import AxisType, Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+from pydantic import TypeAdapter
+
+from server import models
+from server.app import create_app
+from server.middleware import BodyLimit
+from server.settings import MAX_BODY_BYTES, MAX_SNAPSHOT_BYTES, SETTINGS
+from sharding_core import capture, new_run_id
+from sharding_core.snapshot import MAX_LEAF_PATH_CHARS, MAX_RULES, MAX_SNAPSHOT_NAME_CHARS
+from tests.test_security import Inner, error_code, run, scope, status
+
+BASE = "http://127.0.0.1:8000"
+TOKEN = "s3cret-token-for-tests"
+RULES = (("batch", "data"), ("hidden", "model"), ("embed", None))
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    app = create_app(str(tmp_path_factory.mktemp("snapshots") / "links.db"), "127.0.0.1")
+    with TestClient(app, base_url=BASE) as c:
+        yield c
+
+
+def mesh() -> Mesh:
+    return Mesh(np.array(jax.devices()).reshape(2, 4), ("data", "model"), axis_types=(AxisType.Auto,) * 2)
+
+
+def post(client: TestClient, url: str, body: Any, **headers: str) -> Any:
+    return client.post(url, content=orjson.dumps(body), headers={"content-type": "application/json", **headers})
+
+
+def assert_error(response: Any, status: int, code: str) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"error"} and body["error"]["code"] == code, body
+    assert body["error"]["message"]
+    error: dict[str, Any] = body["error"]
+    return error
+
+
+class Model(nn.Module):
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        w1 = self.param("w1", nn.with_logical_partitioning(nn.initializers.ones, ("embed", "hidden")), (16, 32))
+        w2 = self.param("w2", nn.with_logical_partitioning(nn.initializers.ones, ("hidden", "embed")), (32, 16))
+        return (x @ w1) @ w2
+
+
+@pytest.fixture(scope="module")
+def model_snapshot() -> dict[str, Any]:
+    abstract = jax.eval_shape(Model().init, jax.random.key(0), jnp.ones((4, 16)))
+    return capture(abstract, "model", rules=RULES, mesh=mesh())
+
+
+def publish(client: TestClient, snap: dict[str, Any]) -> dict[str, Any]:
+    r = post(client, "/api/snapshots", snap)
+    assert r.status_code == 201, r.text
+    created: dict[str, Any] = r.json()
+    return created
+
+
+# ---- store and read -----------------------------------------------------------------------------------
+
+
+def test_round_trip_link_and_memory(client: TestClient) -> None:
+    m = mesh()
+    x = jax.device_put(jnp.ones((8, 16)), NamedSharding(m, P("data", "model")))
+    y = jax.device_put(jnp.ones((8, 16)), NamedSharding(m, P("data")))
+    snap = capture({"x": x, "y": y}, "pair")
+    created = publish(client, snap)
+    assert set(created) == {"id", "url", "run"} and created["run"] is None
+    got = client.get(f"/api/snapshots/{created['id']}").json()
+    assert got["id"] == created["id"] and got["leaves"] == snap["leaves"] and got["layouts"] == snap["layouts"]
+    link = client.get("/api/links/" + created["url"].removeprefix("/s/")).json()
+    assert link == {"view": "snapshots", "state": {"snapshot": created["id"]}}
+    assert client.get(created["url"]).status_code == 200  # /s/<id> opens the dashboard
+    # memory per device: JAX's own shard sizes, summed
+    want = {d.id: 0 for d in jax.devices()}
+    for arr in (x, y):
+        for shard in arr.addressable_shards:
+            want[shard.device.id] += shard.data.nbytes
+    memory = got["memory"]
+    assert dict(zip(memory["device_ids"], memory["bytes"], strict=True)) == want
+    assert memory["imbalanced"] is False and memory["ratio"] == 1.0
+
+
+def test_imbalance_is_flagged(client: TestClient) -> None:
+    lopsided = jax.device_put(jnp.ones((64, 64)), jax.devices()[5])
+    spread = jax.device_put(jnp.ones((8, 8)), NamedSharding(mesh(), P("data", "model")))
+    memory = client.get(f"/api/snapshots/{publish(client, capture([lopsided, spread]))['id']}").json()["memory"]
+    assert memory["imbalanced"] is True and memory["heaviest"] == [5]
+    values = dict(zip(memory["device_ids"], memory["bytes"], strict=True))
+    assert memory["ratio"] == pytest.approx(max(values.values()) / (sum(values.values()) / len(values)))
+
+
+# ---- what-if --------------------------------------------------------------------------------------
+
+
+def test_whatif_follows_flax_and_jax(client: TestClient, model_snapshot: dict[str, Any]) -> None:
+    sid = publish(client, model_snapshot)["id"]
+    rules = [["embed", "data"], ["hidden", "model"]]
+    res = post(client, "/api/snapshots/whatif", {"ref": {"snapshot": sid}, "rules": rules})
+    assert res.status_code == 200, res.text
+    body = res.json()
+    m = mesh()
+    by_path = {leaf["path"]: leaf for leaf in model_snapshot["leaves"]}
+    assert {r["path"] for r in body["leaves"]} == {"params/w1", "params/w2"}
+    for row in body["leaves"]:
+        leaf = by_path[row["path"]]
+        spec = nn.logical_to_mesh_axes(tuple(leaf["logical_axes"]), tuple((k, v) for k, v in rules))
+        assert row["spec"] == repr(spec) and row["error"] is None and row["changed"] is True
+        layout = body["layouts"][row["layout"]]
+        indices = NamedSharding(m, spec).devices_indices_map(tuple(leaf["shape"]))
+        assert [s["index"] for s in layout["shards"]] == [
+            [[s.start or 0, d if s.stop is None else s.stop] for s, d in zip(idx, leaf["shape"], strict=True)]
+            for idx in indices.values()
+        ]
+    # both weights now split 8 ways: each device holds 1/8 of 16*32*4 bytes per weight
+    assert body["memory"]["bytes"] == [2 * 16 * 32 * 4 // 8] * 8
+
+
+def test_whatif_errors_are_per_leaf(client: TestClient, model_snapshot: dict[str, Any]) -> None:
+    sid = publish(client, model_snapshot)["id"]
+    res = post(client, "/api/snapshots/whatif", {"ref": {"snapshot": sid}, "rules": [["hidden", "nope"]]}).json()
+    assert res["errors"] == 2 and {r["error"]["code"] for r in res["leaves"]} == {"unknown_axis"}
+    # the captured layouts stay in the memory sums
+    assert res["memory"] == client.get(f"/api/snapshots/{sid}").json()["memory"]
+    bad = post(client, "/api/snapshots/whatif", {"ref": {"snapshot": sid}, "rules": [[None, "data"]]})
+    assert_error(bad, 422, "bad_rules")
+
+
+def test_whatif_rules_limit(client: TestClient, model_snapshot: dict[str, Any]) -> None:
+    sid = publish(client, model_snapshot)["id"]
+    at = [[f"n{i}", None] for i in range(MAX_RULES)]
+    assert post(client, "/api/snapshots/whatif", {"ref": {"snapshot": sid}, "rules": at}).status_code == 200
+    over = post(client, "/api/snapshots/whatif", {"ref": {"snapshot": sid}, "rules": [*at, ["x", None]]})
+    assert_error(over, 422, "validation_error")
+
+
+# ---- diff -------------------------------------------------------------------------------------------------
+
+
+def received_bytes(before: jax.Array, after: jax.Array) -> int:
+    """Bytes each device must receive: its new block minus the part of it that it already holds."""
+    old = before.sharding.devices_indices_map(before.shape)
+    total = 0
+    for dev, idx in after.sharding.devices_indices_map(after.shape).items():
+        new_box = [range(*s.indices(n)) for s, n in zip(idx, after.shape, strict=True)]
+        old_box = [range(*s.indices(n)) for s, n in zip(old[dev], before.shape, strict=True)]
+        overlap = math.prod(
+            len(range(max(a.start, b.start), min(a.stop, b.stop))) for a, b in zip(new_box, old_box, strict=True)
+        )
+        total += (math.prod(len(r) for r in new_box) - overlap) * after.dtype.itemsize
+    return total
+
+
+def test_diff_finds_resharded_leaves_and_bytes(client: TestClient) -> None:
+    m = mesh()
+    a = {"w": jax.device_put(jnp.ones((16, 32)), NamedSharding(m, P("data", "model"))), "same": jnp.ones(4)}
+    b = {"w": jax.device_put(jnp.ones((16, 32)), NamedSharding(m, P("model", "data"))), "same": jnp.ones(4)}
+    b["new"] = jnp.ones((2, 2))
+    sa, sb = publish(client, capture(a))["id"], publish(client, capture(b))["id"]
+    res = post(client, "/api/snapshots/diff", {"a": {"snapshot": sa}, "b": {"snapshot": sb}}).json()
+    rows = {r["path"]: r for r in res["leaves"]}
+    assert set(rows) == {"w", "new"} and rows["new"]["status"] == "added"
+    assert rows["w"]["a_spec"] == repr(P("data", "model")) and rows["w"]["b_spec"] == repr(P("model", "data"))
+    assert rows["w"]["bytes_to_move"] == received_bytes(a["w"], b["w"]) > 0
+    assert res["summary"]["same"] == 1 and res["summary"]["bytes_to_move"] == received_bytes(a["w"], b["w"]) + 16
+    same = post(client, "/api/snapshots/diff", {"a": {"snapshot": sa}, "b": {"snapshot": sa}}).json()
+    assert same["leaves"] == [] and same["summary"]["bytes_to_move"] == 0
+
+
+# ---- runs -------------------------------------------------------------------------------------------------
+
+
+def test_a_process_publishes_to_a_run_once(client: TestClient) -> None:
+    snap = capture({"x": jnp.ones(8)})
+    snap["run"] = {"id": new_run_id(), "process_index": 0, "process_count": 1}
+    created = publish(client, snap)
+    assert created["run"] == snap["run"]["id"]
+    merged = client.get(f"/api/snapshots/runs/{created['run']}").json()
+    assert merged["processes"]["reported"] == [0] and merged["processes"]["missing"] == []
+    assert_error(post(client, "/api/snapshots", snap), 409, "run_conflict")
+    assert_error(client.get(f"/api/snapshots/runs/{new_run_id()}"), 404, "not_found")
+
+
+# ---- token ------------------------------------------------------------------------------------------------
+
+
+def test_token_guards_publishing_only(tmp_path: Any) -> None:
+    app = create_app(str(tmp_path / "links.db"), "127.0.0.1", token=TOKEN)
+    snap = capture({"x": jnp.ones(4)})
+    with TestClient(app, base_url=BASE) as c:
+        missing = post(c, "/api/snapshots", snap)
+        assert_error(missing, 401, "unauthorized")
+        assert missing.headers["www-authenticate"].startswith("Bearer")
+        assert_error(post(c, "/api/snapshots", snap, authorization=f"Bearer {TOKEN}x"), 403, "bad_token")
+        assert_error(post(c, "/api/snapshots", snap, authorization=f"Basic {TOKEN}"), 401, "unauthorized")
+        ok = post(c, "/api/snapshots", snap, authorization=f"Bearer {TOKEN}")
+        assert ok.status_code == 201
+        assert c.get(f"/api/snapshots/{ok.json()['id']}").status_code == 200  # reading needs the link only
+        # refused before the body is read: an oversized body without a token is still a 401
+        big = {"content-length": str(MAX_SNAPSHOT_BYTES + 1), "content-type": "application/json"}
+        assert c.post("/api/snapshots", content=b"{}", headers=big).status_code == 401
+
+
+# ---- bad input and limits ---------------------------------------------------------------------------
+
+
+def test_bad_snapshots_get_explained(client: TestClient, model_snapshot: dict[str, Any]) -> None:
+    broken = copy.deepcopy(model_snapshot)
+    broken["leaves"][0]["mesh"] = 7
+    error = assert_error(post(client, "/api/snapshots", broken), 422, "bad_snapshot")
+    assert "mesh 7" in error["message"] and "params/w1" in error["message"]
+    extra = copy.deepcopy(model_snapshot)
+    extra["leaves"][0]["surprise"] = 1
+    assert_error(post(client, "/api/snapshots", extra), 422, "validation_error")
+    wrong_version = {**model_snapshot, "version": 2}
+    assert_error(post(client, "/api/snapshots", wrong_version), 422, "validation_error")
+    foreign = copy.deepcopy(model_snapshot)
+    foreign["layouts"][0]["shards"][0]["device_id"] = 999
+    assert (
+        "not in the devices table"
+        in assert_error(post(client, "/api/snapshots", foreign), 422, "bad_snapshot")["message"]
+    )
+
+
+@pytest.mark.parametrize("bad_id", ["A" * 22, "short", "x" * 65, "..%2f..%2fetc"])
+def test_unknown_and_malformed_ids_are_404(client: TestClient, bad_id: str) -> None:
+    for url in (f"/api/snapshots/{bad_id}", f"/api/snapshots/runs/{bad_id}"):
+        assert_error(client.get(url), 404, "not_found")
+    res = post(client, "/api/snapshots/diff", {"a": {"snapshot": "A" * 22}, "b": {"snapshot": "B" * 22}})
+    assert_error(res, 404, "not_found")
+
+
+def test_refs_must_name_one_thing(client: TestClient) -> None:
+    for ref in ({}, {"snapshot": "A" * 22, "run": "B" * 22}, {"snapshot": "A" * 22, "process": 1}):
+        assert_error(post(client, "/api/snapshots/whatif", {"ref": ref, "rules": []}), 422, "validation_error")
+
+
+def test_name_and_path_limits_at_and_one_past(client: TestClient) -> None:
+    snap = capture({"x": jnp.ones(2)})
+    assert post(client, "/api/snapshots", {**snap, "name": "n" * MAX_SNAPSHOT_NAME_CHARS}).status_code == 201
+    assert_error(
+        post(client, "/api/snapshots", {**snap, "name": "n" * (MAX_SNAPSHOT_NAME_CHARS + 1)}), 422, "validation_error"
+    )
+    leaf = snap["leaves"][0]
+    at = {**snap, "leaves": [{**leaf, "path": "p" * MAX_LEAF_PATH_CHARS}]}
+    assert post(client, "/api/snapshots", at).status_code == 201
+    over = {**snap, "leaves": [{**leaf, "path": "p" * (MAX_LEAF_PATH_CHARS + 1)}]}
+    assert_error(post(client, "/api/snapshots", over), 422, "validation_error")
+
+
+def test_snapshot_bodies_have_their_own_limit(client: TestClient) -> None:
+    # Larger than max_body_bytes (which every other path keeps) and still taken.
+    snap = capture({f"leaf_{i}": jnp.ones(2) for i in range(4)}, "padded")
+    snap["leaves"] = [{**snap["leaves"][0], "path": f"{i:04d}/" + "p" * 900} for i in range(1500)]
+    body = orjson.dumps(snap)
+    assert MAX_BODY_BYTES < len(body) < MAX_SNAPSHOT_BYTES
+    assert post(client, "/api/snapshots", snap).status_code == 201
+    assert_error(post(client, "/api/links", {"view": "x", "state": {"s": "a" * MAX_BODY_BYTES}}), 413, "too_large")
+
+
+def test_body_limit_per_path_at_and_one_past() -> None:
+    for path, size, want in [
+        ("/api/snapshots", 10, 200),
+        ("/api/snapshots", 11, 413),
+        ("/api/layout", 4, 200),
+        ("/api/layout", 5, 413),
+    ]:
+        for declared in (True, False):  # by Content-Length, and as streamed (chunks of 1 byte)
+            inner = Inner(read_body=True)
+            limited = BodyLimit(inner, max_bytes=4, path_limits={"/api/snapshots": (10, "max_snapshot_bytes")})
+            hdrs = [("content-length", str(size))] if declared else [("transfer-encoding", "chunked")]
+            sent, _ = run(limited, scope("POST", path, headers=hdrs), [b"x"] * size)
+            assert status(sent) == want, (path, size, declared)
+            if want == 413:
+                assert error_code(sent) == "too_large"
+                setting = b"max_snapshot_bytes" if path == "/api/snapshots" else b"max_body_bytes"
+                assert setting in sent[-1]["body"]
+
+
+def test_models_hold_the_settings() -> None:
+    limits = {s.name: s.default for s in SETTINGS}
+    schema = TypeAdapter(models.Snapshot).json_schema()
+    props, defs = schema["properties"], schema["$defs"]
+    assert props["leaves"]["maxItems"] == limits["max_snapshot_leaves"]
+    assert props["name"]["maxLength"] == limits["max_snapshot_name_chars"]
+    assert props["process_count"]["maximum"] == limits["max_run_processes"]
+    assert defs["SnapshotLeaf"]["properties"]["path"]["maxLength"] == limits["max_leaf_path_chars"]
+    assert models.WhatIfRequest.model_json_schema()["properties"]["rules"]["maxItems"] == limits["max_rules"]
+    assert limits["max_snapshot_bytes"] == MAX_SNAPSHOT_BYTES
+
+
+# ---- never a 5xx -------------------------------------------------------------------------------------------
+
+
+def mutate(snap: dict[str, Any], where: list[Any], value: Any) -> dict[str, Any]:
+    out = copy.deepcopy(snap)
+    node: Any = out
+    for key in where[:-1]:
+        node = node[key]
+    node[where[-1]] = value
+    return out
+
+
+WHERE = [
+    ["leaves", 0, "layout"],
+    ["leaves", 0, "mesh"],
+    ["leaves", 0, "shape"],
+    ["layouts", 0, "shards", 0, "index"],
+    ["layouts", 0, "shards", 0, "tile"],
+    ["layouts", 0, "bytes_per_device"],
+    ["layouts", 0, "shard_shape"],
+    ["meshes", 0, "device_ids"],
+    ["meshes", 0, "shape"],
+    ["devices", "process_index"],
+    ["devices", "coords"],
+    ["process_index"],
+    ["rules"],
+    ["run"],
+]
+VALUES = st.one_of(
+    st.none(),
+    st.integers(-3, 2**40),
+    st.lists(st.integers(-2, 40), max_size=4),
+    st.lists(st.lists(st.integers(-2, 40), max_size=3), max_size=3),
+    st.text(max_size=5),
+    st.just({"id": "A" * 22, "process_index": 3, "process_count": 2}),
+)
+
+
+@given(where=st.sampled_from(WHERE), value=VALUES)
+@settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+def test_no_snapshot_causes_a_server_error(
+    client: TestClient, model_snapshot: dict[str, Any], where: list[Any], value: Any
+) -> None:
+    response = post(client, "/api/snapshots", mutate(model_snapshot, where, value))
+    assert response.status_code in (201, 409, 422), response.text
+    if response.status_code != 201:
+        assert_error(response, response.status_code, response.json()["error"]["code"])

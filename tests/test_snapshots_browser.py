@@ -1,0 +1,178 @@
+"""The snapshot view in headless Chromium against a real server: a published Flax model opened from
+its share link, filtered, a leaf's grid, the memory chart (Plotly under the strict CSP), the
+what-if rules, a diff and a copied link. Page errors and console errors fail the test.
+
+Screenshots land in ``artifacts/screenshots/snapshots-*.png``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import AxisType, Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+from playwright.sync_api import Browser, Page, expect
+
+from sharding_core import publish
+from tests import test_browser
+from tests.live import Server
+from tests.test_browser import Watched, shot
+
+# The layout explorer's browser fixtures (Debian's Chromium, a page failing on console errors).
+browser = test_browser.browser
+watched = test_browser.watched
+
+RULES = (("batch", "data"), ("hidden", "model"), ("embed", None))
+
+
+class Mlp(nn.Module):
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        for i in range(3):
+            w1 = self.param(
+                f"w1_{i}", nn.with_logical_partitioning(nn.initializers.ones, ("embed", "hidden")), (16, 32)
+            )
+            w2 = self.param(
+                f"w2_{i}", nn.with_logical_partitioning(nn.initializers.ones, ("hidden", "embed")), (32, 16)
+            )
+            x = (x @ w1) @ w2
+        return x
+
+
+def mesh() -> Mesh:
+    return Mesh(np.array(jax.devices()).reshape(2, 4), ("data", "model"), axis_types=(AxisType.Auto,) * 2)
+
+
+@pytest.fixture(scope="module")
+def published(server: Server) -> dict[str, Any]:
+    m = mesh()
+    x = jnp.ones((8, 16))
+    with jax.set_mesh(m), nn.logical_axis_rules(RULES):
+        abstract = jax.eval_shape(Mlp().init, jax.random.key(0), x)
+        shardings = nn.logical_to_mesh_sharding(nn.get_partition_spec(abstract), m, RULES)
+        params = jax.jit(Mlp().init, out_shardings=shardings)(jax.random.key(0), x)["params"]
+    lopsided = jax.device_put(jnp.ones((64, 64)), jax.devices()[6])  # one device holds much more
+    url = f"http://127.0.0.1:{server.port}"
+    tree = {"params": params, "batch": jax.device_put(x, NamedSharding(m, P("data"))), "cache": lopsided}
+    first = publish(tree, "mlp", url, rules=RULES)
+    tree["batch"] = jax.device_put(x, NamedSharding(m, P(None, "model")))
+    second = publish(tree, "mlp resharded", url, rules=RULES)
+    return {"first": first, "second": second, "params": params}
+
+
+def loaded(page: Page, count: int = 1) -> None:
+    page.wait_for_selector(f"body[data-loaded='{count}']", state="attached", timeout=30_000)
+    page.wait_for_selector("#memory-chart[data-plotted]", state="attached", timeout=30_000)
+
+
+def leaf_rows(page: Page) -> list[str]:
+    return page.locator("#leaf-rows tr.leaf .leaf-open").all_text_contents()
+
+
+def test_open_filter_grid_chart_whatif_diff_and_share(
+    server: Server, browser: Browser, watched: Watched, published: dict[str, Any]
+) -> None:
+    page = watched.page
+    page.goto(published["first"])
+    loaded(page)
+    assert re.search(r"/snapshots\.html\?snapshot=[A-Za-z0-9_-]{22}", page.url)  # the long form
+    expect(page.locator("#snap-title")).to_have_text("mlp")
+    expect(page.locator("#leaf-count")).to_have_text("8 leaves")
+    # the memory chart: one bar per device, the lopsided device flagged
+    expect(page.locator("#memory-chart .main-svg").first).to_be_visible()
+    assert page.locator("#memory-chart .trace.bars .point").count() == 8
+    expect(page.locator("#memory-flag")).to_contain_text("imbalanced")
+    expect(page.locator("#memory-flag")).to_contain_text("CPU 6")
+    shot(page, "snapshots-01-opened")
+
+    # filter by axis name: the hidden→model weights and nothing else
+    page.get_by_label("Filter").fill("w2_")
+    page.wait_for_selector("body[data-filtered]", state="attached")
+    expect(page.locator("#leaf-count")).to_have_text("3 of 8 leaves match")
+    assert leaf_rows(page) == ["w2_0", "w2_1", "w2_2"]
+    page.get_by_label("Sharded over").select_option("model")
+    expect(page.locator("#leaf-count")).to_have_text("3 of 8 leaves match")
+    shot(page, "snapshots-02-filtered")
+
+    # a leaf's grid: the layout explorer's component, labelled with JAX's device ids per block
+    page.locator("#leaf-rows .leaf-open", has_text="w2_1").click()
+    page.wait_for_selector("#leaf-grid[data-path='params/w2_1']", state="attached")
+    box = published["params"]["w2_1"].value
+    blocks: dict[tuple[int, ...], list[int]] = {}
+    for shard in box.addressable_shards:
+        blocks.setdefault(tuple(s.start or 0 for s in shard.index), []).append(shard.device.id)
+    want = sorted("CPU " + ",".join(map(str, sorted(ids))) for ids in blocks.values())
+    assert sorted(page.locator("#leaf-grid .tile-label").all_text_contents()) == want
+    expect(page.locator("#leaf-summary")).to_contain_text("('hidden', 'embed')")
+    assert "leaf=params%2Fw2_1" in page.url
+    shot(page, "snapshots-03-leaf-grid")
+
+    # what-if: hidden over data instead of model; the spec, grid and chart follow
+    page.get_by_role("textbox", name="Rules").fill("('hidden', 'data'), ('embed', 'model')")
+    page.get_by_role("button", name="Apply rules").click()
+    page.wait_for_selector("body[data-whatif='1']", state="attached")
+    page.wait_for_selector("#memory-chart[data-plotted='2']", state="attached")
+    spec = repr(nn.logical_to_mesh_axes(("hidden", "embed"), (("hidden", "data"), ("embed", "model"))))
+    expect(page.locator("#leaf-rows tr.selected td.changed")).to_have_text(spec)
+    expect(page.locator("#leaf-summary")).to_contain_text(spec)
+    assert page.locator("#memory-chart .trace.bars").count() == 2  # captured and what-if
+    expect(page.locator("#memory-flag")).to_contain_text("What-if")
+    shot(page, "snapshots-04-whatif")
+
+    # diff against the resharded snapshot: the batch moved
+    page.get_by_label("Compare with").fill(published["second"])
+    page.get_by_role("button", name="Compare").click()
+    page.wait_for_selector("body[data-diffs='1']", state="attached")
+    expect(page.locator("#diff-result")).to_contain_text("1 changed")
+    expect(page.locator("#diff-result td.changed")).to_have_text("changed")
+    shot(page, "snapshots-05-diff")
+
+    # Copy link restores the view (filter, leaf, rules, diff) in a fresh browser
+    page.get_by_role("button", name="Copy link").click()
+    share = page.get_by_label("Share link")
+    expect(share).to_have_value(re.compile(r"/s/[A-Za-z0-9_-]{22,}$"))
+    fresh = Watched(browser.new_context(viewport={"width": 1400, "height": 1000}))
+    try:
+        fresh.page.goto(share.input_value())
+        loaded(fresh.page)
+        fresh.page.wait_for_selector("#leaf-grid[data-path='params/w2_1']", state="attached")
+        fresh.page.wait_for_selector("body[data-diffs='1']", state="attached")
+        expect(fresh.page.get_by_label("Filter")).to_have_value("w2_")
+        expect(fresh.page.locator("#leaf-rows tr.selected td.changed")).to_have_text(spec)
+        assert fresh.errors == []
+    finally:
+        fresh.context.close()
+
+
+def test_an_unknown_snapshot_says_so(server: Server, watched: Watched) -> None:
+    page = watched.page
+    page.on("console", lambda m: None)
+    watched.errors.clear()
+    page.goto(f"http://127.0.0.1:{server.port}/snapshots.html?snapshot={'A' * 22}")
+    page.wait_for_selector("body[data-loaded='1']", state="attached")
+    expect(page.get_by_role("alert").first).to_contain_text("not_found")
+    expect(page.locator("#empty")).to_be_visible()
+    # the 404 itself is logged by the browser as a failed resource; nothing else may be
+    watched.errors[:] = [e for e in watched.errors if "404" not in e]
+    shot(page, "snapshots-06-not-found")
+
+
+def test_hostile_leaf_paths_and_names_render_as_text(server: Server, watched: Watched) -> None:
+    page = watched.page
+    evil = '<img src=x onerror="window.XSS=1"><script>window.XSS=2</script>'
+    m = mesh()
+    tree = {evil: jax.device_put(jnp.ones((8, 8)), NamedSharding(m, P("data")))}
+    url = publish(tree, f"name {evil}", f"http://127.0.0.1:{server.port}")
+    page.goto(url)
+    loaded(page)
+    assert page.evaluate("() => window.XSS") is None
+    assert page.locator("img[src='x'], script:not([src])").count() == 0
+    # the path shows as text; "/" in a path separates tree levels, so the closing tag splits there
+    expect(page.locator("#leaf-rows")).to_contain_text('<img src=x onerror="window.XSS=1"><script>window.XSS=2<')
+    shot(page, "snapshots-07-hostile-names")
