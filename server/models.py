@@ -336,6 +336,21 @@ class Ordering(_Response):
     error: ErrorDetail | None = None
 
 
+class TopologyGroupsRequest(_Request):
+    devices: DevicesText
+    groups: list[list[DeviceId]] = Field(
+        min_length=1,
+        max_length=MAX_DEVICES,
+        description="Equally long device-id groups, each in the order a collective visits them "
+        "(e.g. a collective's replica groups); at most max_devices ids in all",
+    )
+    name: str = Field("groups", max_length=128, description="A label for the groups, e.g. all-reduce over x")
+    slices: int = Field(1, ge=1, le=MAX_SLICES, description="Slices of a tpu: device set (multi-slice)")
+    chips_per_host: list[AxisSize] | None = Field(
+        None, min_length=2, max_length=3, description="Host block of a tpu: set (chips per axis)"
+    )
+
+
 class MeshOnTopologyMesh(_Response):
     shape: list[int]
     axis_names: list[str]

@@ -29,18 +29,20 @@ from server.models import (
     LinkCreated,
     LinkRequest,
     LinkResponse,
+    MeshAxisOnTopology,
     MeshRequest,
     PlatformsResponse,
+    TopologyGroupsRequest,
     TopologyMeshRequest,
     TopologyMeshResponse,
     TopologyResponse,
 )
-from server.settings import MAX_DEVICES_CHARS, MAX_LINK_BYTES, MAX_SLICES
+from server.settings import MAX_DEVICES, MAX_DEVICES_CHARS, MAX_LINK_BYTES, MAX_SLICES
 from server.store import Store
 from sharding_core.devices import parse_devices, platforms_catalog
 from sharding_core.layout import Layout, compute_layout
 from sharding_core.mesh import MeshSpec, build_mesh
-from sharding_core.topology import compare_orderings, mesh_on_topology, topology
+from sharding_core.topology import compare_orderings, groups_on_topology, mesh_on_topology, topology
 
 LINKS = "links"
 
@@ -139,6 +141,23 @@ def topology_route(
     """The physical interconnect: devices with coordinates and hosts, ICI / NVLink links, wraparound."""
     cph = tuple(int(c) for c in chips_per_host.split("x")) if chips_per_host else None
     return OrjsonResponse(_encode_topology((devices, slices, cph)))
+
+
+@router.post("/api/topology/groups", response_model=MeshAxisOnTopology, responses=POST_ERRORS)
+def topology_groups(body: TopologyGroupsRequest) -> Response:
+    """Any device groups laid on the interconnect (e.g. the replica groups of a collective the kernel
+    lab found in compiled HLO): hops between consecutive members, ring verdicts, hosts and slices
+    crossed."""
+    total = sum(len(g) for g in body.groups)
+    if total > MAX_DEVICES:
+        raise ApiError(
+            422,
+            "too_large",
+            f"the groups list {total} device ids; at most {MAX_DEVICES} are allowed",
+            limit=MAX_DEVICES,
+        )
+    devset = parse_devices(body.devices, slices=body.slices, chips_per_host=body.chips_per_host)
+    return OrjsonResponse(groups_on_topology(devset, body.groups, body.name))
 
 
 @router.post("/api/topology/mesh", response_model=TopologyMeshResponse, responses=POST_ERRORS)

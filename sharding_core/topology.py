@@ -158,51 +158,75 @@ def mesh_on_topology(devset: DeviceSet, mesh: Any) -> dict[str, Any]:
     index = np.vectorize(pos.__getitem__, otypes=[np.int64])(ids)
     host = np.asarray([d.process_index for d in devset.devices], dtype=np.int64)[index]
     slc = np.asarray([d.slice_index or 0 for d in devset.devices], dtype=np.int64)[index]
-    torus = _torus(devset)
     axes_out = []
     for axis, name in enumerate(mesh.axis_names):
-        groups = _axis_groups(ids, axis)
-        g_index = _axis_groups(index, axis)
-        g_host = _axis_groups(host, axis)
-        g_slice = _axis_groups(slc, axis)
-        n = groups.shape[1]
-        if n == 1:
-            hops = np.zeros((groups.shape[0], 0), dtype=np.int64)
-        elif torus is not None:
-            sizes, wraps, coords = torus
-            c = coords[g_index]  # (groups, n, dims)
-            delta = np.abs(c - np.roll(c, -1, axis=1))  # member i -> i+1, and the closing last -> first
-            delta = np.where(wraps, np.minimum(delta, sizes - delta), delta)
-            hops = delta.sum(axis=-1)
-            if n == 2:
-                hops = hops[:, :1]  # a pair is one link, not a ring of two
-        else:
-            hops = (groups != np.roll(groups, -1, axis=1)).astype(np.int64)
-            if n == 2:
-                hops = hops[:, :1]
-        crosses_hosts = (g_host != g_host[:, :1]).any(axis=1)
-        crosses_slices = (g_slice != g_slice[:, :1]).any(axis=1)
-        max_hop = int(hops.max()) if hops.size else 0
-        axes_out.append(
-            {
-                "name": name,
-                "size": n,
-                "groups": groups.tolist(),
-                "hops": hops.tolist(),
-                "max_hop": max_hop,
-                "mean_hop": float(hops.mean()) if hops.size else 0.0,
-                # a ring of nearest neighbours: every consecutive pair (closing one included) is at
-                # most one link apart; cores of one chip count as 0 hops
-                "is_ring": bool(hops.size == 0 or max_hop <= 1),
-                "groups_not_rings": int((hops > 1).any(axis=1).sum()) if hops.size else 0,
-                "crosses_hosts": bool(crosses_hosts.any()),
-                "groups_crossing_hosts": int(crosses_hosts.sum()),
-                "crosses_slices": bool(crosses_slices.any()),
-                "interconnect": _interconnect(devset, bool(crosses_hosts.any()), bool(crosses_slices.any())),
-            }
+        metrics = ring_metrics(
+            devset,
+            _axis_groups(ids, axis),
+            _axis_groups(index, axis),
+            _axis_groups(host, axis),
+            _axis_groups(slc, axis),
         )
+        axes_out.append({"name": name, **metrics})
     return {"mesh": {"shape": list(ids.shape), "axis_names": list(mesh.axis_names), "device_ids": ids.tolist()},
             "axes": axes_out}  # fmt: skip
+
+
+def ring_metrics(
+    devset: DeviceSet, groups: np.ndarray, g_index: np.ndarray, g_host: np.ndarray, g_slice: np.ndarray
+) -> dict[str, Any]:
+    """Hops and ring verdicts for equal-sized device groups, each in ring order: ``groups`` holds
+    device ids (groups, n), the others each member's position in ``devset.devices``, host and slice."""
+    torus = _torus(devset)
+    n = groups.shape[1]
+    if n == 1:
+        hops = np.zeros((groups.shape[0], 0), dtype=np.int64)
+    elif torus is not None:
+        sizes, wraps, coords = torus
+        c = coords[g_index]  # (groups, n, dims)
+        delta = np.abs(c - np.roll(c, -1, axis=1))  # member i -> i+1, and the closing last -> first
+        delta = np.where(wraps, np.minimum(delta, sizes - delta), delta)
+        hops = delta.sum(axis=-1)
+    else:
+        hops = (groups != np.roll(groups, -1, axis=1)).astype(np.int64)
+    if n == 2:
+        hops = hops[:, :1]  # a pair is one link, not a ring of two
+    crosses_hosts = (g_host != g_host[:, :1]).any(axis=1)
+    crosses_slices = (g_slice != g_slice[:, :1]).any(axis=1)
+    max_hop = int(hops.max()) if hops.size else 0
+    return {
+        "size": n,
+        "groups": groups.tolist(),
+        "hops": hops.tolist(),
+        "max_hop": max_hop,
+        "mean_hop": float(hops.mean()) if hops.size else 0.0,
+        # a ring of nearest neighbours: every consecutive pair (closing one included) is at most
+        # one link apart; cores of one chip count as 0 hops
+        "is_ring": bool(hops.size == 0 or max_hop <= 1),
+        "groups_not_rings": int((hops > 1).any(axis=1).sum()) if hops.size else 0,
+        "crosses_hosts": bool(crosses_hosts.any()),
+        "groups_crossing_hosts": int(crosses_hosts.sum()),
+        "crosses_slices": bool(crosses_slices.any()),
+        "interconnect": _interconnect(devset, bool(crosses_hosts.any()), bool(crosses_slices.any())),
+    }
+
+
+def groups_on_topology(devset: DeviceSet, groups: list[list[int]], name: str = "groups") -> dict[str, Any]:
+    """:func:`ring_metrics` for arbitrary device groups, e.g. a collective's replica groups from the
+    compiled HLO, each in the order the collective visits them."""
+    from sharding_core.errors import BAD_DEVICES, ShardingError
+
+    if not groups or len({len(g) for g in groups}) != 1 or not groups[0]:
+        raise ShardingError(BAD_DEVICES, "groups must be a non-empty list of equally long, non-empty id lists")
+    pos = {d.id: i for i, d in enumerate(devset.devices)}
+    missing = sorted({i for g in groups for i in g if i not in pos})
+    if missing:
+        raise ShardingError(BAD_DEVICES, f"device ids {missing[:8]} are not in {devset.key}", ids=missing[:8])
+    ids = np.asarray(groups, dtype=np.int64)
+    index = np.vectorize(pos.__getitem__, otypes=[np.int64])(ids)
+    host = np.asarray([d.process_index for d in devset.devices], dtype=np.int64)[index]
+    slc = np.asarray([d.slice_index or 0 for d in devset.devices], dtype=np.int64)[index]
+    return {"name": name, **ring_metrics(devset, ids, index, host, slc)}
 
 
 def _interconnect(devset: DeviceSet, hosts: bool, slices: bool) -> str:

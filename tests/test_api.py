@@ -511,6 +511,7 @@ BAD_REQUESTS: list[tuple[str, str, dict[str, Any], int, str]] = [
         "bad_mesh",
     ),
     ("POST", "/api/topology/mesh", {"json": {"devices": "tpu:v5e:4x4"}}, 422, "validation_error"),
+    ("POST", "/api/topology/groups", {"json": {"devices": "cpu:8", "groups": [[0, 99]]}}, 422, "bad_devices"),
     ("POST", "/api/layout", {"json": layout_request(shape="4x8")}, 422, "validation_error"),
     (
         "POST",

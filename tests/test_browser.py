@@ -335,3 +335,20 @@ def test_hostile_link_state_renders_as_text_in_every_view(server: Server, watche
         expect(page.get_by_label("PartitionSpec")).to_have_value(f"P('{evil}')")
         assert page.url.split("?")[0].endswith(path) or "/s/" in page.url
     shot(page, "12-hostile-link-state")
+
+
+def test_topology_draws_groups_handed_over_by_the_kernel_lab(server: Server, watched: Watched) -> None:
+    page = watched.page
+    # what the kernel lab links to for an all-reduce over x on a 2x4 mesh of a v5e 2x4 slice (iota)
+    query = urlencode({"devices": "tpu:v5e:2x4", "mesh": "2x4", "axes": "x,y", "order": "iota", "spec": "P('x')",
+                       "shape": "8", "groups": "0,4;1,5;2,6;3,7", "glabel": "all-reduce over x"})  # fmt: skip
+    page.goto(f"http://127.0.0.1:{server.port}/topology.html?{query}")
+    rendered(page)
+    expect(page.locator("#topo-view")).to_have_attribute("data-axis", "⟨all-reduce over x⟩")
+    expect(page.locator("#hop-summary")).to_contain_text("all-reduce over x")
+    rows = page.locator("#hop-table tbody tr")
+    assert rows.count() == 4
+    assert rows.first.locator("td").nth(1).text_content() == "0 4"
+    assert rows.first.locator("td").nth(2).text_content() == "2"  # (0,0) to (0,2): two links
+    assert page.locator("#topo-view .ring-hop.far").count() == 4
+    shot(page, "13-topology-collective-groups")

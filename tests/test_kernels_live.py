@@ -9,6 +9,7 @@ import concurrent.futures
 import re
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import orjson
 import pytest
@@ -95,7 +96,12 @@ def test_pick_a_kernel_run_it_and_see_grid_and_collectives(server: Server, watch
     expect(rows.first).to_contain_text(groups)
     expect(page.locator("#collective-mesh")).to_contain_text("all-reduce over x")
     topo = page.get_by_role("link", name="see it on the topology")
-    expect(topo).to_have_attribute("href", re.compile(r"^/topology\.html\?devices=cpu%3A8&mesh=2x4&.*&axis=x$"))
+    # the link hands the collective's own replica groups to the topology view
+    expected_groups = ";".join(",".join(map(str, g)) for g in result["collectives"][0]["groups"])
+    href = topo.get_attribute("href") or ""
+    assert href.startswith("/topology.html?devices=cpu%3A8&mesh=2x4&")
+    assert parse_qs(urlsplit(href).query)["groups"] == [expected_groups]
+    assert parse_qs(urlsplit(href).query)["glabel"] == ["all-reduce over x"]
     assert "kernel=sum_axis0" in page.url and "in=8%2C8" in page.url
     page.locator("#stablehlo-box summary").click()
     expect(page.locator("#stablehlo")).to_contain_text("sdy.sharding")

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from sharding_core.devices import parse_devices
+from sharding_core.errors import ShardingError
 from sharding_core.mesh import MeshSpec, build_mesh
-from sharding_core.topology import compare_orderings, hop_distance, mesh_on_topology, topology
+from sharding_core.topology import compare_orderings, groups_on_topology, hop_distance, mesh_on_topology, topology
 
 
 def _ici(devices: str, **kw: int) -> list[dict[str, object]]:
@@ -179,3 +180,24 @@ def test_fabrics_join_slices_and_gpu_hosts() -> None:
     gpus = topology(parse_devices("gpu:h100:2x2"))
     assert gpus["fabrics"] == [{"kind": "network", "joins": "hosts", "members": [[0, 1], [2, 3]]}]
     assert topology(parse_devices("tpu:v5e:4x4"))["fabrics"] == []
+
+
+def test_collective_groups_on_the_topology() -> None:
+    # an all-reduce over the short axis of a v5e 2x4 mesh from iota order: pairs (0, 2), (1, 3)...
+    ds = parse_devices("tpu:v5e:2x4")
+    got = groups_on_topology(ds, [[0, 2], [1, 3], [4, 6], [5, 7]], "all-reduce over x")
+    assert got["name"] == "all-reduce over x" and got["hops"] == [[1], [1], [1], [1]] and got["is_ring"]
+    # the same devices visited diagonally: two links per hop
+    diag = groups_on_topology(ds, [[0, 3], [1, 2]])
+    assert diag["hops"] == [[2], [2]] and diag["max_hop"] == 2 and not diag["is_ring"]
+    # equal to what mesh_on_topology reports for the same groups of a mesh axis
+    axis = _axes("tpu:v5e:4x4", (4, 4))["x"]
+    again = groups_on_topology(parse_devices("tpu:v5e:4x4"), axis["groups"])
+    assert again["hops"] == axis["hops"] and again["crosses_hosts"] == axis["crosses_hosts"]
+
+
+@pytest.mark.parametrize("groups", [[], [[]], [[0, 1], [2]], [[0, 99]]])
+def test_bad_groups_are_explained(groups: list[list[int]]) -> None:
+    with pytest.raises(ShardingError) as e:
+        groups_on_topology(parse_devices("cpu:8"), groups)
+    assert e.value.code == "bad_devices"

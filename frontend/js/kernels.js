@@ -457,8 +457,9 @@ function renderCollectives(r) {
 }
 
 /**
- * The topology view for this run's devices and mesh, with the collective's mesh axis highlighted
- * when it runs along exactly one whole axis (the view draws that axis's groups on the hardware).
+ * The topology view for this run's devices and mesh, with the collective's replica groups drawn on
+ * the hardware and their hops measured (or, for groups too many to put in a URL, its mesh axis when
+ * it runs along exactly one whole axis).
  */
 function topologyHref(r, c) {
   const q = new URLSearchParams({
@@ -468,7 +469,12 @@ function topologyHref(r, c) {
     order: ranWith.order,
   });
   if (ranWith.slices > 1) q.set("slices", String(ranWith.slices));
-  if (c.exact_axes && c.axes.length === 1 && r.mesh.axis_names.includes(c.axes[0])) q.set("axis", c.axes[0]);
+  const ids = c.groups ? c.groups.reduce((n, g) => n + g.length, 0) : 0;
+  if (c.groups && c.groups.length && ids <= 4096 && c.groups.every((g) => g.length === c.groups[0].length)) {
+    // the collective's own replica groups, drawn and measured on the hardware
+    q.set("groups", c.groups.map((g) => g.join(",")).join(";"));
+    q.set("glabel", `${c.op} over ${c.axes_text}`);
+  } else if (c.exact_axes && c.axes.length === 1 && r.mesh.axis_names.includes(c.axes[0])) q.set("axis", c.axes[0]);
   return `/topology.html?${q.toString()}`;
 }
 

@@ -1,7 +1,8 @@
 // The view's whole state lives in the page URL (copying the address bar shares it).
 
 /** @typedef {{devices: string, slices: number, mesh: string, axes: string, order: string,
- *   types: string, spec: string, shape: string, dtype: string, dims: string, axis: string}} State */
+ *   types: string, spec: string, shape: string, dtype: string, dims: string, axis: string,
+ *   groups: string, glabel: string}} State */
 
 /** @type {State} */
 export const DEFAULTS = Object.freeze({
@@ -16,6 +17,8 @@ export const DEFAULTS = Object.freeze({
   dtype: "float32",
   dims: "",
   axis: "",
+  groups: "",
+  glabel: "",
 });
 
 const KEYS = /** @type {(keyof State)[]} */ (Object.keys(DEFAULTS));
@@ -43,8 +46,16 @@ export function fromObject(obj) {
 /** @param {State} s @returns {string} */
 export function toQuery(s) {
   const q = new URLSearchParams();
-  for (const k of KEYS) q.set(k, String(s[k]));
+  // empty optional fields stay out of the URL (fromQuery gives them back as their default "")
+  for (const k of KEYS) if (!(DEFAULTS[k] === "" && s[k] === "")) q.set(k, String(s[k]));
   return q.toString();
+}
+
+/** "0,4;1,5" -> [[0, 4], [1, 5]]; null unless every id is a non-negative integer. @param {string} text */
+export function parseGroups(text) {
+  if (!text) return null;
+  const groups = text.split(";").map((g) => g.split(",").map((v) => (/^\d{1,9}$/.test(v.trim()) ? Number(v) : NaN)));
+  return groups.every((g) => g.length && g.every(Number.isInteger)) ? groups : null;
 }
 
 /** "4x4" or "4,4" -> [4, 4]; null if not positive integers. @param {string} text */

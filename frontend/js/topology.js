@@ -8,7 +8,7 @@ import { ApiError, getJSON, postJSON } from "./api.js";
 import { compactIds, deviceColour } from "./format.js";
 import { renderNav } from "./nav.js";
 import { buildPickers, devicesToPickers, fillTopologies, pickersToDevices } from "./pickers.js";
-import { DEFAULTS, fromObject, fromQuery, layoutRequest, parseDims, toQuery } from "./state.js";
+import { DEFAULTS, fromObject, fromQuery, layoutRequest, parseDims, parseGroups, toQuery } from "./state.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 /** @param {string} id */
@@ -312,7 +312,7 @@ function renderSummary(topo, meshInfo, layout) {
   }
   if (topo.slices > 1) rows.push(["slices", `${topo.slices}, joined by DCN`]);
   if (topo.platform === "gpu") rows.push(["links", "NVLink (NVSwitch) within a host; the network between hosts"]);
-  rows.push(["mesh", meshInfo.axes.map((a) => `${a.name}(${a.size})`).join(" × ")]);
+  rows.push(["mesh", meshInfo.axes.filter((a) => !a.name.startsWith("⟨")).map((a) => `${a.name}(${a.size})`).join(" × ")]);
   rows.push(["colours", layout ? `tiles of ${layout.spec} on a ${JSON.stringify(layout.shape)} array` : "no layout (grey)"]);
   const dl = document.createElement("dl");
   for (const [k, v] of rows) dl.append(h("dt", k), h("dd", v));
@@ -486,6 +486,18 @@ async function refresh() {
       getJSON(`/api/topology?${q}`, ctrl.signal),
       postJSON("/api/topology/mesh", body, ctrl.signal),
     ]);
+    // Groups handed over by another view (the kernel lab's collectives) become one more "axis".
+    const groups = parseGroups(state.groups);
+    if (groups) {
+      const extra = await postJSON(
+        "/api/topology/groups",
+        { devices: state.devices, groups, name: (state.glabel || "collective groups").slice(0, 120), ...(state.slices > 1 ? { slices: state.slices } : {}) },
+        ctrl.signal,
+      );
+      extra.name = `⟨${extra.name}⟩`;
+      meshInfo.axes.push(extra);
+      if (!state.axis) state.axis = extra.name;
+    }
     let layout = null;
     try {
       layout = await postJSON("/api/layout", layoutRequest(state), ctrl.signal);
