@@ -128,8 +128,9 @@ SETTINGS: list[Setting] = [
     Setting(
         "max_connections",
         MAX_CONNECTIONS,
-        "Concurrent connections and requests uvicorn accepts (limit_concurrency); past it new ones get 503. "
-        "Slow clients cost a coroutine each, not a thread, so a normal request is still served among them",
+        "Open connections uvicorn serves (limit_concurrency): a request arriving while this many are open, "
+        "its own included, gets 503. Slow clients cost a coroutine each, not a thread, so a normal request "
+        "is still served among them",
     ),
     Setting(
         "max_header_bytes",

@@ -25,7 +25,7 @@ import pytest
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from server.settings import MAX_HEADER_BYTES, MAX_KEEP_ALIVE_SECONDS
+from server.settings import MAX_CONNECTIONS, MAX_HEADER_BYTES, MAX_KEEP_ALIVE_SECONDS
 from sharding_core import capture
 from tests.live import CLI, ROOT, Server, free_port, wait_ready
 
@@ -296,3 +296,23 @@ def test_idle_keep_alive_connections_are_closed(fresh: tuple[Server, Path]) -> N
             data += more
         assert data.startswith(b"HTTP/1.1 200") and data.endswith(f'"jax_version":"{jax.__version__}"}}'.encode())
         assert time.monotonic() - started < MAX_KEEP_ALIVE_SECONDS + 5
+
+
+def test_connection_limit_at_and_past(fresh: tuple[Server, Path]) -> None:
+    srv, _ = fresh
+    held: list[socket.socket] = []
+    try:
+        # one short of the limit, counting the request's own connection: served
+        while len(held) < MAX_CONNECTIONS - 2:
+            held.append(socket.create_connection(("127.0.0.1", srv.port), timeout=10))
+        time.sleep(0.3)
+        assert _raw(srv.port, b"GET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").startswith(b"HTTP/1.1 200")
+        # at the limit: 503, and nothing breaks
+        held.append(socket.create_connection(("127.0.0.1", srv.port), timeout=10))
+        time.sleep(0.3)
+        assert _raw(srv.port, b"GET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").startswith(b"HTTP/1.1 503")
+    finally:
+        for s in held:
+            s.close()
+    time.sleep(0.3)
+    assert srv.request("GET", "/api/health")[0] == 200
