@@ -797,6 +797,22 @@ class KernelOrigins(_Response):
     truncated: bool
 
 
+class KernelTpu(_Response):
+    """The kernel compiled (never run) for libtpu's real topology of a tpu: set; one of three shapes."""
+
+    skipped: str | None = Field(None, description="Why there is no TPU compile (not a tpu: set, or no libtpu)")
+    error: ErrorDetail | None = Field(None, description="The TPU compiler's refusal")
+    topology: str | None = Field(None, description="libtpu's topology name, e.g. v5e:2x4")
+    device_kind: str | None = None
+    hlo: str | None = Field(None, description="The compiled TPU HLO")
+    hlo_truncated: bool | None = None
+    collectives: list[KernelCollective] | None = Field(None, description="One per collective in the TPU HLO")
+    device_assignment: list[int] | None = Field(None, description="Device ids by partition id")
+    memory: KernelMemory | None = Field(None, description="compiled.memory_analysis() on TPU, per device")
+    cost: KernelCost | None = Field(None, description="compiled.cost_analysis() on TPU, per device")
+    compile_ms: float | None = None
+
+
 class KernelRunResponse(_Response):
     cached: bool = Field(description="Answered from the result cache")
     kernel: str
@@ -824,6 +840,9 @@ class KernelRunResponse(_Response):
     origins: KernelOrigins | None
     origins_note: str
     compiler_log: list[str] = Field(description="XLA's warnings while compiling")
+    tpu: KernelTpu | None = Field(
+        None, description="tpu: sets with the optional tpu extra: the kernel compiled for libtpu's topology"
+    )
 
 
 class KernelJobCreated(_Response):

@@ -546,6 +546,53 @@ function renderOrigins(r) {
   if (r.origins.truncated) box.appendChild(make("p", "muted", "(only the first entries are shown)"));
 }
 
+/** A plain collectives table (op, shape, bytes, axes, groups): the TPU compile's collectives. */
+function collectivesTable(collectives) {
+  const table = make("table", "hops collectives");
+  const head = table.createTHead().insertRow();
+  for (const h of ["#", "op", "shape / device", "bytes", "mesh axes", "groups (device ids)"]) {
+    const th = make("th", "", h);
+    th.scope = "col";
+    head.appendChild(th);
+  }
+  const body = table.createTBody();
+  collectives.forEach((c, i) => {
+    const row = body.insertRow();
+    const groups = c.groups.map((g) => `{${g.length > 8 ? compactIds(g) : g.join(",")}}`).join(" ");
+    for (const text of [String(i + 1), c.op + (c.is_async ? " (async)" : ""), c.shape, fmtBytes(c.bytes), c.axes_text, groups]) {
+      row.insertCell().textContent = text;
+    }
+  });
+  return table;
+}
+
+/** The TPU (compile-only) section: shown for tpu: sets when the server has libtpu. */
+function renderTpu(r) {
+  const tpu = r.tpu;
+  const box = $("tpu-box");
+  box.hidden = !tpu || (tpu.skipped !== null && tpu.skipped !== undefined);
+  if (box.hidden) return;
+  $("tpu-topology").textContent = tpu.topology ? `(${tpu.topology}${tpu.device_kind ? `, ${tpu.device_kind}` : ""})` : "";
+  const wrap = $("tpu-collectives");
+  wrap.replaceChildren();
+  if (tpu.error) {
+    $("tpu-summary").replaceChildren(make("p", "error", `${tpu.error.message}${tpu.error.hint ? ` — ${tpu.error.hint}` : ""}`));
+    $("tpu-hlo").textContent = "";
+    return;
+  }
+  const mem = tpu.memory || {};
+  $("tpu-summary").replaceChildren(
+    dl([
+      ["compile", fmtMs(tpu.compile_ms ?? 0)],
+      ["memory / device", `arguments ${fmtBytes(mem.argument_bytes ?? 0)}, outputs ${fmtBytes(mem.output_bytes ?? 0)}, temporaries ${fmtBytes(mem.temp_bytes ?? 0)}`],
+      ["cost / device", tpu.cost && tpu.cost.flops !== null && tpu.cost.flops !== undefined ? `${fmtCount(tpu.cost.flops)} flops` : "no flops reported"],
+      ["collectives", tpu.collectives.length ? tpu.collectives.map((c) => c.op).join(", ") : "none"],
+    ]),
+  );
+  if (tpu.collectives.length) wrap.appendChild(collectivesTable(tpu.collectives));
+  $("tpu-hlo").textContent = tpu.hlo + (tpu.hlo_truncated ? "\n… (cut: setting max_kernel_text_chars)" : "");
+}
+
 function render(r) {
   lastResult = r;
   grids.clear();
@@ -563,6 +610,7 @@ function render(r) {
   $("compiler-log").replaceChildren(...r.compiler_log.map((l) => make("li", "", l)));
   $("stablehlo").textContent = r.stablehlo + (r.stablehlo_truncated ? "\n… (cut: setting max_kernel_text_chars)" : "");
   $("hlo").textContent = r.hlo + (r.hlo_truncated ? "\n… (cut: setting max_kernel_text_chars)" : "");
+  renderTpu(r);
 }
 
 // ---------------------------------------------------------------- tooltip, sharing, wiring

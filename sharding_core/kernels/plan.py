@@ -47,6 +47,29 @@ class JobInput:
 
 
 @dataclasses.dataclass(frozen=True)
+class TpuTarget:
+    """A ``tpu:`` set as libtpu's compile-only topology (``get_topology_desc`` arguments)."""
+
+    topology_name: str  # e.g. "v5e:2x4" with libtpu's generation name
+    chips_per_host: tuple[int, ...]
+    chip_config: str | None = None
+    slices: int = 1
+
+    def describe(self) -> dict[str, Any]:
+        """Keyword arguments for ``jax.experimental.topologies.get_topology_desc``."""
+        kwargs: dict[str, Any] = {
+            "platform": "tpu",
+            "topology_name": self.topology_name,
+            "chips_per_host_bounds": self.chips_per_host,
+        }
+        if self.chip_config:
+            kwargs["chip_config_name"] = self.chip_config
+        if self.slices > 1:
+            kwargs["num_slices"] = self.slices
+        return kwargs
+
+
+@dataclasses.dataclass(frozen=True)
 class KernelJob:
     """Everything a worker needs, as plain hashable data (also the result cache's key)."""
 
@@ -62,6 +85,7 @@ class KernelJob:
     out_specs: tuple[str, ...] | None
     params: tuple[tuple[str, str], ...]  # name -> value text (spec repr, axis name or integer)
     max_elements: int = MAX_KERNEL_ELEMENTS
+    tpu: TpuTarget | None = None  # a simulated tpu: set, also compiled for libtpu's topology when installed
 
     @property
     def size(self) -> int:
@@ -253,6 +277,16 @@ def plan_run(
     # Real device k stands for the k-th mesh device in the device set's list order.
     ranked = sorted((int(i) for i in grid), key=order.__getitem__)
     real_of = {sim: k for k, sim in enumerate(ranked)}
+    tpu: TpuTarget | None = None
+    if devset.platform == "tpu" and devset.simulated and devset.generation is not None:
+        gen = devset.generation
+        assert devset.topology is not None and devset.chips_per_host is not None
+        tpu = TpuTarget(
+            f"{gen.libtpu_name}:{'x'.join(map(str, devset.topology))}",
+            tuple(devset.chips_per_host),
+            gen.chip_config,
+            devset.slices,
+        )
     job = KernelJob(
         kernel=kernel.name,
         devices_key=devset.key,
@@ -266,6 +300,7 @@ def plan_run(
         out_specs=outs,
         params=_params(kernel, params, axis_names),
         max_elements=max_elements,
+        tpu=tpu,
     )
     return KernelPlan(job, kernel, devset, mesh_spec, tuple(layouts))
 
@@ -330,4 +365,5 @@ def result_json(plan: KernelPlan, raw: Mapping[str, Any]) -> dict[str, Any]:
         "origins": raw["origins"],
         "origins_note": ORIGINS_NOTE if raw["origins"] is not None else "Shardy wrote no propagation dump",
         "compiler_log": raw["compiler_log"],
+        "tpu": raw.get("tpu"),
     }

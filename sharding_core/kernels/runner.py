@@ -270,6 +270,35 @@ def _device_assignment(compiled: Any) -> list[Any]:
     raise KernelRunError("worker_error", "could not read the compiled executable's device assignment")
 
 
+def _collectives(job: KernelJob, hlo_text: str, assignment: Sequence[int]) -> list[dict[str, Any]]:
+    """The compiled HLO's collectives, their device numbers mapped to ids by ``assignment``."""
+    coords = hlo.mesh_coords(job.id_grid)
+    collectives = []
+    for c in hlo.parse_collectives(hlo_text):
+        groups, pairs = hlo.map_to_devices(c, assignment)
+        axes = hlo.pair_axes(pairs, coords, job.axis_names) if pairs is not None else None
+        if axes is None or not axes.axes:
+            axes = hlo.group_axes(groups, coords, job.axis_names)
+        collectives.append(
+            {
+                "op": c.op,
+                "name": c.name,
+                "is_async": c.is_async,
+                "shape": c.shape_text,
+                "bytes": c.bytes,
+                "groups": groups,
+                "pairs": pairs,
+                "axes": list(axes.axes),
+                "exact_axes": axes.exact,
+                "axes_text": axes.text,
+                "replica_groups": c.replica_groups[:2000],
+                "dimensions": list(c.dimensions) if c.dimensions is not None else None,
+                "source": c.source,
+            }
+        )
+    return collectives
+
+
 # --------------------------------------------------------------------------------- running
 
 
@@ -382,30 +411,7 @@ def _run(job: KernelJob, progress: Progress, max_text_chars: int) -> dict[str, A
 
     assignment = [sim_of_real[d.id] for d in _device_assignment(compiled)]
     hlo_text = compiled.as_text()
-    coords = hlo.mesh_coords(job.id_grid)
-    collectives = []
-    for c in hlo.parse_collectives(hlo_text):
-        groups, pairs = hlo.map_to_devices(c, assignment)
-        axes = hlo.pair_axes(pairs, coords, job.axis_names) if pairs is not None else None
-        if axes is None or not axes.axes:
-            axes = hlo.group_axes(groups, coords, job.axis_names)
-        collectives.append(
-            {
-                "op": c.op,
-                "name": c.name,
-                "is_async": c.is_async,
-                "shape": c.shape_text,
-                "bytes": c.bytes,
-                "groups": groups,
-                "pairs": pairs,
-                "axes": list(axes.axes),
-                "exact_axes": axes.exact,
-                "axes_text": axes.text,
-                "replica_groups": c.replica_groups[:2000],
-                "dimensions": list(c.dimensions) if c.dimensions is not None else None,
-                "source": c.source,
-            }
-        )
+    collectives = _collectives(job, hlo_text, assignment)
     stablehlo_text, stablehlo_cut = _clip(stablehlo, max_text_chars)
     hlo_clip, hlo_cut = _clip(hlo_text, max_text_chars)
     input_names = [i.name for i in job.inputs] + [name for name, _ in extra]
@@ -447,7 +453,119 @@ def _run(job: KernelJob, progress: Progress, max_text_chars: int) -> dict[str, A
         "compiler_log": log,
         "reference": kernel.reference_doc,
         "executed_on": f"{job.size} CPU device{'s' if job.size != 1 else ''} in a worker process",
+        "tpu": _tpu_section(job, kernel, built, max_text_chars),
     }
+
+
+# ------------------------------------------------------------------- TPU (compile-only)
+
+
+def libtpu_available() -> bool:
+    """Whether the optional ``tpu`` extra (libtpu) is importable."""
+    import importlib.util
+
+    return importlib.util.find_spec("libtpu") is not None
+
+
+def _tpu_section(job: KernelJob, kernel: Kernel, built: Built, max_text_chars: int) -> dict[str, Any]:
+    """The kernel compiled (never run) for libtpu's real topology of a ``tpu:`` set, or why not.
+
+    The mesh holds libtpu's devices at the simulated mesh's positions (same ids); inputs are
+    abstract. A refusal is returned as ``{"error": ...}``: the CPU run stands regardless.
+    """
+    if job.tpu is None:
+        return {"skipped": f"the device set is {job.platform}, not a simulated tpu: set"}
+    if not libtpu_available():
+        return {"skipped": "libtpu is not installed (the optional tpu extra: uv sync --extra tpu)"}
+    os.environ["TPU_SKIP_MDS_QUERY"] = "1"  # libtpu must never query a cloud metadata server
+    # Several workers (and a test process) load libtpu at once, compile-only: no device to guard.
+    os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
+    try:
+        return _tpu_compile(job, kernel, built, max_text_chars)
+    except KernelRunError as e:
+        return {"error": e.to_dict()}
+    except KernelInputError as e:
+        return {"error": KernelRunError(e.code, str(e), e.hint).to_dict()}
+    except Exception as e:  # noqa: BLE001 - libtpu's and JAX's refusals are many types; each becomes data
+        message = str(e).strip() or f"{type(e).__name__} raised compiling for TPU"
+        message = message.split("\n--------------------")[0]
+        return {
+            "error": KernelRunError(
+                KERNEL_ERROR, message[:4000], hint_for(f"{type(e).__name__}: {message}"), exception=type(e).__name__
+            ).to_dict()
+        }
+
+
+def _tpu_compile(job: KernelJob, kernel: Kernel, built: Built, max_text_chars: int) -> dict[str, Any]:
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import topologies
+    from jax.sharding import AxisType, Mesh, NamedSharding
+
+    assert job.tpu is not None
+    devices = {d.id: d for d in topologies.get_topology_desc(**job.tpu.describe()).devices}
+    missing = [i for i in job.device_ids if i not in devices]
+    if missing:
+        raise KernelRunError("worker_error", f"libtpu's topology has no device {missing[0]} of the simulated mesh")
+    grid = np.empty(job.size, dtype=object)
+    grid[:] = [devices[i] for i in job.device_ids]
+    types = tuple(AxisType[t] for t in job.axis_types)
+    mesh = Mesh(grid.reshape(job.mesh_shape), job.axis_names, axis_types=types)
+    in_specs = tuple(parse_spec(i.spec) for i in job.inputs)
+
+    def abstract(leaf: Any) -> Any:
+        sharding = getattr(leaf, "sharding", None)
+        spec = sharding.spec if isinstance(sharding, NamedSharding) else None
+        placed = NamedSharding(mesh, spec) if spec is not None else None
+        return jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=placed)
+
+    with jax.set_mesh(mesh):
+        if kernel.mode == "shard_map":
+            # shard_map holds the mesh it was built with: build the kernel again over the TPU mesh.
+            built = kernel.build(_context(job, kernel, mesh, in_specs))
+        out_shardings: Any = None
+        if job.out_specs is not None and kernel.mode == "jit":
+            shardings = [NamedSharding(mesh, parse_spec(s)) for s in job.out_specs]
+            out_shardings = shardings[0] if len(shardings) == 1 else tuple(shardings)
+        jitted = jax.jit(built.fn, out_shardings=out_shardings) if out_shardings is not None else jax.jit(built.fn)
+        structs = [
+            jax.ShapeDtypeStruct(i.shape, jnp.dtype(i.dtype), sharding=NamedSharding(mesh, spec))
+            for i, spec in zip(job.inputs, in_specs, strict=True)
+        ]
+        extra = [jax.tree.map(abstract, arg) for arg in built.extra_args]
+        t0 = time.perf_counter()
+        compiled = jitted.lower(*structs, *extra).compile()
+        t1 = time.perf_counter()
+
+    assignment = [int(d.id) for d in _tpu_device_assignment(compiled)]
+    hlo_text = compiled.as_text()
+    hlo_clip, hlo_cut = _clip(hlo_text, max_text_chars)
+    return {
+        "topology": job.tpu.topology_name,
+        "device_kind": grid[0].device_kind,
+        "hlo": hlo_clip,
+        "hlo_truncated": hlo_cut,
+        "collectives": _collectives(job, hlo_text, assignment),
+        "device_assignment": assignment,
+        "memory": _memory(compiled),
+        "cost": _cost(compiled),
+        "compile_ms": (t1 - t0) * 1e3,
+    }
+
+
+def _tpu_device_assignment(compiled: Any) -> list[Any]:
+    """A compile-only executable's devices by partition id (it has no runtime executable to ask)."""
+    import jax
+
+    # Compile-only executables may not expose a runtime executable: fall back to the shardings.
+    with contextlib.suppress(Exception):
+        return _device_assignment(compiled)
+
+    for sharding in jax.tree.leaves((compiled.input_shardings, compiled.output_shardings)):
+        assignment = getattr(sharding, "_device_assignment", None)
+        if assignment:
+            return list(assignment)
+    raise KernelRunError("worker_error", "could not read the TPU executable's device assignment")
 
 
 def _reference_errors(

@@ -1,0 +1,149 @@
+"""The kernel lab's TPU (compile-only) section, checked against JAX compiling the same kernels here.
+
+With the optional ``tpu`` extra a ``tpu:`` set's kernel is also compiled, never run, for libtpu's
+real topology (``jax.experimental.topologies.get_topology_desc``). This test compiles the same
+kernel function for the same topology, with the same device ids at the same mesh positions, and the
+collective kinds in JAX's own TPU HLO must be those the API reports.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import orjson
+import pytest
+from fastapi.testclient import TestClient
+from jax.experimental import topologies
+from jax.sharding import AxisType, Mesh, NamedSharding
+
+from server.app import create_app
+from server.kernels import KernelPool
+from sharding_core.devices import parse_devices
+from sharding_core.kernels import catalog, runner
+from sharding_core.kernels.catalog import KernelContext
+from sharding_core.kernels.plan import plan_run
+from sharding_core.mesh import MeshSpec, build_mesh
+from sharding_core.spec import parse_spec
+from tests.test_kernels_api import BASE, JSON, wait
+
+pytestmark = pytest.mark.tpu
+
+DEVICES = ("tpu:v5e:2x4", "tpu:v4:2x2x2")  # 8 chips; v4 is megacore (one device per chip)
+KERNELS = ("sum_axis0", "matmul_xxt", "ppermute")  # jit (all-reduce; all-gather + all-reduce), shard_map
+CASES = [(d, k) for d in DEVICES for k in KERNELS]
+
+
+OPS = "all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute"
+
+
+def kinds(hlo_text: str) -> list[str]:
+    """Collective kinds in HLO text, one per instruction (TPU shapes nest parentheses: ``T(4,128)``)."""
+    found = (re.match(rf"\s*(?:ROOT )?%?[\w.-]+ = .* ({OPS})(?:-start)?\(", line) for line in hlo_text.splitlines())
+    return sorted(m.group(1) for m in found if m)
+
+
+def case_body(devices: str, name: str) -> dict[str, Any]:
+    kernel = catalog.get_kernel(name)
+    assert kernel is not None
+    return {
+        "kernel": name,
+        "devices": devices,
+        "mesh": {"shape": list(kernel.mesh_shape), "axis_names": list(kernel.axis_names),
+                 "axis_types": ["auto"] * len(kernel.mesh_shape)},
+    }  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    pool = KernelPool(queue=len(CASES) + 8)
+    app = create_app(str(tmp_path_factory.mktemp("kernels-tpu") / "links.db"), "127.0.0.1", kernel_pool=pool)
+    with TestClient(app, base_url=BASE) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def jobs(client: TestClient) -> dict[tuple[str, str], str]:
+    """Every case submitted up front, so the workers compile them while the tests compile JAX's answers."""
+    out = {}
+    for devices, name in CASES:
+        r = client.post("/api/kernels/jobs", content=orjson.dumps(case_body(devices, name)), headers=JSON)
+        assert r.status_code == 202, r.text
+        out[(devices, name)] = r.json()["id"]
+    return out
+
+
+def direct_tpu_hlo(body: dict[str, Any]) -> str:
+    """The kernel compiled by this test for libtpu's topology, on the simulated mesh's device ids."""
+    os.environ["TPU_SKIP_MDS_QUERY"] = "1"
+    os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")  # the workers load libtpu too
+    kernel = catalog.get_kernel(body["kernel"])
+    assert kernel is not None
+    devset = parse_devices(body["devices"])
+    gen = devset.generation
+    assert gen is not None and devset.topology is not None and devset.chips_per_host is not None
+    devs = topologies.get_topology_desc(
+        platform="tpu",
+        topology_name=f"{gen.libtpu_name}:{'x'.join(map(str, devset.topology))}",
+        chips_per_host_bounds=devset.chips_per_host,
+        **({"chip_config_name": gen.chip_config} if gen.chip_config else {}),
+    ).devices
+    m = body["mesh"]
+    sim = build_mesh(devset, MeshSpec(tuple(m["shape"]), tuple(m["axis_names"]), axis_types=tuple(m["axis_types"])))
+    by_id = {d.id: d for d in devs}
+    grid = np.vectorize(lambda d: by_id[d.id], otypes=[object])(sim.devices)
+    mesh = Mesh(grid, tuple(m["axis_names"]), axis_types=(AxisType.Auto,) * len(m["shape"]))
+    specs = tuple(parse_spec(i.spec) for i in kernel.inputs)
+    params = {p.name: parse_spec(p.default) if p.kind == "spec" else p.default for p in kernel.params}
+    ctx = KernelContext(mesh, specs, tuple(i.shape for i in kernel.inputs), None, params)
+    with jax.set_mesh(mesh):
+        built = kernel.build(ctx)
+        structs = [
+            jax.ShapeDtypeStruct(i.shape, jnp.dtype(i.dtype), sharding=NamedSharding(mesh, s))
+            for i, s in zip(kernel.inputs, specs, strict=True)
+        ]
+        return str(jax.jit(built.fn).lower(*structs).compile().as_text())
+
+
+@pytest.mark.parametrize(("devices", "name"), CASES)
+def test_tpu_sets_compile_for_libtpu_as_jax_does(
+    client: TestClient, jobs: dict[tuple[str, str], str], devices: str, name: str
+) -> None:
+    body = case_body(devices, name)
+    want = direct_tpu_hlo(body)
+    job = wait(client, jobs[(devices, name)])
+    assert job["state"] == "done", job["failure"]
+    result = job["result"]
+    tpu = result["tpu"]
+    assert tpu.get("error") is None and tpu.get("skipped") is None, tpu
+    # TPU HLO: layouts carry TPU tiling, e.g. f32[4,2]{1,0:T(4,128)}; CPU HLO has none.
+    assert ":T(" in tpu["hlo"] and ":T(" in want and ":T(" not in result["hlo"]
+    assert tpu["topology"] == devices.split(":", 1)[1]
+    assert sorted(c["op"] for c in tpu["collectives"]) == kinds(want)
+    assert kinds(want), "every case here has collectives"
+    mesh_ids = set(np.asarray(result["mesh"]["device_ids"]).reshape(-1).tolist())
+    assert sorted(tpu["device_assignment"]) == sorted(mesh_ids)
+    for c in tpu["collectives"]:
+        assert c["groups"] and {d for g in c["groups"] for d in g} <= mesh_ids
+    assert tpu["compile_ms"] > 0 and tpu["memory"]["argument_bytes"] > 0
+
+
+def test_non_tpu_sets_and_missing_libtpu_skip_the_tpu_compile(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = {"kernel": "sum_axis0", "devices": "cpu:8",
+            "mesh": {"shape": [2, 4], "axis_names": ["x", "y"], "axis_types": ["auto", "auto"]}}  # fmt: skip
+    r = client.post("/api/kernels/run", content=orjson.dumps(body), headers=JSON)
+    assert r.status_code == 200, r.text
+    assert set(r.json()["tpu"]) == {"skipped"} and "not a simulated tpu" in r.json()["tpu"]["skipped"]
+    # Without libtpu a tpu: set runs on CPU as before and says why there is no TPU compile.
+    monkeypatch.setattr(runner, "libtpu_available", lambda: False)
+    plan = plan_run("sum_axis0", "tpu:v5e:2x4", MeshSpec((2, 4), ("x", "y"), axis_types=("auto", "auto")), None)
+    result = runner.run_job(plan.job)
+    assert result["tpu"] == {"skipped": "libtpu is not installed (the optional tpu extra: uv sync --extra tpu)"}
+    assert [c["op"] for c in result["collectives"]] == ["all-reduce"]
