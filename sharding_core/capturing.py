@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from sharding_core.errors import TOO_LARGE, ShardingError
+from sharding_core.layout import index_columns
 from sharding_core.snapshot import FORMAT, MAX_SNAPSHOT_LEAVES, VERSION, Rule, check_rules, logical_to_mesh_axes
 
 ROOT_PATH = "(root)"
@@ -453,27 +454,10 @@ def sharding_layout(sharding: Any, shape: tuple[int, ...], dtype: Any) -> dict[s
         # devices_indices_map has no unreduced axes; along them devices hold partial sums of one block.
         index_sharding = jax.sharding.NamedSharding(sharding.mesh, jax.sharding.PartitionSpec(*sharding.spec))
     indices = index_sharding.devices_indices_map(shape)
-    devs = list(indices)
+    devs, starts, stops, tile_ids, replica_ids = index_columns(indices, tuple(shape))
     n, rank = len(devs), len(shape)
-    dims = np.asarray(shape, dtype=np.int64)
-    flat = [s for idx in indices.values() for s in idx]
-    starts = np.array([s.start for s in flat], dtype=np.float64).reshape(n, rank)
-    stops = np.array([s.stop for s in flat], dtype=np.float64).reshape(n, rank)
-    starts = np.where(np.isnan(starts), 0, starts).astype(np.int64)
-    stops = np.where(np.isnan(stops), dims, stops).astype(np.int64)
-    if rank:
-        bounds = np.concatenate([starts, stops], axis=1)
-        _, first, inverse = np.unique(bounds, axis=0, return_index=True, return_inverse=True)
-        rank_of_first = np.empty(len(first), dtype=np.int64)
-        rank_of_first[np.argsort(first, kind="stable")] = np.arange(len(first))
-        tile_ids = rank_of_first[inverse.reshape(-1)]
-    else:
-        tile_ids = np.zeros(n, dtype=np.int64)
     order = np.argsort(tile_ids, kind="stable")
     counts = np.bincount(tile_ids)
-    group_start = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    replica_ids = np.empty(n, dtype=np.int64)
-    replica_ids[order] = np.arange(n) - np.repeat(group_start, counts)
     ids = [int(d.id) for d in devs]
     sizes = (stops - starts).tolist()
     shard_shape = [int(s) for s in sizes[0]] if n else list(shape)

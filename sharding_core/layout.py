@@ -386,34 +386,7 @@ def _layout(devset: DeviceSet, mesh_spec: MeshSpec, pspec: Any, shape: tuple[int
     except (AssertionError, ValueError, TypeError, NotImplementedError) as e:
         raise _jax_refuses(pspec, mesh, e) from None
 
-    devs = list(indices)  # mesh order: NamedSharding's device assignment
-    n, rank = len(devs), len(shape)
-    dims = np.asarray(shape, dtype=np.int64)
-    # Slices -> bounds, vectorised: None (a whole dimension) becomes 0 / the dimension's size.
-    flat = [s for idx in indices.values() for s in idx]
-    starts = np.array([s.start for s in flat], dtype=np.float64).reshape(n, rank)
-    stops = np.array([s.stop for s in flat], dtype=np.float64).reshape(n, rank)
-    starts = np.where(np.isnan(starts), 0, starts).astype(np.int64)
-    stops = np.where(np.isnan(stops), dims, stops).astype(np.int64)
-    # Tiles numbered by first appearance; replica ids as JAX assigns them
-    # (sharding_impls.device_replica_id_map): the k-th device in assignment order holding a block
-    # gets replica id k.
-    if rank:
-        # Blocks are evenly sized (check_spec refused indivisible dims), so a block's number along
-        # each dimension is start // shard size; one integer key per device names its block.
-        block = starts // np.maximum(np.asarray(shard_shape, dtype=np.int64), 1)
-        key = np.ravel_multi_index(block.T, tuple(int(b) for b in block.max(axis=0) + 1))
-        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-        rank_of_first = np.empty(len(first), dtype=np.int64)
-        rank_of_first[np.argsort(first, kind="stable")] = np.arange(len(first))
-        tile_ids = rank_of_first[inverse.reshape(-1)]
-    else:
-        tile_ids = np.zeros(n, dtype=np.int64)
-    order = np.argsort(tile_ids, kind="stable")
-    counts = np.bincount(tile_ids)
-    group_start = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    replica_ids = np.empty(n, dtype=np.int64)
-    replica_ids[order] = np.arange(n) - np.repeat(group_start, counts)
+    devs, starts, stops, tile_ids, replica_ids = index_columns(indices, shape, shard_shape)
 
     entries = list(pspec.partitions)
     splits = []
@@ -452,6 +425,47 @@ def _layout(devset: DeviceSet, mesh_spec: MeshSpec, pspec: Any, shape: tuple[int
         core_on_chip=_frozen(np.array([getattr(d, "core_on_chip", 0) or 0 for d in devs], dtype=np.int64)),
         slice_index=_frozen(np.array(slices, dtype=np.int64)) if slices[0] is not None else None,
     )
+
+
+def index_columns(
+    indices: Any, shape: tuple[int, ...], shard_shape: Sequence[int] | None = None
+) -> tuple[list[Any], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """JAX's ``devices_indices_map`` as columns: (devices in map order, starts, stops, tile ids,
+    replica ids), vectorised.
+
+    Slices become bounds (None, a whole dimension, becomes 0 / its size). Tiles are the distinct
+    blocks numbered by first appearance; replica ids are JAX's (``device_replica_id_map``: the k-th
+    device in map order holding a block gets replica id k). ``shard_shape`` says the blocks are evenly
+    sized (a NamedSharding of divisible dims), which names each block by one integer key; without it
+    any sharding's blocks are compared row by row.
+    """
+    devs = list(indices)
+    n, rank = len(devs), len(shape)
+    dims = np.asarray(shape, dtype=np.int64)
+    flat = [s for idx in indices.values() for s in idx]
+    starts = np.array([s.start for s in flat], dtype=np.float64).reshape(n, rank)
+    stops = np.array([s.stop for s in flat], dtype=np.float64).reshape(n, rank)
+    starts = np.where(np.isnan(starts), 0, starts).astype(np.int64)
+    stops = np.where(np.isnan(stops), dims, stops).astype(np.int64)
+    if rank and n:
+        if shard_shape is not None:
+            block = starts // np.maximum(np.asarray(shard_shape, dtype=np.int64), 1)
+            key = np.ravel_multi_index(block.T, tuple(int(b) for b in block.max(axis=0) + 1))
+            _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        else:
+            bounds = np.concatenate([starts, stops], axis=1)
+            _, first, inverse = np.unique(bounds, axis=0, return_index=True, return_inverse=True)
+        rank_of_first = np.empty(len(first), dtype=np.int64)
+        rank_of_first[np.argsort(first, kind="stable")] = np.arange(len(first))
+        tile_ids = rank_of_first[inverse.reshape(-1)]
+    else:
+        tile_ids = np.zeros(n, dtype=np.int64)
+    order = np.argsort(tile_ids, kind="stable")
+    counts = np.bincount(tile_ids, minlength=1)
+    group_start = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    replica_ids = np.empty(n, dtype=np.int64)
+    replica_ids[order] = np.arange(n) - np.repeat(group_start, counts)
+    return devs, starts, stops, tile_ids, replica_ids
 
 
 def _jax_refuses(pspec: Any, mesh: Any, e: Exception) -> ShardingError:

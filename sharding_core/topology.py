@@ -16,7 +16,6 @@ NVLink (NVSwitch), hosts are joined by the data-centre network.
 
 from __future__ import annotations
 
-import functools
 import itertools
 from typing import Any
 
@@ -37,9 +36,10 @@ def _wraps(gen_name: str, topo: tuple[int, ...]) -> tuple[bool, ...]:
     return tuple(d == side and d > 2 for d in topo)
 
 
-@functools.lru_cache(maxsize=32)
 def topology(devset: DeviceSet) -> dict[str, Any]:
-    """``{"devices", "links", "hosts", "slices", "wraparound"}`` for a device set (cached)."""
+    """``{"devices", "links", "hosts", "slices", "wraparound", "fabrics"}`` for a device set: fresh data
+    each call (the server caches the encoded bytes; caching tens of thousands of small dicts here
+    would only lengthen every GC pass)."""
     # platform and device_kind once at the top, not per device (6144 chips: ~300 KB less)
     devices = [
         {k: v for k, v in device_info(d).items() if k not in ("platform", "device_kind")} for d in devset.devices

@@ -131,7 +131,7 @@ class Collective:
 # ---------------------------------------------------------------------------------------- scanning
 
 
-def _balanced(text: str, start: int, open_ch: str, close_ch: str) -> int:
+def balanced_end(text: str, start: int, open_ch: str, close_ch: str) -> int:
     """Index just past the bracket that closes ``text[start]`` (which is ``open_ch``)."""
     depth = 0
     quote = False
@@ -321,7 +321,7 @@ def parse_replica_groups(text: str, num_partitions: int) -> list[list[int]]:
         dev = re.search(r"device_id=(\d+)", t)
         return [[int(dev.group(1)) if dev else 0]]
     if t.startswith("mesh["):
-        close = _balanced(t, 4, "[", "]")
+        close = balanced_end(t, 4, "[", "]")
         axes = []
         for part in _split_top(t[5 : close - 1]):
             am = _MESH_AXIS.match(part)
@@ -335,7 +335,7 @@ def parse_replica_groups(text: str, num_partitions: int) -> list[list[int]]:
             if not rest.startswith("device_ids=("):
                 raise HloParseError(f"unexpected mesh attribute in {t[:120]!r}")
             start = rest.index("(")
-            end = _balanced(rest, start, "(", ")")
+            end = balanced_end(rest, start, "(", ")")
             ids_text = rest[start + 1 : end - 1]
             rest = rest[end:].strip()
         if not (rest.startswith("{") and rest.endswith("}")):
@@ -389,15 +389,15 @@ def _replica_groups_text(attrs: str) -> str:
         return "{}"  # absent: one group of every participant
     i = m.end()
     if attrs.startswith("{", i):
-        return attrs[i : _balanced(attrs, i, "{", "}")]
+        return attrs[i : balanced_end(attrs, i, "{", "}")]
     if attrs.startswith("mesh[", i) or attrs.startswith("maximal_mesh[", i):
-        end = _balanced(attrs, attrs.index("[", i), "[", "]")
+        end = balanced_end(attrs, attrs.index("[", i), "[", "]")
         d = re.compile(r",\s*device_ids=\(").match(attrs, end)
         if d:
-            end = _balanced(attrs, d.end() - 1, "(", ")")
+            end = balanced_end(attrs, d.end() - 1, "(", ")")
         g = re.compile(r"\s*\{").match(attrs, end)
         if g:
-            end = _balanced(attrs, g.end() - 1, "{", "}")
+            end = balanced_end(attrs, g.end() - 1, "{", "}")
         return attrs[i:end]
     end = attrs.find(", ", i)
     return attrs[i:] if end < 0 else attrs[i:end]
@@ -412,7 +412,7 @@ def _op_and_rest(line: str, start: int) -> tuple[str, str, str] | None:
     """(shape text, opcode, text after the operand list) of the instruction body at ``start``."""
     i = start
     if i < len(line) and line[i] == "(":
-        end = _balanced(line, i, "(", ")")
+        end = balanced_end(line, i, "(", ")")
     else:
         end = line.find(" ", i)
         if end < 0:
@@ -422,7 +422,7 @@ def _op_and_rest(line: str, start: int) -> tuple[str, str, str] | None:
     if not m:
         return None
     op = m.group(1)
-    args_end = _balanced(line, m.end() - 1, "(", ")")
+    args_end = balanced_end(line, m.end() - 1, "(", ")")
     return shape, op, line[args_end:].lstrip(", ").strip()
 
 

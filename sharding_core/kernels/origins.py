@@ -23,6 +23,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from sharding_core.kernels import hlo
+
 MAX_ENTRIES = 400
 
 _VALUE = re.compile(r"^\s*(?P<value>%[\w#:]+)\s*=\s*(?P<op>\"?[\w.]+\"?)")
@@ -50,21 +52,12 @@ class OriginEntry:
 
 
 def _balanced(text: str, start: int, open_ch: str, close_ch: str) -> int:
-    depth = 0
-    quote = False
-    for i in range(start, len(text)):
-        c = text[i]
-        if c == '"':
-            quote = not quote
-        if quote:
-            continue
-        if c == open_ch:
-            depth += 1
-        elif c == close_ch:
-            depth -= 1
-            if depth == 0:
-                return i + 1
-    return len(text)
+    """hlo's bracket matcher, but lenient: an unclosed bracket runs to the end of the text (a
+    truncated dump still yields what it has)."""
+    try:
+        return hlo.balanced_end(text, start, open_ch, close_ch)
+    except hlo.HloParseError:
+        return len(text)
 
 
 def _attr(text: str, name: str) -> str | None:

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from sharding_core.errors import ShardingError
 from sharding_core.kernels import hlo, origins
 from sharding_core.kernels.catalog import Built, Kernel, KernelContext, KernelInputError, get_kernel
 from sharding_core.kernels.plan import KernelJob
@@ -37,22 +38,9 @@ _LOG_LINE = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ [^\]]+\] ?(.*)$")
 Progress = Callable[[str], None]
 
 
-class KernelRunError(Exception):
-    """A run that did not produce results: ``code``, ``message``, ``hint`` and details, as data."""
-
-    def __init__(self, code: str, message: str, hint: str | None = None, **details: Any) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.hint = hint
-        self.details = details
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.hint:
-            out["hint"] = self.hint
-        out.update(self.details)
-        return out
+class KernelRunError(ShardingError):
+    """A run that did not produce results: ``code``, ``message``, ``hint`` and details, as data
+    (a :class:`~sharding_core.errors.ShardingError`, raised in a worker and sent back as its dict)."""
 
 
 # What to change when JAX refuses a kernel, by the refusal's wording (first match wins).
@@ -91,6 +79,19 @@ HINTS: tuple[tuple[str, str], ...] = (
         "size squared): change the shape or the spec.",
     ),
 )
+
+
+def refusal(e: Exception, where: str, **details: Any) -> KernelRunError:
+    """Any exception that stopped a kernel, as data: a kernel's own input check keeps its code and
+    hint; JAX's refusals become ``kernel_error`` with its message (without the traceback footer) and
+    what to change."""
+    if isinstance(e, KernelInputError):
+        return KernelRunError(e.code, str(e), e.hint)
+    message = str(e).strip() or f"{type(e).__name__} raised {where}"
+    message = message.split("\n--------------------")[0]  # JAX's traceback-filtering footer
+    return KernelRunError(
+        KERNEL_ERROR, message[:4000], hint_for(f"{type(e).__name__}: {message}"), exception=type(e).__name__, **details
+    )
 
 
 def hint_for(message: str) -> str | None:
@@ -334,24 +335,41 @@ def run_job(
         return _run(job, progress or (lambda state: None), max_text_chars)
     except KernelRunError:
         raise
-    except KernelInputError as e:
-        raise KernelRunError(e.code, str(e), e.hint) from None
     except Exception as e:  # noqa: BLE001 - JAX's refusals are many types; each becomes data
-        message = str(e).strip() or f"{type(e).__name__} raised inside JAX"
-        message = message.split("\n--------------------")[0]  # JAX's traceback-filtering footer
-        raise KernelRunError(
-            KERNEL_ERROR,
-            message[:4000],
-            hint_for(f"{type(e).__name__}: {message}"),
-            exception=type(e).__name__,
-            axis_types=list(job.axis_types),
-        ) from None
+        raise refusal(e, "inside JAX", axis_types=list(job.axis_types)) from None
+
+
+def _mesh(job: KernelJob, devices: Sequence[Any]) -> Any:
+    """The job's mesh over ``devices`` (real CPU or libtpu ones), one per simulated mesh position."""
+    from jax.sharding import AxisType, Mesh
+
+    grid = np.empty(job.size, dtype=object)
+    grid[:] = list(devices)
+    return Mesh(grid.reshape(job.mesh_shape), job.axis_names, axis_types=tuple(AxisType[t] for t in job.axis_types))
+
+
+def _jit(job: KernelJob, kernel: Kernel, built: Built, mesh: Any, in_specs: tuple[Any, ...]) -> tuple[Any, list[Any]]:
+    """``jax.jit`` of the built kernel (with the requested output specs for jit kernels) and its
+    inputs as abstract values sharded on ``mesh``: nothing is allocated to lower and compile."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding
+
+    out_shardings: Any = None
+    if job.out_specs is not None and kernel.mode == "jit":
+        shardings = [NamedSharding(mesh, parse_spec(s)) for s in job.out_specs]
+        out_shardings = shardings[0] if len(shardings) == 1 else tuple(shardings)
+    jitted = jax.jit(built.fn, out_shardings=out_shardings) if out_shardings is not None else jax.jit(built.fn)
+    structs = [
+        jax.ShapeDtypeStruct(i.shape, jnp.dtype(i.dtype), sharding=NamedSharding(mesh, spec))
+        for i, spec in zip(job.inputs, in_specs, strict=True)
+    ]
+    return jitted, structs
 
 
 def _run(job: KernelJob, progress: Progress, max_text_chars: int) -> dict[str, Any]:
     import jax
-    import jax.numpy as jnp
-    from jax.sharding import AxisType, Mesh, NamedSharding
+    from jax.sharding import NamedSharding
 
     kernel = get_kernel(job.kernel)
     if kernel is None:
@@ -360,10 +378,7 @@ def _run(job: KernelJob, progress: Progress, max_text_chars: int) -> dict[str, A
     if len(real) < job.size:
         raise KernelRunError("worker_error", f"the worker has {len(real)} devices, the mesh needs {job.size}")
     sim_of_real = {real[r].id: sim for r, sim in zip(job.positions, job.device_ids, strict=True)}
-    grid = np.empty(job.size, dtype=object)
-    grid[:] = [real[r] for r in job.positions]
-    types = tuple(AxisType[t] for t in job.axis_types)
-    mesh = Mesh(grid.reshape(job.mesh_shape), job.axis_names, axis_types=types)
+    mesh = _mesh(job, [real[r] for r in job.positions])
     in_specs = tuple(parse_spec(i.spec) for i in job.inputs)
     ctx = _context(job, kernel, mesh, in_specs)
 
@@ -373,15 +388,7 @@ def _run(job: KernelJob, progress: Progress, max_text_chars: int) -> dict[str, A
         extra: list[tuple[str, Any]] = []
         for name, arg in zip(built.extra_names, built.extra_args, strict=True):
             extra.extend(_leaves(arg, name))
-        out_shardings: Any = None
-        if job.out_specs is not None and kernel.mode == "jit":
-            shardings = [NamedSharding(mesh, parse_spec(s)) for s in job.out_specs]
-            out_shardings = shardings[0] if len(shardings) == 1 else tuple(shardings)
-        jitted = jax.jit(built.fn, out_shardings=out_shardings) if out_shardings is not None else jax.jit(built.fn)
-        structs = [
-            jax.ShapeDtypeStruct(i.shape, jnp.dtype(i.dtype), sharding=NamedSharding(mesh, spec))
-            for i, spec in zip(job.inputs, in_specs, strict=True)
-        ]
+        jitted, structs = _jit(job, kernel, built, mesh, in_specs)
         with captured_stderr() as log, tempfile.TemporaryDirectory(prefix="shardscope-sdy-") as dump:
             t0 = time.perf_counter()
             lowered = jitted.lower(*structs, *built.extra_args)
@@ -484,33 +491,21 @@ def _tpu_section(job: KernelJob, kernel: Kernel, built: Built, max_text_chars: i
         return _tpu_compile(job, kernel, built, max_text_chars)
     except KernelRunError as e:
         return {"error": e.to_dict()}
-    except KernelInputError as e:
-        return {"error": KernelRunError(e.code, str(e), e.hint).to_dict()}
     except Exception as e:  # noqa: BLE001 - libtpu's and JAX's refusals are many types; each becomes data
-        message = str(e).strip() or f"{type(e).__name__} raised compiling for TPU"
-        message = message.split("\n--------------------")[0]
-        return {
-            "error": KernelRunError(
-                KERNEL_ERROR, message[:4000], hint_for(f"{type(e).__name__}: {message}"), exception=type(e).__name__
-            ).to_dict()
-        }
+        return {"error": refusal(e, "compiling for TPU").to_dict()}
 
 
 def _tpu_compile(job: KernelJob, kernel: Kernel, built: Built, max_text_chars: int) -> dict[str, Any]:
     import jax
-    import jax.numpy as jnp
     from jax.experimental import topologies
-    from jax.sharding import AxisType, Mesh, NamedSharding
+    from jax.sharding import NamedSharding
 
     assert job.tpu is not None
     devices = {d.id: d for d in topologies.get_topology_desc(**job.tpu.describe()).devices}
     missing = [i for i in job.device_ids if i not in devices]
     if missing:
         raise KernelRunError("worker_error", f"libtpu's topology has no device {missing[0]} of the simulated mesh")
-    grid = np.empty(job.size, dtype=object)
-    grid[:] = [devices[i] for i in job.device_ids]
-    types = tuple(AxisType[t] for t in job.axis_types)
-    mesh = Mesh(grid.reshape(job.mesh_shape), job.axis_names, axis_types=types)
+    mesh = _mesh(job, [devices[i] for i in job.device_ids])
     in_specs = tuple(parse_spec(i.spec) for i in job.inputs)
 
     def abstract(leaf: Any) -> Any:
@@ -523,15 +518,7 @@ def _tpu_compile(job: KernelJob, kernel: Kernel, built: Built, max_text_chars: i
         if kernel.mode == "shard_map":
             # shard_map holds the mesh it was built with: build the kernel again over the TPU mesh.
             built = kernel.build(_context(job, kernel, mesh, in_specs))
-        out_shardings: Any = None
-        if job.out_specs is not None and kernel.mode == "jit":
-            shardings = [NamedSharding(mesh, parse_spec(s)) for s in job.out_specs]
-            out_shardings = shardings[0] if len(shardings) == 1 else tuple(shardings)
-        jitted = jax.jit(built.fn, out_shardings=out_shardings) if out_shardings is not None else jax.jit(built.fn)
-        structs = [
-            jax.ShapeDtypeStruct(i.shape, jnp.dtype(i.dtype), sharding=NamedSharding(mesh, spec))
-            for i, spec in zip(job.inputs, in_specs, strict=True)
-        ]
+        jitted, structs = _jit(job, kernel, built, mesh, in_specs)
         extra = [jax.tree.map(abstract, arg) for arg in built.extra_args]
         t0 = time.perf_counter()
         compiled = jitted.lower(*structs, *extra).compile()
@@ -542,7 +529,7 @@ def _tpu_compile(job: KernelJob, kernel: Kernel, built: Built, max_text_chars: i
     hlo_clip, hlo_cut = _clip(hlo_text, max_text_chars)
     return {
         "topology": job.tpu.topology_name,
-        "device_kind": grid[0].device_kind,
+        "device_kind": mesh.devices.flat[0].device_kind,
         "hlo": hlo_clip,
         "hlo_truncated": hlo_cut,
         "collectives": _collectives(job, hlo_text, assignment),
