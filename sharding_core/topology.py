@@ -16,6 +16,7 @@ NVLink (NVSwitch), hosts are joined by the data-centre network.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from typing import Any
 
@@ -113,6 +114,16 @@ def _fabrics(devset: DeviceSet, hosts: dict[int, list[int]]) -> list[dict[str, A
 # ---------------------------------------------------------------- the mesh laid on the topology
 
 
+@functools.lru_cache(maxsize=32)
+def _columns(devset: DeviceSet) -> tuple[dict[int, int], np.ndarray, np.ndarray]:
+    """Per device set, once: each id's position in the device list, and hosts and slices by position."""
+    pos = {d.id: i for i, d in enumerate(devset.devices)}
+    hosts = np.asarray([d.process_index for d in devset.devices], dtype=np.int64)
+    slices = np.asarray([d.slice_index or 0 for d in devset.devices], dtype=np.int64)
+    return pos, hosts, slices
+
+
+@functools.lru_cache(maxsize=32)
 def _torus(devset: DeviceSet) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """(sizes, wraps, coords by position in devset.devices) for a TPU set; None otherwise."""
     if devset.platform != "tpu" or devset.topology is None or devset.generation is None:
@@ -154,10 +165,9 @@ def mesh_on_topology(devset: DeviceSet, mesh: Any) -> dict[str, Any]:
     Vectorised over all groups with numpy, so 6144-chip slices take milliseconds.
     """
     ids = np.vectorize(lambda d: d.id, otypes=[np.int64])(mesh.devices)
-    pos = {d.id: i for i, d in enumerate(devset.devices)}
+    pos, hosts, slices = _columns(devset)
     index = np.vectorize(pos.__getitem__, otypes=[np.int64])(ids)
-    host = np.asarray([d.process_index for d in devset.devices], dtype=np.int64)[index]
-    slc = np.asarray([d.slice_index or 0 for d in devset.devices], dtype=np.int64)[index]
+    host, slc = hosts[index], slices[index]
     axes_out = []
     for axis, name in enumerate(mesh.axis_names):
         metrics = ring_metrics(
@@ -218,15 +228,13 @@ def groups_on_topology(devset: DeviceSet, groups: list[list[int]], name: str = "
 
     if not groups or len({len(g) for g in groups}) != 1 or not groups[0]:
         raise ShardingError(BAD_DEVICES, "groups must be a non-empty list of equally long, non-empty id lists")
-    pos = {d.id: i for i, d in enumerate(devset.devices)}
+    pos, hosts, slices = _columns(devset)
     missing = sorted({i for g in groups for i in g if i not in pos})
     if missing:
         raise ShardingError(BAD_DEVICES, f"device ids {missing[:8]} are not in {devset.key}", ids=missing[:8])
     ids = np.asarray(groups, dtype=np.int64)
     index = np.vectorize(pos.__getitem__, otypes=[np.int64])(ids)
-    host = np.asarray([d.process_index for d in devset.devices], dtype=np.int64)[index]
-    slc = np.asarray([d.slice_index or 0 for d in devset.devices], dtype=np.int64)[index]
-    return {"name": name, **ring_metrics(devset, ids, index, host, slc)}
+    return {"name": name, **ring_metrics(devset, ids, index, hosts[index], slices[index])}
 
 
 def _interconnect(devset: DeviceSet, hosts: bool, slices: bool) -> str:

@@ -7,6 +7,7 @@ import { compactIds, deviceColour, fmtBytes } from "./format.js";
 import { enableZoom, renderGrid } from "./grid.js";
 import { pageForLink, renderNav } from "./nav.js";
 import { buildPickers, devicesToPickers, fillTopologies, pickersToDevices, setOptions } from "./pickers.js";
+import { shareLink } from "./share.js";
 
 /** @param {string} id */
 const $ = (id) => /** @type {HTMLElement} */ (document.getElementById(id));
@@ -634,18 +635,9 @@ function showTooltip(e) {
 
 async function copyLink() {
   controlsToState();
-  const out = /** @type {HTMLInputElement} */ ($("share-url"));
   try {
-    const res = await postJSON("/api/links", { view: "kernels", state: { query: toQuery(state) } });
-    out.value = `${location.origin}${res.url}`;
-    out.hidden = false;
-    out.select();
-    try {
-      await navigator.clipboard.writeText(out.value);
-      setRunState("link copied", document.body.dataset.kernelState || "idle");
-    } catch {
-      setRunState("link ready: copy it from the box", document.body.dataset.kernelState || "idle");
-    }
+    const told = await shareLink("kernels", { query: toQuery(state) });
+    setRunState(told, document.body.dataset.kernelState || "idle");
   } catch (e) {
     showError(e);
   }

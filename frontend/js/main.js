@@ -6,6 +6,7 @@ import { enableZoom, gridDims, renderGrid, deviceTable } from "./grid.js";
 import { renderMesh } from "./meshpanel.js";
 import { pageForLink, renderNav } from "./nav.js";
 import { buildPickers, devicesToPickers, fillTopologies, pickersToDevices, setOptions } from "./pickers.js";
+import { shareLink } from "./share.js";
 import { DEFAULTS, fromObject, fromQuery, layoutRequest, toQuery } from "./state.js";
 
 /** @param {string} id */
@@ -201,18 +202,8 @@ function schedule(delay) {
 // ---------------------------------------------------------------- sharing and downloads
 
 async function copyLink() {
-  const out = /** @type {HTMLInputElement} */ ($("share-url"));
   try {
-    const res = await postJSON("/api/links", { view: "layout", state: { ...state } });
-    out.value = `${location.origin}${res.url}`;
-    out.hidden = false;
-    out.select();
-    try {
-      await navigator.clipboard.writeText(out.value);
-      $("status").textContent = "link copied";
-    } catch {
-      $("status").textContent = "link ready: copy it from the box";
-    }
+    $("status").textContent = await shareLink("layout", { ...state });
   } catch (e) {
     showError(e);
   }

@@ -8,6 +8,7 @@ import { ApiError, getJSON, postJSON } from "./api.js";
 import { compactIds, fmtBytes } from "./format.js";
 import { renderGrid } from "./grid.js";
 import { renderNav } from "./nav.js";
+import { shareLink } from "./share.js";
 import { parseRules, rulesText } from "./snap_rules.js";
 
 /** @param {string} id */
@@ -664,19 +665,9 @@ async function runDiff(text, push) {
 // ---------------------------------------------------------------- sharing
 
 async function copyLink() {
-  const out = /** @type {HTMLInputElement} */ ($("share-url"));
   try {
     const saved = Object.fromEntries(Object.entries(state).filter(([, v]) => v !== ""));
-    const res = await postJSON("/api/links", { view: "snapshots", state: saved });
-    out.value = `${location.origin}${res.url}`;
-    out.hidden = false;
-    out.select();
-    try {
-      await navigator.clipboard.writeText(out.value);
-      $("status").textContent = "link copied";
-    } catch {
-      $("status").textContent = "link ready: copy it from the box";
-    }
+    $("status").textContent = await shareLink("snapshots", saved);
   } catch (e) {
     showError("snap-error", e);
   }

@@ -8,6 +8,7 @@ import { ApiError, getJSON, postJSON } from "./api.js";
 import { compactIds, deviceColour } from "./format.js";
 import { renderNav } from "./nav.js";
 import { buildPickers, devicesToPickers, fillTopologies, pickersToDevices } from "./pickers.js";
+import { shareLink } from "./share.js";
 import { DEFAULTS, fromObject, fromQuery, layoutRequest, parseDims, parseGroups, toQuery } from "./state.js";
 
 const SVG = "http://www.w3.org/2000/svg";
@@ -563,12 +564,8 @@ function wire() {
     onChange();
   });
   $("copy-link").addEventListener("click", async () => {
-    const out = /** @type {HTMLInputElement} */ ($("share-url"));
     try {
-      const res = await postJSON("/api/links", { view: "topology", state: { ...state } });
-      out.value = `${location.origin}${res.url}`;
-      out.hidden = false;
-      out.select();
+      $("status").textContent = await shareLink("topology", { ...state });
     } catch (e) {
       showError(e);
     }
