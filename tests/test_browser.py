@@ -351,4 +351,7 @@ def test_topology_draws_groups_handed_over_by_the_kernel_lab(server: Server, wat
     assert rows.first.locator("td").nth(1).text_content() == "0 4"
     assert rows.first.locator("td").nth(2).text_content() == "2"  # (0,0) to (0,2): two links
     assert page.locator("#topo-view .ring-hop.far").count() == 4
+    # the orderings table compares the mesh's own axes only (x, y), not the handed-over groups
+    headers = page.locator("#orderings th").all_text_contents()
+    assert headers == ["order", "axis x: max / mean hop", "axis y: max / mean hop", "first devices"]
     shot(page, "13-topology-collective-groups")

@@ -385,7 +385,9 @@ function renderOrderings(meshInfo) {
   const t = h("table", undefined, "hops");
   const head = t.createTHead().insertRow();
   head.appendChild(h("th", "order"));
-  for (const a of meshInfo.axes) head.appendChild(h("th", `axis ${a.name}: max / mean hop`));
+  // the mesh's own axes only: handed-over groups (⟨…⟩) have no ordering to compare
+  const meshAxes = meshInfo.axes.filter((a) => !a.name.startsWith("⟨"));
+  for (const a of meshAxes) head.appendChild(h("th", `axis ${a.name}: max / mean hop`));
   head.appendChild(h("th", "first devices"));
   const body = t.createTBody();
   for (const o of meshInfo.orderings) {
@@ -393,7 +395,7 @@ function renderOrderings(meshInfo) {
     tr.insertCell().textContent = o.order;
     if (o.error) {
       const td = tr.insertCell();
-      td.colSpan = meshInfo.axes.length + 1;
+      td.colSpan = meshAxes.length + 1;
       td.textContent = `${o.error.code}: ${o.error.hint || o.error.message}`;
       td.className = "muted";
       continue;
