@@ -1,7 +1,7 @@
 """Layout computation + JSON vs ``jax.debug.visualize_sharding`` and treescope, in one run.
 
 For each size, the same ``NamedSharding`` on simulated devices is turned into:
-  * shardscope: ``compute_layout(...)`` + its JSON text (``layout.json_text``, what the server
+  * shardscope: ``Layout.from_named(...)`` + its JSON text (``layout.json_text``, what the server
     sends) — cold (a new array shape,
     so no layout cache hit; JAX's mesh cache is warm as in a running server) and warm (cached);
   * ``jax.debug.visualize_sharding(shape, sharding, use_color=False)`` printed to a buffer;
@@ -29,7 +29,7 @@ from treescope import lowering, ndarray_adapters
 from treescope._internal.api import arrayviz
 
 from sharding_core.devices import parse_devices
-from sharding_core.layout import compute_layout
+from sharding_core.layout import Layout
 from sharding_core.mesh import MeshSpec, build_mesh
 
 CASES = [
@@ -61,10 +61,10 @@ def measure(devices: str, mesh_shape: tuple[int, int], order: str) -> tuple[floa
         return (base[0] * (1000 + i), base[1])  # a shape never seen: no layout cache hit
 
     def ours_cold(i: int) -> None:
-        compute_layout(ds, mesh_spec, P("x", "y"), shape(i)).json_text.encode()
+        Layout.from_named(ds, mesh_spec, P("x", "y"), shape(i)).json_text.encode()
 
     def ours_warm(i: int) -> None:
-        compute_layout(ds, mesh_spec, P("x", "y"), base).json_text.encode()
+        Layout.from_named(ds, mesh_spec, P("x", "y"), base).json_text.encode()
 
     def visualize(i: int) -> None:
         with contextlib.redirect_stdout(io.StringIO()):
@@ -86,7 +86,7 @@ def measure(devices: str, mesh_shape: tuple[int, int], order: str) -> tuple[floa
     warm = _median_ms(ours_warm, repeat)
     vis = _median_ms(visualize, max(3, repeat // 3))
     tsc = _median_ms(treescope_html, max(3, repeat // 3))
-    size = len(compute_layout(ds, mesh_spec, P("x", "y"), base).json_text.encode())
+    size = len(Layout.from_named(ds, mesh_spec, P("x", "y"), base).json_text.encode())
     return cold, warm, vis, tsc, size
 
 

@@ -1,4 +1,5 @@
-"""The FastAPI application behind ``shardscope serve``: routes, the link store, middleware, the page."""
+"""The FastAPI application behind ``shardscope serve``: the feature routers, the store, the worker pool,
+the middleware stack and the static dashboard, configured by one :class:`~server.settings.Settings`."""
 
 from __future__ import annotations
 
@@ -14,10 +15,11 @@ from starlette.routing import BaseRoute, Match, Mount
 from starlette.staticfiles import StaticFiles
 
 import shardscope
-from server import docs, routes, routes_kernels, routes_snapshots, vendor
+from server import docs, vendor
+from server.api import ROUTERS
+from server.api.snapshots import SNAPSHOTS_PATH
 from server.errors import EXCEPTION_HANDLERS
 from server.jsonio import OrjsonResponse
-from server.kernels import KernelPool
 from server.middleware import (
     LOOPBACK_HOSTS,
     BodyLimit,
@@ -29,10 +31,13 @@ from server.middleware import (
     Scope,
     SecurityHeaders,
     Send,
+    TokenCheck,
     is_loopback,
 )
-from server.settings import MAX_BODY_BYTES, MAX_SNAPSHOT_BYTES
+from server.pool import WorkerPool
+from server.settings import Settings
 from server.store import Store
+from sharding_core.kernels import worker
 
 _PACKAGED = Path(__file__).resolve().parent / "frontend"  # a wheel install (pyproject force-include)
 FRONTEND_DIR = _PACKAGED if _PACKAGED.is_dir() else Path(__file__).resolve().parent.parent / "frontend"
@@ -80,7 +85,8 @@ def create_app(
     frontend_dir: str | os.PathLike[str] | None = None,
     allowed_hosts: Iterable[str] | None = None,
     token: str | None = None,
-    kernel_pool: KernelPool | None = None,
+    settings: Settings | None = None,
+    kernel_pool: WorkerPool | None = None,
 ) -> FastAPI:
     """The dashboard app.
 
@@ -89,11 +95,13 @@ def create_app(
     loopback name (DNS-rebinding defence). ``allowed_hosts`` replaces that list (e.g. a reverse
     proxy's name); on a non-loopback bind without it, any Host is accepted. ``token``: when set,
     publishing a snapshot (``POST /api/snapshots``) needs ``Authorization: Bearer <token>``.
+    ``settings``: the limits (default: every setting's default; ``shardscope serve --setting``).
     ``kernel_pool``: the kernel lab's worker processes (default: a pool with the settings' limits);
     its workers start on first use and stop with the app.
     """
+    settings = settings if settings is not None else Settings()
     store = Store(db_path)
-    kernels = kernel_pool if kernel_pool is not None else KernelPool()
+    kernels = kernel_pool if kernel_pool is not None else kernel_worker_pool(settings)
     frontend = Path(frontend_dir) if frontend_dir is not None else FRONTEND_DIR
 
     @asynccontextmanager
@@ -125,12 +133,11 @@ def create_app(
     )
     app.state.store = store
     app.state.kernels = kernels
-    app.include_router(routes.router)
-    app.include_router(routes.page_router(frontend / "index.html"))
+    app.state.settings = settings
+    for router in ROUTERS:
+        app.include_router(router)
     app.include_router(docs.router)
     app.include_router(vendor.router)
-    app.include_router(routes_snapshots.router)
-    app.include_router(routes_kernels.router)
     app.mount("/", FrontendFiles(frontend, app.router.routes), name="frontend")
 
     if allowed_hosts is None and is_loopback(bind_host):
@@ -139,13 +146,28 @@ def create_app(
     # add_middleware puts each new layer outside the previous ones: innermost first.
     app.add_middleware(
         BodyLimit,
-        max_bytes=MAX_BODY_BYTES,
-        path_limits={routes_snapshots.SNAPSHOTS_PATH: (MAX_SNAPSHOT_BYTES, "max_snapshot_bytes")},
+        max_bytes=settings.max_body_bytes,
+        path_limits={SNAPSHOTS_PATH: (settings.max_snapshot_bytes, "max_snapshot_bytes")},
     )
     app.add_middleware(JsonOnly)
-    app.add_middleware(routes_snapshots.SnapshotToken, token=token)  # before any body is read
+    app.add_middleware(TokenCheck, token=token, paths=(SNAPSHOTS_PATH,))  # before any body is read
     app.add_middleware(CrossSiteCheck)
     app.add_middleware(HostCheck, allowed=allowed_hosts)
     app.add_middleware(CatchAll)
     app.add_middleware(SecurityHeaders, csp_overrides={"/docs": docs.DOCS_CSP})
     return app
+
+
+def kernel_worker_pool(settings: Settings, setup: Sequence[str] = ()) -> WorkerPool:
+    """The kernel lab's worker pool with the settings' limits (``setup``: hooks run in every worker)."""
+    return WorkerPool(
+        worker.main,
+        name="shardscope-kernel",
+        options={"max_text_chars": settings.max_kernel_text_chars},
+        workers=settings.max_kernel_workers,
+        queue=settings.max_kernel_queue,
+        timeout_s=settings.max_kernel_seconds,
+        cache_entries=settings.max_kernel_cache_entries,
+        max_jobs=settings.max_kernel_jobs,
+        setup=setup,
+    )

@@ -1,34 +1,37 @@
-"""One error shape for every 4xx and 5xx: ``{"error": {"code", "message", "hint"?, ...details}}``.
+"""One error type and one error body for every 4xx and 5xx: ``{"error": {"code", "message", "hint"?, ...details}}``.
 
-Status codes, chosen once and used everywhere:
+:class:`ApiError` is the domain's :class:`~sharding_core.errors.ShardingError` with an HTTP status;
+:func:`error_body` is the only place the body is built — route handlers, the exception handlers
+and the pure-ASGI middleware (:func:`send_error`) all answer through it. Status codes, chosen once:
 
 * 400 ``invalid_json`` (the body is not JSON: syntax, NaN, lone surrogates), ``bad_host`` (the
   ``Host`` header is not one this server answers to), ``bad_request`` (anything else malformed);
-* 403 ``cross_site_request`` (a POST from another origin);
-* 404 ``not_found``; 405 ``method_not_allowed``;
+* 401 ``unauthorized`` (a write without the server's token), 403 ``bad_token``, ``cross_site_request``;
+* 404 ``not_found``; 405 ``method_not_allowed``; 409 ``run_conflict``;
 * 413 ``too_large`` (the request body or a share link payload is over its limit);
 * 415 ``unsupported_media_type`` (a POST body that is not ``application/json``);
 * 422 ``validation_error`` (the JSON does not match the request model: the message names the
   field path) and every :class:`~sharding_core.errors.ShardingError` code (``parse_error``,
   ``unknown_axis``, ``indivisible``, ``too_large``, ``bad_devices``, ...): well-formed JSON whose
   content the domain cannot lay out. 422, not 400, because the request itself was understood;
+* 429 ``busy`` (with ``Retry-After``);
 * 500 ``internal_error``: a bug, never caused by input; the body carries no traceback.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any
 
+import orjson
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
-from server.jsonio import OrjsonResponse
 from sharding_core.errors import NOT_FOUND, ShardingError
 
-SHARDING_ERROR_STATUS = 422
+DOMAIN_ERROR_STATUS = 422
 VALIDATION_ERROR = "validation_error"
 INVALID_JSON = "invalid_json"
 MAX_REPORTED_ERRORS = 10  # a body with a thousand bad fields gets a short answer
@@ -51,41 +54,63 @@ STATUS_MESSAGES: dict[int, str] = {
 }
 
 
-class ApiError(Exception):
-    """An HTTP-level refusal raised by a route: status, code, message, optional hint and details."""
+class ApiError(ShardingError):
+    """A refusal with an HTTP status: ``status``, ``code``, ``message``, optional ``hint``, response
+    ``headers`` and JSON details. A plain :class:`ShardingError` is answered with status 422."""
 
-    def __init__(self, status: int, code: str, message: str, hint: str | None = None, **details: Any) -> None:
-        super().__init__(message)
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        hint: str | None = None,
+        *,
+        headers: Mapping[str, str] | None = None,
+        **details: Any,
+    ) -> None:
+        super().__init__(code, message, hint, **details)
         self.status = status
-        self.code = code
-        self.message = message
-        self.hint = hint
-        self.details = details
+        self.headers = dict(headers or {})
 
 
-def error_body(code: str, message: str, hint: str | None = None, **details: Any) -> dict[str, Any]:
-    error: dict[str, Any] = {"code": code, "message": message}
-    if hint:
-        error["hint"] = hint
-    error.update(details)
-    return {"error": error}
+def status_of(error: ShardingError) -> int:
+    return error.status if isinstance(error, ApiError) else DOMAIN_ERROR_STATUS
 
 
-def error_response(
-    status: int,
-    code: str,
-    message: str,
-    hint: str | None = None,
-    *,
-    headers: Mapping[str, str] | None = None,
-    details: Mapping[str, Any] | None = None,
-) -> Response:
-    return OrjsonResponse(error_body(code, message, hint, **(details or {})), status_code=status, headers=headers)
+def error_body(error: ShardingError) -> bytes:
+    """The JSON body of any error: ``{"error": {"code", "message", "hint"?, ...details}}``."""
+    return orjson.dumps({"error": error.to_dict()})
 
 
-def not_found() -> ApiError:
+def error_response(error: ShardingError) -> Response:
+    return Response(
+        error_body(error), status_code=status_of(error), media_type="application/json", headers=_headers(error)
+    )
+
+
+def _headers(error: ShardingError) -> dict[str, str] | None:
+    return error.headers or None if isinstance(error, ApiError) else None
+
+
+async def send_error(send: Callable[[Any], Awaitable[None]], error: ShardingError) -> None:
+    """Answers an ASGI request with ``error`` (for middleware, which has no response classes)."""
+    body = error_body(error)
+    extra: Iterable[tuple[bytes, bytes]] = (
+        (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (_headers(error) or {}).items()
+    )
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status_of(error),
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *extra],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def not_found(what: str = "link") -> ApiError:
     """The one 404 for unknown and malformed ids alike; the id is not echoed (it may be a secret)."""
-    return ApiError(404, NOT_FOUND, "no such link", hint="check that the whole link was copied")
+    return ApiError(404, NOT_FOUND, f"no such {what}", hint="check that the whole link was copied")
 
 
 def _path(loc: Sequence[Any]) -> str:
@@ -96,18 +121,8 @@ def _path(loc: Sequence[Any]) -> str:
     return out
 
 
-async def _sharding_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, ShardingError)
-    return OrjsonResponse({"error": exc.to_dict()}, status_code=SHARDING_ERROR_STATUS)
-
-
-async def _api_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, ApiError)
-    return error_response(exc.status, exc.code, exc.message, exc.hint, details=exc.details)
-
-
-async def _validation_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, RequestValidationError)
+def validation_error(exc: RequestValidationError) -> ApiError:
+    """A request the model refuses: 400 ``invalid_json`` for a body that is not JSON, else 422 naming fields."""
     errors = list(exc.errors())
     for e in errors:
         if e.get("type") == "json_invalid":
@@ -115,29 +130,31 @@ async def _validation_error(request: Request, exc: Exception) -> Response:
             ctx: Mapping[str, Any] = e.get("ctx") or {}
             loc: Sequence[Any] = e.get("loc") or ()
             position = loc[1] if len(loc) > 1 and isinstance(loc[1], int) else None
-            return error_response(
+            error = ApiError(
                 400,
                 INVALID_JSON,
                 f"the request body is not valid JSON: {ctx.get('error', 'decode error')}",
                 hint="send UTF-8 JSON without NaN/Infinity or unpaired surrogates",
-                details={"position": position} if position is not None else None,
             )
+            if position is not None:
+                error.details["position"] = position
+            return error
     # The input itself is never echoed: it can be large, and it is the client's own data anyway.
     reported = [
         {"loc": [p for p in e.get("loc", ())], "message": str(e.get("msg", "")), "type": str(e.get("type", ""))}
         for e in errors[:MAX_REPORTED_ERRORS]
     ]
     message = "; ".join(f"{_path(r['loc'])}: {r['message']}" for r in reported) or "the request is invalid"
-    return error_response(422, VALIDATION_ERROR, message, details={"errors": reported})
+    return ApiError(422, VALIDATION_ERROR, message, errors=reported)
 
 
-async def _http_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, StarletteHTTPException)
-    code = STATUS_CODES.get(exc.status_code, f"http_{exc.status_code}")
-    detail = exc.detail if isinstance(exc.detail, str) else ""
+def http_error(status: int, detail: Any = None, headers: Mapping[str, str] | None = None) -> ApiError:
+    """An HTTP-level refusal (Starlette's router, StaticFiles, uvicorn) in our shape."""
+    code = STATUS_CODES.get(status, f"http_{status}")
+    text = detail if isinstance(detail, str) else ""
     # Starlette's default details are just the reason phrase ("Not Found"); say something useful.
-    message = STATUS_MESSAGES.get(exc.status_code, detail) if detail in ("", _phrase(exc.status_code)) else detail
-    return error_response(exc.status_code, code, message or code.replace("_", " "), headers=exc.headers)
+    message = STATUS_MESSAGES.get(status, text) if text in ("", _phrase(status)) else text
+    return ApiError(status, code, message or code.replace("_", " "), headers=headers)
 
 
 def _phrase(status: int) -> str:
@@ -149,9 +166,23 @@ def _phrase(status: int) -> str:
         return ""
 
 
+async def _sharding_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ShardingError)
+    return error_response(exc)
+
+
+async def _validation_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    return error_response(validation_error(exc))
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)
+    return error_response(http_error(exc.status_code, exc.detail, exc.headers))
+
+
 EXCEPTION_HANDLERS: dict[int | type[Exception], Callable[[Request, Any], Coroutine[Any, Any, Response]]] = {
     ShardingError: _sharding_error,
-    ApiError: _api_error,
     RequestValidationError: _validation_error,
     StarletteHTTPException: _http_error,
 }

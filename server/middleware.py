@@ -7,7 +7,8 @@ Outermost first, as :func:`server.app.create_app` stacks them:
 3. :class:`HostCheck` — DNS-rebinding defence: a loopback-bound server answers loopback names only.
 4. :class:`CrossSiteCheck` — CSRF defence: state-changing requests from another origin are refused.
 5. :class:`JsonOnly` — POST bodies must be ``application/json`` (a second CSRF wall: forms cannot send it).
-6. :class:`BodyLimit` — request bodies over the limit get 413 before the rest is read.
+6. :class:`TokenCheck` — with ``shardscope serve --token``, writes need ``Authorization: Bearer <token>``.
+7. :class:`BodyLimit` — request bodies over the limit get 413 before the rest is read.
 
 Each answers refusals itself with the common error shape, so even requests that never reach a
 route get ``{"error": {"code", "message"}}``.
@@ -15,12 +16,13 @@ route get ``{"error": {"code", "message"}}``.
 
 from __future__ import annotations
 
+import hmac
 import ipaddress
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
 from typing import Any
 
-import orjson
+from server.errors import ApiError, send_error
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -40,32 +42,6 @@ def header(scope: Scope, name: bytes) -> str | None:
         if key == name:
             return bytes(value).decode("latin-1")
     return None
-
-
-async def send_error(
-    send: Send,
-    status: int,
-    code: str,
-    message: str,
-    hint: str | None = None,
-    headers: Iterable[tuple[bytes, bytes]] = (),
-) -> None:
-    error: dict[str, Any] = {"code": code, "message": message}
-    if hint:
-        error["hint"] = hint
-    body = orjson.dumps({"error": error})
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                *headers,
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
 
 
 # ---- 1. response headers ------------------------------------------------------------------------
@@ -145,7 +121,10 @@ class CatchAll:
             log.exception("unhandled error in %s %s", scope.get("method"), scope.get("path"))
             if started:  # too late for a clean answer; let the server drop the connection
                 raise
-            await send_error(send, 500, "internal_error", "the server hit an unexpected error; it has been logged")
+            await send_error(
+                send,
+                ApiError(500, "internal_error", "the server hit an unexpected error; it has been logged"),
+            )
 
 
 # ---- 3. Host header ------------------------------------------------------------------------------
@@ -204,11 +183,13 @@ class HostCheck:
             return
         await send_error(
             send,
-            400,
-            "bad_host",
-            "this server answers requests for localhost, 127.0.0.1 and [::1] only (the Host header is checked "
-            "against DNS rebinding)",
-            hint="open the dashboard at http://127.0.0.1:<port>/",
+            ApiError(
+                400,
+                "bad_host",
+                "this server answers requests for localhost, 127.0.0.1 and [::1] only (the Host header is checked "
+                "against DNS rebinding)",
+                hint="open the dashboard at http://127.0.0.1:<port>/",
+            ),
         )
 
 
@@ -259,10 +240,12 @@ class CrossSiteCheck:
             return
         await send_error(
             send,
-            403,
-            "cross_site_request",
-            f"cross-site requests may not change anything here ({refused})",
-            hint="use the dashboard itself, or call the API from a script (no Origin header)",
+            ApiError(
+                403,
+                "cross_site_request",
+                f"cross-site requests may not change anything here ({refused})",
+                hint="use the dashboard itself, or call the API from a script (no Origin header)",
+            ),
         )
 
 
@@ -300,12 +283,14 @@ class JsonOnly:
             return
         await send_error(
             send,
-            415,
-            "unsupported_media_type",
-            f"request bodies must be application/json, got {got[:64]!r}"
-            if got
-            else "request bodies must be application/json, and this request has no Content-Type",
-            hint="send the header Content-Type: application/json",
+            ApiError(
+                415,
+                "unsupported_media_type",
+                f"request bodies must be application/json, got {got[:64]!r}"
+                if got
+                else "request bodies must be application/json, and this request has no Content-Type",
+                hint="send the header Content-Type: application/json",
+            ),
         )
 
 
@@ -335,13 +320,15 @@ class BodyLimit:
     async def _refuse(self, send: Send, limit: int, setting: str) -> None:
         await send_error(
             send,
-            413,
-            "too_large",
-            f"the request body is larger than {limit} bytes (setting {setting})",
-            hint="send less: layouts and links need only a few kilobytes"
-            if setting == "max_body_bytes"
-            else f"send less, or start the server with a larger {setting}",
-            headers=[(b"connection", b"close")],
+            ApiError(
+                413,
+                "too_large",
+                f"the request body is larger than {limit} bytes (setting {setting})",
+                hint="send less: layouts and links need only a few kilobytes"
+                if setting == "max_body_bytes"
+                else f"send less, or start the server with a larger {setting}",
+                headers={"connection": "close"},
+            ),
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -382,3 +369,57 @@ class BodyLimit:
         except BodyTooLarge:
             if not refused:
                 raise
+
+
+# ---- 6. bearer token for writes -------------------------------------------------------------------
+
+
+class TokenCheck:
+    """Technique: **bearer-token authentication with a constant-time comparison**, for shared servers
+    (``shardscope serve --token``). A POST to one of ``paths`` must carry ``Authorization: Bearer
+    <token>``: none gets 401 ``unauthorized`` with ``WWW-Authenticate: Bearer``, another token 403
+    ``bad_token``, checked with :func:`hmac.compare_digest` (no timing leak of how much matched) and
+    before any of the body is read. Reads need their unguessable link, as for links.
+    ``token=None`` disables the check (the loopback default).
+    """
+
+    def __init__(self, app: ASGIApp, token: str | None, paths: Iterable[str]) -> None:
+        self.app = app
+        self.token = token.encode() if token else None
+        self.paths = frozenset(paths)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            self.token is None
+            or scope["type"] != "http"
+            or scope.get("method") != "POST"
+            or scope.get("path") not in self.paths
+        ):
+            await self.app(scope, receive, send)
+            return
+        given = header(scope, b"authorization")
+        scheme, _, credentials = (given or "").strip().partition(" ")
+        if given is None or scheme.lower() != "bearer" or not credentials.strip():
+            await send_error(
+                send,
+                ApiError(
+                    401,
+                    "unauthorized",
+                    "this server takes writes only with its token (Authorization: Bearer <token>)",
+                    hint="publish(..., token=...) or set $SHARDSCOPE_TOKEN to the token of `shardscope serve --token`",
+                    headers={"www-authenticate": 'Bearer realm="shardscope"'},
+                ),
+            )
+            return
+        if not hmac.compare_digest(credentials.strip().encode("latin-1"), self.token):
+            await send_error(
+                send,
+                ApiError(
+                    403,
+                    "bad_token",
+                    "the token is not this server's",
+                    hint="use the token `shardscope serve --token` was started with",
+                ),
+            )
+            return
+        await self.app(scope, receive, send)

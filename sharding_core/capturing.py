@@ -4,8 +4,10 @@ Runs in the user's process (their training script or notebook), on their real de
 every number from JAX itself: ``sharding.devices_indices_map(shape)`` for each device's block (the
 same call ``/api/layout`` answers from), ``shard_shape``, ``is_fully_addressable``,
 ``sharding.device_set``, ``memory_kind`` and each device's ``process_index``; for ``inspect_jit`` the
-compiled executable's ``input_shardings`` / ``out_info`` and its optimized HLO. The result is the
-plain-data snapshot described in :mod:`sharding_core.snapshot` (JSON-serialisable, versioned).
+compiled executable's ``input_shardings`` / ``out_info`` and its optimized HLO, read by
+:mod:`sharding_core.hlo` exactly as the kernel lab reads it. Each layout is
+:meth:`sharding_core.layout.Layout.from_sharding`. The result is the plain-data snapshot described
+in :mod:`sharding_core.snapshot.format` (JSON-serialisable, versioned).
 
 Flax is optional: its boxes and nnx variables are recognised only when the program already imported
 Flax (we look in ``sys.modules``), so capturing plain JAX never imports it.
@@ -15,18 +17,18 @@ Module named ``capturing`` (not ``capture``) so that ``sharding_core.capture`` s
 
 from __future__ import annotations
 
-import math
-import re
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from sharding_core.errors import TOO_LARGE, ShardingError
-from sharding_core.layout import index_columns
-from sharding_core.snapshot import FORMAT, MAX_SNAPSHOT_LEAVES, VERSION, Rule, check_rules, logical_to_mesh_axes
+from sharding_core.hlo.collectives import device_assignment, read_collectives
+from sharding_core.layout import Layout
+from sharding_core.snapshot.format import FORMAT, MAX_SNAPSHOT_LEAVES, VERSION
+from sharding_core.snapshot.rules import Rule, check_rules, logical_to_mesh_axes, rules_json
 
 ROOT_PATH = "(root)"
 """The path of a tree that is itself one leaf."""
@@ -85,8 +87,14 @@ def inspect_jit(f: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, A
     tree = {"inputs": {"args": list(inputs[0]), "kwargs": inputs[1]}, "outputs": compiled.out_info}
     name = getattr(f, "__name__", None) or getattr(getattr(f, "__wrapped__", None), "__name__", None) or "jit"
     snap = capture(tree, f"jit({name})")
-    assignment = _device_assignment([*jax.tree.leaves(in_shardings), *jax.tree.leaves(compiled.output_shardings)])
-    snap["collectives"] = parse_collectives(compiled.as_text() or "", assignment)
+    mesh = _program_mesh([*jax.tree.leaves(in_shardings), *jax.tree.leaves(compiled.output_shardings)])
+    assignment = [int(d.id) for d in device_assignment(compiled)]
+    snap["collectives"] = read_collectives(
+        compiled.as_text() or "",
+        [assignment],
+        mesh.device_ids.tolist() if mesh is not None else None,
+        [str(a) for a in mesh.axis_names] if mesh is not None else (),
+    )
     stats = compiled.memory_analysis()
     memory = None
     if stats is not None:
@@ -251,7 +259,7 @@ class _Builder:
         if logical:
             box_rules = getattr(box, "rules", None)
             rec["logical_axes"] = list(names)
-            rec["rules"] = _rules_json(check_rules(box_rules)) if box_rules else None
+            rec["rules"] = rules_json(check_rules(box_rules)) if box_rules else None
             # What Flax itself applies: the box's rules, else the logical_axis_rules context.
             effective = check_rules(box_rules) if box_rules else (self.rules or ())
             declared = jax.sharding.PartitionSpec(*logical_to_mesh_axes(names, effective))
@@ -295,7 +303,7 @@ class _Builder:
         axes = set(mesh.axis_names) if mesh is not None else set()
         if var_rules or any(isinstance(n, str) and n not in axes for n in names):
             rec["logical_axes"] = list(names)
-            rec["rules"] = _rules_json(check_rules(var_rules)) if var_rules else None
+            rec["rules"] = rules_json(check_rules(var_rules)) if var_rules else None
         rec["declared_spec"] = repr(self.jax.sharding.PartitionSpec(*names))
         if rec.get("mesh") is None and mesh is not None:
             rec["mesh"] = self.mesh_id(mesh)
@@ -317,7 +325,6 @@ class _Builder:
         found = self.mesh_index.get(mesh)
         if found is not None:
             return found
-        ids = np.vectorize(lambda d: d.id, otypes=[np.int64])(mesh.devices)
         for d in mesh.devices.flat:
             self.devices.setdefault(d.id, d)
         self.mesh_index[mesh] = len(self.meshes)
@@ -326,7 +333,7 @@ class _Builder:
                 "shape": [int(s) for s in mesh.devices.shape],
                 "axis_names": [str(a) for a in mesh.axis_names],
                 "axis_types": [str(t.name) for t in mesh.axis_types],
-                "device_ids": ids.tolist(),
+                "device_ids": mesh.device_ids.tolist(),
             }
         )
         return self.mesh_index[mesh]
@@ -337,7 +344,7 @@ class _Builder:
         found = self.layout_index.get(key)
         if found is None:
             found = self.layout_index[key] = len(self.layouts)
-            self.layouts.append(sharding_layout(sharding, shape, dtype))
+            self.layouts.append(Layout.from_sharding(sharding, shape, dtype).to_json(context=False))
         return found
 
     def snapshot(self, name: str) -> dict[str, Any]:
@@ -365,7 +372,7 @@ class _Builder:
                 "coords": table if len(table) == len(devs) else None,
             },
             "meshes": self.meshes,
-            "rules": _rules_json(self.rules) if self.rules else None,
+            "rules": rules_json(self.rules) if self.rules else None,
             "layouts": self.layouts,
             "leaves": self.leaves,
             "skipped": self.skipped,
@@ -409,10 +416,6 @@ def _type_name(x: Any) -> str:
     return f"{module}.{t.__qualname__}" if module not in ("builtins",) else t.__qualname__
 
 
-def _rules_json(rules: Sequence[Rule]) -> list[list[Any]]:
-    return [[k, list(v) if isinstance(v, tuple) else v] for k, v in rules]
-
-
 def _ambient_mesh() -> Any:
     """The concrete mesh of ``jax.set_mesh`` / ``with mesh:``, or None."""
     import jax
@@ -429,222 +432,11 @@ def _ambient_mesh() -> Any:
         return None
 
 
-def _itemsize(dtype: Any) -> int:
-    size = getattr(dtype, "itemsize", None)
-    return int(size) if size is not None else int(np.dtype(dtype).itemsize)
-
-
-# ---- one array's layout, from JAX ------------------------------------------------------------------
-
-
-def sharding_layout(sharding: Any, shape: tuple[int, ...], dtype: Any) -> dict[str, Any]:
-    """The layout fields of ``/api/layout`` for ``sharding`` over an array of ``shape`` and ``dtype``.
-
-    Any ``Sharding`` (named, single-device, GSPMD, pmap): each device's block is JAX's own
-    ``devices_indices_map``; replica ids follow JAX's rule (``device_replica_id_map``: the k-th device
-    in that map's order holding a block is replica k); tiles are the distinct blocks, numbered by
-    first appearance, as in :class:`sharding_core.layout.Layout`.
-    """
+def _program_mesh(shardings: list[Any]) -> Any:
+    """The concrete mesh of a program's first NamedSharding (what names the axes its collectives run along)."""
     import jax
 
-    named = isinstance(sharding, jax.sharding.NamedSharding)
-    unreduced = sorted(getattr(sharding.spec, "unreduced", ()) or ()) if named else []
-    index_sharding = sharding
-    if named and (unreduced or getattr(sharding.spec, "reduced", None)):
-        # devices_indices_map has no unreduced axes; along them devices hold partial sums of one block.
-        index_sharding = jax.sharding.NamedSharding(sharding.mesh, jax.sharding.PartitionSpec(*sharding.spec))
-    indices = index_sharding.devices_indices_map(shape)
-    devs, starts, stops, tile_ids, replica_ids = index_columns(indices, tuple(shape))
-    n, rank = len(devs), len(shape)
-    order = np.argsort(tile_ids, kind="stable")
-    counts = np.bincount(tile_ids)
-    ids = [int(d.id) for d in devs]
-    sizes = (stops - starts).tolist()
-    shard_shape = [int(s) for s in sizes[0]] if n else list(shape)
-    itemsize = _itemsize(dtype)
-    starts_l, stops_l, tiles_l, reps_l = starts.tolist(), stops.tolist(), tile_ids.tolist(), replica_ids.tolist()
-    shards = [
-        {
-            "device_id": ids[k],
-            "index": [[starts_l[k][d], stops_l[k][d]] for d in range(rank)],
-            "replica_id": reps_l[k],
-            "tile": tiles_l[k],
-        }
-        for k in range(n)
-    ]
-    tiles: list[list[int]] = [[] for _ in range(len(counts))]
-    for k in order.tolist():
-        tiles[tiles_l[k]].append(ids[k])
-    split, replicated = _dim_splits(sharding, shape, shard_shape, named, unreduced)
-    per_device = math.prod(shard_shape) * itemsize
-    return {
-        "spec": repr(sharding.spec) if named else None,
-        "shape": list(shape),
-        "dtype": str(dtype),
-        "itemsize": itemsize,
-        "shard_shape": shard_shape,
-        "shards": shards,
-        "tiles": tiles,
-        "dims": split,
-        "replication_factor": n // max(1, len(tiles)),
-        "replicated_axes": replicated,
-        "unreduced_axes": unreduced,
-        "bytes_per_device": per_device,
-        "total_bytes": per_device * n,
-        "logical_bytes": math.prod(shape) * itemsize,
-    }
-
-
-def _dim_splits(
-    sharding: Any, shape: tuple[int, ...], shard_shape: Sequence[int], named: bool, unreduced: Sequence[str]
-) -> tuple[list[dict[str, Any]], list[str]]:
-    """Per dimension, which mesh axes split it (as ``Layout.dims``); and the replicated mesh axes."""
-    out: list[dict[str, Any]] = []
-    used: set[str] = set()
-    mesh_shape: Mapping[str, int] = dict(sharding.mesh.shape) if named else {}
-    entries = list(sharding.spec) if named else []
-    for dim, size in enumerate(shape):
-        entry = entries[dim] if dim < len(entries) else None
-        axes = tuple(a for a in (entry if isinstance(entry, tuple) else (entry,)) if isinstance(a, str))
-        used.update(axes)
-        axis_sizes = [int(mesh_shape[a]) for a in axes]
-        blocks = math.prod(axis_sizes) if named else (size // shard_shape[dim] if shard_shape[dim] else 1)
-        if named and not axes:
-            text = f"dim {dim}: {size} (not split)"
-        elif named:
-            parts = "·".join(f"{a}({s})" for a, s in zip(axes, axis_sizes, strict=True))
-            text = f"dim {dim}: {size} / {parts} → {size // blocks}"
-        else:
-            text = (
-                f"dim {dim}: {size} (not split)" if blocks == 1 else f"dim {dim}: {size} / {blocks} → {size // blocks}"
-            )
-        out.append(
-            {
-                "dim": dim,
-                "size": int(size),
-                "axes": list(axes),
-                "axis_sizes": axis_sizes,
-                "blocks": int(blocks),
-                "text": text,
-            }
-        )
-    replicated = (
-        [str(a) for a in sharding.mesh.axis_names if a not in used and mesh_shape[a] > 1 and a not in unreduced]
-        if named
-        else []
-    )
-    return out, replicated
-
-
-# ---- collectives in the optimized HLO ------------------------------------------------------------
-
-COLLECTIVE_OPS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
-_OP_RE = re.compile(
-    r"^\s*(?:ROOT\s+)?%?(?P<name>[\w.\-]+)\s*=\s*(?P<shape>.*?)\s+"
-    r"(?P<op>all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute)(?:-start)?\("
-)
-_GROUPS_RE = re.compile(
-    r"replica_groups=(\{[\d,{}\s]*\}|\[[\d,]+\]<=\[[\d,]+\](?:T\([\d,]+\))?|mesh\[[^\]]*\]\s*\{[^}]*\})"
-)
-_PAIRS_RE = re.compile(r"source_target_pairs=(\{[\d,{}\s]*\})")
-_ARRAY_RE = re.compile(r"\b([a-z]+[0-9]*(?:e[0-9]m[0-9]\w*)?)\[([\d,]*)\]")
-_BITS = {"pred": 8, "s4": 4, "u4": 4, "s8": 8, "u8": 8, "s16": 16, "u16": 16, "f16": 16, "bf16": 16, "s32": 32}
-_BITS.update({"u32": 32, "f32": 32, "s64": 64, "u64": 64, "f64": 64, "c64": 64, "c128": 128})
-
-
-def parse_collectives(hlo: str, device_assignment: Sequence[int] | None) -> list[dict[str, Any]]:
-    """Every collective in optimized HLO text, with its groups as device ids.
-
-    In an SPMD program the ids in ``replica_groups`` / ``source_target_pairs`` are partition ids
-    (one replica); partition ``p`` runs on ``device_assignment[p]``. The three group notations are
-    read: explicit ``{{0,1},{2,3}}``, iota ``[2,4]<=[4,2]T(1,0)`` and ``mesh['a'=2,'b'=4] {'a'}``
-    (the devices of a group vary along the listed axes). Groups in a form not recognised are left
-    ``null`` with the text in ``raw``.
-    """
-    out: list[dict[str, Any]] = []
-    for line in hlo.splitlines():
-        m = _OP_RE.match(line)
-        if m is None:
-            continue
-        groups_text = _GROUPS_RE.search(line)
-        pairs_text = _PAIRS_RE.search(line)
-        raw = groups_text.group(1) if groups_text else (pairs_text.group(1) if pairs_text else None)
-        groups = _groups(groups_text.group(1)) if groups_text else None
-        if groups == [] and device_assignment is not None:
-            groups = [list(range(len(device_assignment)))]
-        pairs = _explicit(pairs_text.group(1)) if pairs_text else None
-
-        def to_devices(table: list[list[int]] | None) -> list[list[int]] | None:
-            if table is None or device_assignment is None:
-                return table
-            if any(p >= len(device_assignment) for row in table for p in row):
-                return None
-            return [[int(device_assignment[p]) for p in row] for row in table]
-
-        out.append(
-            {
-                "op": m.group("op"),
-                "name": m.group("name"),
-                "shape": m.group("shape").strip(),
-                "bytes": _shape_bytes(m.group("shape")),
-                "groups": to_devices(groups) if m.group("op") != "collective-permute" else None,
-                "pairs": to_devices(pairs) if m.group("op") == "collective-permute" else None,
-                "raw": raw[:400] if raw else None,
-            }
-        )
-    return out
-
-
-def _explicit(text: str) -> list[list[int]]:
-    return [[int(v) for v in g.split(",") if v.strip()] for g in re.findall(r"\{([\d,\s]*)\}", text[1:-1])]
-
-
-def _groups(text: str) -> list[list[int]] | None:
-    if text.startswith("{"):
-        return _explicit(text)  # [] for {}: one group of every device, filled in by the caller
-    if text.startswith("["):
-        m = re.fullmatch(r"\[([\d,]+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?", text)
-        if m is None:
-            return None
-        out_shape = [int(v) for v in m.group(1).split(",")]
-        iota_dims = [int(v) for v in m.group(2).split(",")]
-        arr = np.arange(math.prod(iota_dims)).reshape(iota_dims)
-        if m.group(3):
-            arr = arr.transpose([int(v) for v in m.group(3).split(",")])
-        table: list[list[int]] = arr.reshape(out_shape[0], -1).tolist()
-        return table
-    m = re.fullmatch(r"mesh\[([^\]]*)\]\s*\{([^}]*)\}", text)
-    if m is None:
-        return None
-    axes = re.findall(r"'([^']+)'\s*=\s*(\d+)", m.group(1))
-    wanted = re.findall(r"'([^']+)'", m.group(2))
-    names = [a for a, _ in axes]
-    if any(w not in names for w in wanted) or "(" in m.group(2):
-        return None  # sub-axes such as 'x':(2)2 are not read
-    sizes = [int(s) for _, s in axes]
-    arr = np.arange(math.prod(sizes)).reshape(sizes)
-    moved = [names.index(w) for w in wanted]
-    rest = [i for i in range(len(names)) if i not in moved]
-    groups: list[list[int]] = arr.transpose(rest + moved).reshape(-1, math.prod(sizes[i] for i in moved)).tolist()
-    return groups
-
-
-def _shape_bytes(shape: str) -> int | None:
-    total = 0
-    found = False
-    for dtype, dims in _ARRAY_RE.findall(shape):
-        bits = _BITS.get(dtype)
-        if bits is None:
-            continue
-        found = True
-        total += math.prod(int(d) for d in dims.split(",") if d) * bits // 8
-    return total if found else None
-
-
-def _device_assignment(shardings: Sequence[Any]) -> list[int] | None:
-    """Device ids in partition order: what JAX handed XLA as the computation's device assignment."""
     for s in shardings:
-        assignment = getattr(s, "_device_assignment", None)
-        if assignment is not None and len(assignment) > 1:
-            return [int(d.id) for d in assignment]
+        if isinstance(s, jax.sharding.NamedSharding) and isinstance(s.mesh, jax.sharding.Mesh):
+            return s.mesh
     return None

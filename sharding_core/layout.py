@@ -1,8 +1,12 @@
 """Layouts: where every shard of an array lives, computed by JAX and frozen as plain data.
 
 This is the pure-data layer between JAX and every picture (the grid, the terminal text, share
-links): JAX's ``NamedSharding.devices_indices_map`` and ``shard_shape`` give the numbers,
-:class:`Layout` holds them, renderers only read it.
+links, snapshots, kernel outputs): JAX's ``devices_indices_map`` and ``shard_shape`` give the
+numbers, :class:`Layout` holds them, renderers only read it. One type, two constructors and one
+serialiser: :meth:`Layout.from_named` (a mesh and a spec on a device set, validated with errors
+that say what to change — ``/api/layout``, the CLI, kernel inputs and outputs, the what-if) and
+:meth:`Layout.from_sharding` (any ``jax.sharding.Sharding`` on real or simulated devices —
+``capture``); :meth:`Layout.to_json` / :attr:`Layout.json_text` is the only layout JSON.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from sharding_core.errors import (
     UNKNOWN_AXIS,
     ShardingError,
 )
-from sharding_core.mesh import MeshSpec, build_mesh, mesh_device_ids
+from sharding_core.mesh import MeshSpec, build_mesh
 from sharding_core.spec import canonical_spec, parse_spec
 
 MAX_RANK = 16
@@ -89,27 +93,30 @@ class DimSplit:
     blocks: int
 
     def describe(self) -> str:
-        if not self.axes:
+        if self.blocks == 1 and not self.axes:
             return f"dim {self.dim}: {self.size} (not split)"
+        if not self.axes:  # a sharding without mesh axes (single-device, GSPMD, pmap): blocks only
+            return f"dim {self.dim}: {self.size} / {self.blocks} → {self.size // self.blocks}"
         axes = "·".join(f"{a}({s})" for a, s in zip(self.axes, self.axis_sizes, strict=True))
         return f"dim {self.dim}: {self.size} / {axes} → {self.size // self.blocks}"
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Layout:
-    """Every device's block of the array, in mesh order, as columns (numpy arrays, read-only)."""
+    """Every device's block of the array, in device-assignment (for a mesh: mesh) order, as columns
+    (numpy arrays, read-only). Build one with :meth:`from_named` or :meth:`from_sharding`."""
 
-    devices_key: str
+    devices_key: str | None  # the device-set string it was laid out on (None: a program's own devices)
     platform: str
     device_kind: str
-    spec: str
+    spec: str | None  # the PartitionSpec as JAX prints it (None: a sharding without one)
     shape: tuple[int, ...]
     dtype: str
     itemsize: int
-    mesh_shape: tuple[int, ...]
+    mesh_shape: tuple[int, ...]  # empty without a mesh
     axis_names: tuple[str, ...]
     axis_types: tuple[str, ...]
-    mesh_device_ids: list[Any]
+    mesh_device_ids: list[Any] | None  # the mesh's device ids, nested in mesh order (Mesh.device_ids)
     shard_shape: tuple[int, ...]
     device_ids: np.ndarray  # (n,) in mesh order
     starts: np.ndarray  # (n, rank) inclusive index bounds
@@ -123,6 +130,36 @@ class Layout:
     coords: np.ndarray | None  # (n, 3) or None when the devices have no coords
     core_on_chip: np.ndarray  # (n,)
     slice_index: np.ndarray | None  # (n,) for multi-slice sets
+
+    # ---- constructors
+
+    @staticmethod
+    def from_named(
+        devset: DeviceSet, mesh_spec: MeshSpec, spec: Any, shape: Sequence[int], dtype: str = "float32"
+    ) -> Layout:
+        """The layout of an array of ``shape`` and ``dtype`` under ``NamedSharding(mesh, spec)``.
+
+        ``spec`` is a ``PartitionSpec`` or text to parse; every way it cannot shard ``shape`` on the
+        mesh is a :class:`~sharding_core.errors.ShardingError` saying what to change. Cached: the
+        same request returns the same immutable :class:`Layout`.
+        """
+        pspec = parse_spec(spec) if isinstance(spec, str) else spec
+        return _named_layout(devset, mesh_spec, pspec, check_shape(tuple(shape)), dtype)
+
+    @staticmethod
+    def from_sharding(sharding: Any, shape: Sequence[int], dtype: Any, *, devices_key: str | None = None) -> Layout:
+        """The layout of an array of ``shape`` and ``dtype`` under any ``jax.sharding.Sharding``
+        (named, single-device, GSPMD, pmap), on real or simulated devices, exactly as JAX maps it.
+
+        ``dtype`` is a NumPy/JAX dtype or its name. JAX's own exceptions pass through (the caller
+        decides what a sharding JAX cannot lay out means).
+        """
+        import jax.numpy as jnp  # its dtypes (bfloat16, int4, float8_*) are known to NumPy once JAX is loaded
+
+        dt = jnp.dtype(dtype)
+        return _build(sharding, tuple(shape), dt.name, int(dt.itemsize), devices_key)
+
+    # ---- derived figures
 
     @functools.cached_property
     def shards(self) -> tuple[Shard, ...]:
@@ -146,7 +183,7 @@ class Layout:
 
     @property
     def replication_factor(self) -> int:
-        return len(self.device_ids) // self.num_tiles
+        return len(self.device_ids) // max(1, self.num_tiles)
 
     @property
     def bytes_per_device(self) -> int:
@@ -160,15 +197,25 @@ class Layout:
     def total_bytes(self) -> int:
         return self.bytes_per_device * len(self.device_ids)
 
+    # ---- the one serialiser
+
     @property
     def json(self) -> dict[str, Any]:
         """The JSON view as Python data (a fresh copy each call)."""
-        result: dict[str, Any] = json.loads(self.json_text)
+        return self.to_json()
+
+    def to_json(self, *, context: bool = True) -> dict[str, Any]:
+        """The layout as JSON data (a fresh copy each call).
+
+        ``context=False`` leaves out what a snapshot keeps once in its own tables (``devices_key``,
+        ``platform``, ``device_kind``, ``mesh``, ``devices``): the fields :data:`ARRAY_FIELDS`.
+        """
+        result: dict[str, Any] = json.loads(self.json_text if context else self.array_json_text)
         return result
 
     @functools.cached_property
     def json_text(self) -> str:
-        """The JSON view, serialised once.
+        """The whole JSON view (``/api/layout``'s answer), serialised once.
 
         ``shards`` is the contract's list; ``shards[i]["tile"]`` numbers the distinct blocks and
         ``tiles[k]`` lists the devices holding block ``k``; ``devices`` is columnar (one list per
@@ -176,6 +223,35 @@ class Layout:
         one ``%`` operation each: no per-device dicts or lists, so a 6144-device layout creates
         almost no garbage-collected objects (full GC passes over JAX's heap were the slow part).
         """
+        coords = "null" if self.coords is None else _rows(self.coords, "[%d,%d,%d]")
+        mesh = (
+            {
+                "shape": list(self.mesh_shape),
+                "axis_names": list(self.axis_names),
+                "axis_types": list(self.axis_types),
+                "device_ids": self.mesh_device_ids,
+            }
+            if self.mesh_device_ids is not None
+            else None
+        )
+        head = {
+            "devices_key": self.devices_key,
+            "platform": self.platform,
+            "device_kind": self.device_kind,
+            "mesh": mesh,
+        }
+        devices = (
+            '{"id":' + _ints(self.device_ids) + ',"process_index":' + _ints(self.process_index)
+            + ',"core_on_chip":' + _ints(self.core_on_chip) + ',"coords":' + coords
+            + (',"slice_index":' + _ints(self.slice_index) if self.slice_index is not None else "")
+            + "}"
+        )  # fmt: skip
+        text = json.dumps(head, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        return text[:-1] + "," + self.array_json_text[1:-1] + ',"devices":' + devices + "}"
+
+    @functools.cached_property
+    def array_json_text(self) -> str:
+        """The fields of one array's layout (:data:`ARRAY_FIELDS`), serialised once."""
         n, rank = self.starts.shape
         index_fmt = ",".join(["[%d,%d]"] * rank)
         shard_cols = [self.device_ids[:, None], np.stack([self.starts, self.stops], axis=-1).reshape(n, 2 * rank)]
@@ -183,24 +259,21 @@ class Layout:
             np.concatenate([*shard_cols, self.replica_ids[:, None], self.tile_ids[:, None]], axis=1),
             '{"device_id":%d,"index":[' + index_fmt + '],"replica_id":%d,"tile":%d}',
         )
-        per_tile = n // self.num_tiles  # NamedSharding: every block has the same number of holders
         order = np.argsort(self.tile_ids, kind="stable")
-        tiles = _rows(self.device_ids[order].reshape(self.num_tiles, per_tile), "[" + ",".join(["%d"] * per_tile) + "]")
-        coords = "null" if self.coords is None else _rows(self.coords, "[%d,%d,%d]")
+        counts = np.bincount(self.tile_ids, minlength=self.num_tiles)
+        if len(set(counts.tolist())) <= 1:  # NamedSharding: every block has the same number of holders
+            per_tile = n // max(1, self.num_tiles)
+            tiles = _rows(
+                self.device_ids[order].reshape(self.num_tiles, per_tile), "[" + ",".join(["%d"] * per_tile) + "]"
+            )
+        else:
+            groups = np.split(self.device_ids[order], np.cumsum(counts)[:-1])
+            tiles = "[" + ",".join(_ints(g) for g in groups) + "]"
         head = {
-            "devices_key": self.devices_key,
-            "platform": self.platform,
-            "device_kind": self.device_kind,
             "spec": self.spec,
             "shape": list(self.shape),
             "dtype": self.dtype,
             "itemsize": self.itemsize,
-            "mesh": {
-                "shape": list(self.mesh_shape),
-                "axis_names": list(self.axis_names),
-                "axis_types": list(self.axis_types),
-                "device_ids": self.mesh_device_ids,
-            },
             "shard_shape": list(self.shard_shape),
             "dims": [
                 {
@@ -220,14 +293,27 @@ class Layout:
             "total_bytes": self.total_bytes,
             "logical_bytes": self.logical_bytes,
         }
-        devices = (
-            '{"id":' + _ints(self.device_ids) + ',"process_index":' + _ints(self.process_index)
-            + ',"core_on_chip":' + _ints(self.core_on_chip) + ',"coords":' + coords
-            + (',"slice_index":' + _ints(self.slice_index) if self.slice_index is not None else "")
-            + "}"
-        )  # fmt: skip
         text = json.dumps(head, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-        return text[:-1] + ',"shards":' + shards + ',"tiles":' + tiles + ',"devices":' + devices + "}"
+        return text[:-1] + ',"shards":' + shards + ',"tiles":' + tiles + "}"
+
+
+ARRAY_FIELDS = (
+    "spec",
+    "shape",
+    "dtype",
+    "itemsize",
+    "shard_shape",
+    "dims",
+    "replication_factor",
+    "replicated_axes",
+    "unreduced_axes",
+    "bytes_per_device",
+    "total_bytes",
+    "logical_bytes",
+    "shards",
+    "tiles",
+)
+"""The fields of ``Layout.to_json(context=False)``: one array's layout without its device set's context."""
 
 
 def _rows(table: np.ndarray, row_fmt: str) -> str:
@@ -271,11 +357,12 @@ def check_dtype(dtype: str) -> int:
 
 
 def _entry_axes(entry: Any) -> tuple[str, ...]:
+    """The mesh axes of one spec entry (``None`` and ``P.UNCONSTRAINED`` name none)."""
     if entry is None:
         return ()
     if isinstance(entry, tuple):
-        return tuple(entry)
-    return (entry,)
+        return tuple(a for a in entry if isinstance(a, str))
+    return (entry,) if isinstance(entry, str) else ()
 
 
 def _nearest_multiples(size: int, factor: int) -> list[int]:
@@ -347,70 +434,90 @@ def check_spec(spec: Any, mesh_shape: dict[str, int], shape: tuple[int, ...]) ->
             )
 
 
-def compute_layout(
-    devset: DeviceSet,
-    mesh_spec: MeshSpec,
-    spec: Any,
-    shape: Sequence[int],
-    dtype: str = "float32",
-) -> Layout:
-    """The layout of an array of ``shape`` and ``dtype`` under ``NamedSharding(mesh, spec)``.
-
-    ``spec`` is a ``PartitionSpec`` or text to parse. Cached: the same request returns the same
-    immutable :class:`Layout`.
-    """
-    pspec = parse_spec(spec) if isinstance(spec, str) else spec
-    return _layout(devset, mesh_spec, pspec, check_shape(tuple(shape)), dtype)
-
-
 @functools.lru_cache(maxsize=128)
-def _layout(devset: DeviceSet, mesh_spec: MeshSpec, pspec: Any, shape: tuple[int, ...], dtype: str) -> Layout:
-    from jax.sharding import NamedSharding, PartitionSpec
+def _named_layout(devset: DeviceSet, mesh_spec: MeshSpec, pspec: Any, shape: tuple[int, ...], dtype: str) -> Layout:
+    from jax.sharding import NamedSharding
 
     itemsize = check_dtype(dtype)
     mesh = build_mesh(devset, mesh_spec)
-    mesh_shape = dict(mesh.shape)
-    check_spec(pspec, mesh_shape, shape)
+    check_spec(pspec, dict(mesh.shape), shape)
     try:
-        NamedSharding(mesh, pspec)  # JAX's own validation (e.g. unreduced needs Explicit axes)
+        sharding = NamedSharding(mesh, pspec)  # JAX's own validation (e.g. unreduced needs Explicit axes)
     except (ValueError, TypeError) as e:
-        raise ShardingError(INVALID_SPEC, f"JAX rejects {canonical_spec(pspec)} on this mesh: {e}") from None
-    unreduced = tuple(sorted(getattr(pspec, "unreduced", ()) or ()))
-    # devices_indices_map does not support unreduced axes; the index bounds are those of the spec
-    # without them (devices along an unreduced axis hold partial sums of the same block).
-    index_spec = PartitionSpec(*pspec.partitions) if (unreduced or getattr(pspec, "reduced", None)) else pspec
-    sharding = NamedSharding(mesh, index_spec)
+        raise ShardingError(
+            INVALID_SPEC, f"JAX rejects {canonical_spec(pspec)} on this mesh: {e}", hint=_refusal_hint(str(e))
+        ) from None
     try:
-        indices = sharding.devices_indices_map(shape)
-        shard_shape = tuple(sharding.shard_shape(shape))
+        return _build(sharding, shape, dtype, itemsize, devset.key)
     except (AssertionError, ValueError, TypeError, NotImplementedError) as e:
         raise _jax_refuses(pspec, mesh, e) from None
 
-    devs, starts, stops, tile_ids, replica_ids = index_columns(indices, shape, shard_shape)
 
-    entries = list(pspec.partitions)
+def _refusal_hint(message: str) -> str | None:
+    if "UNCONSTRAINED" in message:
+        return "P.UNCONSTRAINED leaves a dimension to the compiler, which only Auto axes allow: choose Auto axis types"
+    return None
+
+
+def _build(sharding: Any, shape: tuple[int, ...], dtype: str, itemsize: int, devices_key: str | None) -> Layout:
+    """The one path from a JAX sharding to a :class:`Layout`: ``devices_indices_map`` and ``shard_shape``."""
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    named = isinstance(sharding, NamedSharding) and isinstance(sharding.mesh, Mesh)
+    spec: Any = sharding.spec if named else None
+    unreduced = tuple(sorted(str(a) for a in (getattr(spec, "unreduced", ()) or ()))) if named else ()
+    index_sharding = sharding
+    if named and (unreduced or getattr(spec, "reduced", None)):
+        # devices_indices_map does not support unreduced axes; the index bounds are those of the spec
+        # without them (devices along an unreduced axis hold partial sums of the same block).
+        index_sharding = NamedSharding(sharding.mesh, PartitionSpec(*spec.partitions))
+    indices = index_sharding.devices_indices_map(shape)
+    try:
+        even: tuple[int, ...] | None = tuple(int(d) for d in index_sharding.shard_shape(shape))
+    except (ValueError, NotImplementedError, AttributeError):
+        even = None  # uneven blocks: compared row by row, the shard shape is the first block's
+    devs, starts, stops, tile_ids, replica_ids = index_columns(indices, shape, even if named else None)
+    shard_shape = even if even is not None else tuple(int(v) for v in (stops - starts)[0]) if len(devs) else shape
+
     splits = []
-    used: set[str] = set()
-    for dim, size in enumerate(shape):
-        axes = _entry_axes(entries[dim]) if dim < len(entries) else ()
-        used.update(axes)
-        sizes = tuple(mesh_shape[a] for a in axes)
-        splits.append(DimSplit(dim, size, axes, sizes, math.prod(sizes)))
-    replicated = tuple(a for a in mesh.axis_names if a not in used and mesh_shape[a] > 1 and a not in unreduced)
+    if named:
+        mesh = sharding.mesh
+        mesh_shape = dict(mesh.shape)
+        entries = list(spec.partitions)
+        used: set[str] = set()
+        for dim, size in enumerate(shape):
+            axes = _entry_axes(entries[dim]) if dim < len(entries) else ()
+            used.update(axes)
+            sizes = tuple(int(mesh_shape[a]) for a in axes)
+            splits.append(DimSplit(dim, size, axes, sizes, math.prod(sizes)))
+        replicated = tuple(
+            str(a) for a in mesh.axis_names if a not in used and mesh_shape[a] > 1 and a not in unreduced
+        )
+        mesh_info: tuple[Any, ...] = (
+            tuple(int(s) for s in mesh.devices.shape),
+            tuple(str(a) for a in mesh.axis_names),
+            tuple(str(t.name) for t in mesh.axis_types),
+            mesh.device_ids.tolist(),
+        )
+    else:
+        for dim, size in enumerate(shape):
+            splits.append(DimSplit(dim, size, (), (), size // shard_shape[dim] if shard_shape[dim] else 1))
+        replicated = ()
+        mesh_info = ((), (), (), None)
     coords = [getattr(d, "coords", None) for d in devs]
     slices = [getattr(d, "slice_index", None) for d in devs]
     return Layout(
-        devices_key=devset.key,
-        platform=devset.platform,
+        devices_key=devices_key,
+        platform=str(devs[0].platform),
         device_kind=str(devs[0].device_kind),
-        spec=canonical_spec(pspec),
+        spec=canonical_spec(spec) if named else None,
         shape=shape,
         dtype=dtype,
         itemsize=itemsize,
-        mesh_shape=tuple(mesh.devices.shape),
-        axis_names=tuple(mesh.axis_names),
-        axis_types=tuple(str(t.name) for t in mesh.axis_types),
-        mesh_device_ids=mesh_device_ids(mesh),
+        mesh_shape=mesh_info[0],
+        axis_names=mesh_info[1],
+        axis_types=mesh_info[2],
+        mesh_device_ids=mesh_info[3],
         shard_shape=shard_shape,
         device_ids=_frozen(np.array([d.id for d in devs], dtype=np.int64)),
         starts=_frozen(starts),
@@ -421,9 +528,9 @@ def _layout(devset: DeviceSet, mesh_spec: MeshSpec, pspec: Any, shape: tuple[int
         replicated_axes=replicated,
         unreduced_axes=unreduced,
         process_index=_frozen(np.array([d.process_index for d in devs], dtype=np.int64)),
-        coords=_frozen(np.array(coords, dtype=np.int64)) if coords[0] is not None else None,
+        coords=_frozen(np.array(coords, dtype=np.int64)) if coords and coords[0] is not None else None,
         core_on_chip=_frozen(np.array([getattr(d, "core_on_chip", 0) or 0 for d in devs], dtype=np.int64)),
-        slice_index=_frozen(np.array(slices, dtype=np.int64)) if slices[0] is not None else None,
+        slice_index=_frozen(np.array(slices, dtype=np.int64)) if slices and slices[0] is not None else None,
     )
 
 

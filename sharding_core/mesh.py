@@ -260,10 +260,3 @@ def _hybrid(devset: DeviceSet, spec: MeshSpec, types: tuple[Any, ...]) -> Any:
             hint="the ICI part must fit one slice (or host) and the DCN part must multiply to the granule count",
         ) from None
     return Mesh(devices, spec.axis_names, axis_types=types)
-
-
-def mesh_device_ids(mesh: Any) -> list[Any]:
-    """The nested list of device ids in mesh order (what ``print(mesh.devices)`` shows)."""
-    ids = np.vectorize(lambda d: d.id, otypes=[np.int64])(mesh.devices)
-    result: list[Any] = ids.tolist()
-    return result

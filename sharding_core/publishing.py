@@ -16,7 +16,7 @@ import urllib.request
 from typing import Any
 
 from sharding_core.errors import ShardingError
-from sharding_core.snapshot import FORMAT, RUN_ID_RE
+from sharding_core.snapshot.format import FORMAT, RUN_ID_RE
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 URL_ENV = "SHARDSCOPE_URL"

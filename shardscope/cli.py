@@ -1,10 +1,9 @@
-"""The ``shardscope`` command: ``serve`` the dashboard, ``preview`` a layout in the terminal."""
+"""The ``shardscope`` command: ``serve`` the dashboard, ``preview`` a layout in the terminal, list the ``settings``."""
 
 from __future__ import annotations
 
 import argparse
 import ipaddress
-import json
 import os
 import sys
 from collections.abc import Sequence
@@ -43,6 +42,16 @@ def _parser() -> argparse.ArgumentParser:
         help="require 'Authorization: Bearer TOKEN' to publish snapshots (POST /api/snapshots), for a shared "
         "server; default $SHARDSCOPE_TOKEN (an environment variable keeps it out of the process list)",
     )
+    s.add_argument(
+        "--setting",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "VALUE"),
+        help="change a limit, e.g. --setting max_kernel_workers 4 (repeatable; `shardscope settings` lists them)",
+    )
+
+    sub.add_parser("settings", help="list every setting: name, default, whether --setting can change it, what it does")
 
     v = sub.add_parser("preview", help="print an array's layout, like jax.debug.visualize_array_sharding, any rank")
     v.add_argument("--devices", required=True, help="cpu:N, gpu:KIND:HxG, tpu:GEN:TOPO or local")
@@ -64,16 +73,16 @@ def preview(args: argparse.Namespace) -> int:
     os.environ.setdefault("JAX_PLATFORMS", "cpu")  # simulated devices need no accelerator
     from sharding_core.devices import parse_devices
     from sharding_core.errors import ShardingError
-    from sharding_core.layout import compute_layout
+    from sharding_core.layout import Layout
     from sharding_core.mesh import MeshSpec
     from sharding_core.render import render_text
 
     try:
         devset = parse_devices(args.devices, slices=args.slices)
         mesh = MeshSpec(tuple(args.mesh), tuple(a.strip() for a in args.axes.split(",")), order=args.order)
-        layout = compute_layout(devset, mesh, args.spec, args.shape, args.dtype)
+        layout = Layout.from_named(devset, mesh, args.spec, args.shape, args.dtype)
         if args.json:
-            print(json.dumps(layout.json))
+            print(layout.json_text)
         else:
             sys.stdout.write(
                 render_text(layout, dims=args.dims, compact=args.compact, summary=True, max_width=args.width)
@@ -89,27 +98,48 @@ def preview(args: argparse.Namespace) -> int:
     return 0
 
 
+def settings_table() -> int:
+    from server.settings import SETTINGS
+
+    width = max(len(s.name) for s in SETTINGS)
+    print(f"{'name':<{width}}  {'default':>12}  {'--setting':<12}  what it limits")
+    for row in SETTINGS:
+        how = "fixed" if row.fixed else f"{row.minimum}..{row.maximum}" if row.maximum else f">= {row.minimum}"
+        print(f"{row.name:<{width}}  {row.default:>12}  {how:<12}  {row.help}")
+    reasons = sorted({row.fixed for row in SETTINGS if row.fixed})
+    print("\nfixed: " + "; ".join(reasons))
+    return 0
+
+
 def serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from server.app import create_app
-    from server.settings import MAX_CONNECTIONS, MAX_HEADER_BYTES, MAX_KEEP_ALIVE_SECONDS
+    from server.settings import Settings
+    from sharding_core.errors import ShardingError
 
+    try:
+        settings = Settings().with_values((name, value) for name, value in args.setting)
+    except ShardingError as e:
+        print(f"error [{e.code}]: {e.message}", file=sys.stderr)
+        if e.hint:
+            print(f"hint: {e.hint}", file=sys.stderr)
+        return 2
     if not is_loopback(args.host):
         print(
             f"warning: binding {args.host}: the dashboard is reachable from other machines and has no login",
             file=sys.stderr,
         )
-    app = create_app(db_path=args.db, bind_host=args.host, token=args.token)
+    app = create_app(db_path=args.db, bind_host=args.host, token=args.token, settings=settings)
     uvicorn.run(
         app,
         host=args.host,
         port=args.port,
         log_level="info",
         # server/settings.py: bounded connections, head size and idle keep-alive (slow clients)
-        limit_concurrency=MAX_CONNECTIONS,
-        h11_max_incomplete_event_size=MAX_HEADER_BYTES,
-        timeout_keep_alive=MAX_KEEP_ALIVE_SECONDS,
+        limit_concurrency=settings.max_connections,
+        h11_max_incomplete_event_size=settings.max_header_bytes,
+        timeout_keep_alive=settings.max_keep_alive_seconds,
     )
     return 0
 
@@ -118,4 +148,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "preview":
         return preview(args)
+    if args.command == "settings":
+        return settings_table()
     return serve(args)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import time
 import typing
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,50 +22,17 @@ from jax.experimental import mesh_utils
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from server import models
-from server.app import create_app
+from server.api import schema
+from server.api.layout import LayoutRequest
+from server.api.links import LinkRequest
+from server.api.schema import DType
 from server.settings import MAX_BODY_BYTES, MAX_LINK_BYTES, SETTINGS
 from sharding_core.devices import MAX_DEVICES, parse_devices, platforms_catalog
 from sharding_core.layout import DTYPES, MAX_RANK
 from sharding_core.mesh import MAX_AXIS_NAME_CHARS, MAX_MESH_AXES
 from sharding_core.spec import MAX_SPEC_CHARS
-from tests.conftest import fuzz_examples
-
-BASE = "http://127.0.0.1:8000"
-
-
-@pytest.fixture(scope="module")
-def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
-    app = create_app(str(tmp_path_factory.mktemp("api") / "links.db"), "127.0.0.1")
-    with TestClient(app, base_url=BASE) as c:
-        yield c
-
-
-def layout_request(**overrides: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "devices": "cpu:8",
-        "mesh": {"shape": [2, 4], "axis_names": ["x", "y"]},
-        "spec": "P('x', None)",
-        "shape": [4, 8],
-        "dtype": "float32",
-    }
-    body.update(overrides)
-    return body
-
-
-def post(client: TestClient, url: str, body: Any) -> Any:
-    return client.post(url, content=orjson.dumps(body), headers={"content-type": "application/json"})
-
-
-def assert_error(response: Any, status: int, code: str) -> dict[str, Any]:
-    assert response.status_code == status, response.text
-    body = response.json()
-    assert set(body) == {"error"}, body
-    error: dict[str, Any] = body["error"]
-    assert error["code"] == code, error
-    assert isinstance(error["message"], str) and error["message"]
-    return error
-
+from tests.conftest import ClientFactory
+from tests.helpers import assert_error, fuzz_examples, layout_request, post
 
 # ---- layouts against JAX ---------------------------------------------------------------------------
 
@@ -203,12 +171,14 @@ def test_layout_axis_types_and_allow_split(client: TestClient) -> None:
 def test_layout_response_is_jsons_of_the_domain(client: TestClient) -> None:
     # Every documented field is present (the schemathesis test checks types; this pins names).
     body = post(client, "/api/layout", layout_request()).json()
-    assert set(body) == set(models.LayoutResponse.model_fields)
+    assert set(body) == set(schema.Layout.__annotations__) - {"slice_index"}
     assert body["tiles"] and body["dims"] and body["devices"]["id"]
 
 
-def test_dtype_literal_lists_the_domain_dtypes() -> None:
-    assert typing.get_args(models.DType) == tuple(DTYPES)
+def test_dtype_vocabulary_is_the_domains() -> None:
+    assert typing.get_args(DType) == tuple(DTYPES)
+    schema = LayoutRequest.model_json_schema()
+    assert schema["properties"]["dtype"]["enum"] == list(DTYPES)
 
 
 # ---- the other routes --------------------------------------------------------------------------------
@@ -224,6 +194,13 @@ def test_platforms(client: TestClient) -> None:
     response = client.get("/api/platforms")
     assert response.status_code == 200
     assert response.json() == platforms_catalog()
+
+
+def test_topology_groups_are_cut_from_one_flat_list(client: TestClient) -> None:
+    body = {"devices": "cpu:8", "ids": [0, 4, 1, 5, 2, 6, 3, 7], "group_size": 2, "name": "pairs"}
+    got = post(client, "/api/topology/groups", body).json()
+    assert got["name"] == "pairs" and got["groups"] == [[0, 4], [1, 5], [2, 6], [3, 7]]
+    assert len(got["hops"]) == 4
 
 
 def test_topology(client: TestClient) -> None:
@@ -251,12 +228,49 @@ def test_links_round_trip_and_page(client: TestClient) -> None:
     got = client.get(f"/api/links/{link['id']}")
     assert got.status_code == 200
     assert got.json() == {"view": "layout", "state": state}
-    page = client.get(link["url"])
-    assert page.status_code == 200
-    assert page.headers["content-type"].startswith("text/html")
-    assert '<script type="module" src="/js/main.js">' in page.text
+    # /s/<id> reads the link once and sends the browser to the view's page with the state in its URL.
+    page = client.get(link["url"], follow_redirects=False)
+    assert page.status_code == 303
+    assert page.headers["location"] == "/?" + urllib.parse.urlencode(
+        {"spec": "P('x')", "nested": '{"list":[1,2.5,null,true,"é"]}'}
+    )
+    followed = client.get(link["url"])
+    assert followed.status_code == 200 and followed.headers["content-type"].startswith("text/html")
+    assert 'type="module"' in followed.text
     second = post(client, "/api/links", {"view": "layout", "state": state})
     assert second.json()["id"] != link["id"]
+
+
+@pytest.mark.parametrize(
+    ("view", "state", "location"),
+    [
+        ("layout", {"devices": "tpu:v5e:4x4", "spec": "P('x', None)", "slices": 2},
+         "/?devices=tpu%3Av5e%3A4x4&spec=P%28%27x%27%2C+None%29&slices=2"),
+        ("topology", {"devices": "cpu:8", "groups": "0,4;1,5"}, "/topology.html?devices=cpu%3A8&groups=0%2C4%3B1%2C5"),
+        ("snapshots", {"snapshot": "A" * 22}, "/snapshots.html?snapshot=" + "A" * 22),
+        ("kernels", {"query": "kernel=psum&devices=cpu%3A8"}, "/kernels.html?kernel=psum&devices=cpu%3A8"),
+        ("kernels", {"query": ""}, "/kernels.html"),
+        ("someday", {"a": "b"}, "/?a=b"),
+    ],
+)  # fmt: skip
+def test_share_links_open_their_views_page_at_their_state(
+    client: TestClient, view: str, state: dict[str, Any], location: str
+) -> None:
+    link = post(client, "/api/links", {"view": view, "state": state}).json()
+    page = client.get(link["url"], follow_redirects=False)
+    assert page.status_code == 303
+    assert page.headers["location"] == location
+
+
+@pytest.mark.parametrize("link_id", ["A" * 22, "short", "A" * 21 + "%21"])
+def test_unknown_share_links_get_a_page_that_says_so(client: TestClient, link_id: str) -> None:
+    page = client.get(f"/s/{link_id}", headers={"accept": "text/html,application/xhtml+xml,*/*;q=0.8"})
+    assert page.status_code == 404
+    assert page.headers["content-type"].startswith("text/html")
+    assert "This share link does not exist" in page.text and link_id not in page.text
+    assert "<script" not in page.text
+    assert "default-src 'self'" in page.headers["content-security-policy"]
+    assert_error(client.get(f"/s/{link_id}"), 404, "not_found")  # a script gets the JSON error
 
 
 def test_static_frontend(client: TestClient) -> None:
@@ -278,7 +292,7 @@ def test_openapi_documents_every_route(client: TestClient) -> None:
         "/api/links/{link_id}",
     } <= set(schema["paths"])
     layout = schema["paths"]["/api/layout"]["post"]
-    assert layout["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith("/LayoutResponse")
+    assert layout["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith("/Layout")
     assert layout["responses"]["422"]["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorResponse")
     assert "HTTPValidationError" not in schema["components"]["schemas"]
 
@@ -511,7 +525,20 @@ BAD_REQUESTS: list[tuple[str, str, dict[str, Any], int, str]] = [
         "bad_mesh",
     ),
     ("POST", "/api/topology/mesh", {"json": {"devices": "tpu:v5e:4x4"}}, 422, "validation_error"),
-    ("POST", "/api/topology/groups", {"json": {"devices": "cpu:8", "groups": [[0, 99]]}}, 422, "bad_devices"),
+    (
+        "POST",
+        "/api/topology/groups",
+        {"json": {"devices": "cpu:8", "ids": [0, 99], "group_size": 2}},
+        422,
+        "bad_devices",
+    ),
+    (
+        "POST",
+        "/api/topology/groups",
+        {"json": {"devices": "cpu:8", "ids": [0, 1, 2], "group_size": 2}},
+        422,
+        "bad_devices",
+    ),
     ("POST", "/api/layout", {"json": layout_request(shape="4x8")}, 422, "validation_error"),
     (
         "POST",
@@ -599,7 +626,7 @@ def test_unexpected_exception_is_a_bare_500(
     def boom(*args: object, **kwargs: object) -> None:
         raise RuntimeError("secret internals")
 
-    monkeypatch.setattr("server.routes.compute_layout", boom)
+    monkeypatch.setattr("server.api.layout.Layout.from_named", boom)
     response = post(client, "/api/layout", layout_request())
     assert_error(response, 500, "internal_error")
     assert "secret internals" not in response.text and "Traceback" not in response.text
@@ -607,11 +634,9 @@ def test_unexpected_exception_is_a_bare_500(
     assert "secret internals" in caplog.text  # logged server-side, with the traceback
 
 
-def test_frontend_dir_is_configurable(tmp_path: Path) -> None:
+def test_frontend_dir_is_configurable(make_client: ClientFactory, tmp_path: Path) -> None:
     (tmp_path / "index.html").write_text("<!doctype html><title>custom</title>")
-    app = create_app(str(tmp_path / "links.db"), "127.0.0.1", frontend_dir=tmp_path)
-    with TestClient(app, base_url=BASE) as c:
-        assert "custom" in c.get("/").text
+    assert "custom" in make_client(frontend_dir=tmp_path).get("/").text
 
 
 # ---- never a 5xx: structurally valid requests with every option mixed -------------------------------------
@@ -697,7 +722,7 @@ def test_settings_table() -> None:
 def test_request_models_enforce_the_settings() -> None:
     # The first line of defence (pydantic, before any JAX work) holds exactly the documented limits.
     limits = {s.name: s.default for s in SETTINGS}
-    layout = models.LayoutRequest.model_json_schema()
+    layout = LayoutRequest.model_json_schema()
     props, mesh = layout["properties"], layout["$defs"]["MeshRequest"]["properties"]
     assert props["spec"]["maxLength"] == limits["max_spec_chars"]
     assert props["shape"]["maxItems"] == limits["max_rank"]
@@ -706,4 +731,4 @@ def test_request_models_enforce_the_settings() -> None:
     assert mesh["shape"]["maxItems"] == mesh["axis_names"]["maxItems"] == limits["max_mesh_axes"]
     assert mesh["axis_names"]["items"]["maxLength"] == limits["max_axis_name_chars"]
     assert mesh["device_ids"]["anyOf"][0]["maxItems"] == limits["max_devices"]
-    assert models.LinkRequest.model_json_schema()["properties"]["view"]["maxLength"] == limits["max_view_chars"]
+    assert LinkRequest.model_json_schema()["properties"]["view"]["maxLength"] == limits["max_view_chars"]

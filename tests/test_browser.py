@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
-from tests.live import ROOT, Server
+from tests.plugins.live import ROOT, Server
 
 CHROMIUM = "/usr/bin/chromium"
 SHOTS = ROOT / "artifacts" / "screenshots"

@@ -26,13 +26,13 @@ from jax.sharding import PartitionSpec as P
 
 import sharding_core
 import shardscope
-from sharding_core.capturing import array_kind, parse_collectives
+from sharding_core.capturing import array_kind
 from sharding_core.devices import parse_devices
 from sharding_core.errors import ShardingError
-from sharding_core.layout import compute_layout
+from sharding_core.layout import ARRAY_FIELDS, Layout
 from sharding_core.mesh import MeshSpec
 from sharding_core.publishing import PublishError, SnapshotLink
-from sharding_core.snapshot import LEAF_LAYOUT_KEYS, check_rules, logical_to_mesh_axes
+from sharding_core.snapshot.rules import check_rules, logical_to_mesh_axes
 
 AUTO = (AxisType.Auto, AxisType.Auto)
 
@@ -85,17 +85,17 @@ def test_captured_layout_is_jaxs(spec: P, rows: int, cols: int, dtype: Any, orde
     assert leaf["spec"] == repr(spec) and leaf["dtype"] == str(x.dtype)
     assert layout["bytes_per_device"] == x.addressable_shards[0].data.nbytes
     mesh_rec = snap["meshes"][leaf["mesh"]]
-    assert mesh_rec["device_ids"] == np.vectorize(lambda d: d.id)(mesh.devices).tolist()
+    assert mesh_rec["device_ids"] == mesh.device_ids.tolist()
     assert leaf["array_kind"] == array_kind(x) == "sharded" and leaf["fully_addressable"] is True
     # ...and the same fields /api/layout computes for that mesh (the real devices, in the same order)
-    same = compute_layout(
+    same = Layout.from_named(
         parse_devices("local"),
         MeshSpec((2, 4), ("data", "model"), axis_types=("auto", "auto"), order="devices", device_ids=tuple(order)),
         spec,
         x.shape,
         str(x.dtype),
     ).json
-    assert layout == {k: same[k] for k in LEAF_LAYOUT_KEYS}
+    assert layout == {k: same[k] for k in ARRAY_FIELDS}
 
 
 def test_array_kinds_and_live_arrays() -> None:
@@ -263,28 +263,9 @@ def test_inspect_jit_shardings_and_collectives_in_device_ids() -> None:
     reduces = [c for c in snap["collectives"] if c["op"] == "all-reduce"]
     assert reduces, snap["collectives"]
     # the groups run along the 'model' axis: the rows of the mesh, as device ids
-    rows = sorted(sorted(r) for r in np.vectorize(lambda d: d.id)(mesh.devices).tolist())
+    rows = sorted(sorted(r) for r in mesh.device_ids.tolist())
     assert sorted(sorted(g) for g in reduces[0]["groups"]) == rows
     assert snap["jit"]["function"] == "f" and snap["jit"]["memory_per_device"]["argument_size_in_bytes"] > 0
-
-
-def test_hlo_group_notations() -> None:
-    hlo = "\n".join(
-        [
-            "%a = f32[4,32]{1,0} all-reduce(%x), channel_id=1, replica_groups={{0,1},{2,3}}, to_apply=%add",
-            "%b = f32[8]{0} all-gather(%y), replica_groups=[2,2]<=[2,2]T(1,0), dimensions={0}",
-            "%c = f32[] all-reduce(%z), replica_groups=mesh['a'=2,'b'=2] {'a'}, to_apply=%add",
-            "%d = (f32[2], bf16[4]) all-to-all(%p, %q), replica_groups={}",
-            "ROOT %e = f32[2]{0} collective-permute(%w), source_target_pairs={{0,1},{1,0}}",
-        ]
-    )
-    got = parse_collectives(hlo, [10, 11, 12, 13])
-    assert [c["op"] for c in got] == ["all-reduce", "all-gather", "all-reduce", "all-to-all", "collective-permute"]
-    assert got[0]["groups"] == [[10, 11], [12, 13]] and got[0]["bytes"] == 512
-    assert got[1]["groups"] == [[10, 12], [11, 13]]  # iota [2,2] transposed
-    assert got[2]["groups"] == [[10, 12], [11, 13]]  # along axis 'a'
-    assert got[3]["groups"] == [[10, 11, 12, 13]] and got[3]["bytes"] == 16
-    assert got[4]["pairs"] == [[10, 11], [11, 10]]
 
 
 # ---- publish and show without a dashboard -------------------------------------------------------------

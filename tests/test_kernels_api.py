@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import math
 import re
-import time
-from collections.abc import Iterator
 from typing import Any
 
 import jax
@@ -23,17 +21,19 @@ import pytest
 from fastapi.testclient import TestClient
 from jax.sharding import AxisType, Mesh, NamedSharding
 
-from server.app import create_app
-from server.kernels import Job, KernelPool
+from server.app import kernel_worker_pool
+from server.pool import Job, WorkerPool
+from server.settings import Settings
 from sharding_core.devices import parse_devices
 from sharding_core.kernels import catalog, runner
 from sharding_core.kernels.catalog import KernelContext
 from sharding_core.kernels.plan import MAX_KERNEL_DEVICES, MAX_KERNEL_ELEMENTS, RunInput, plan_run
 from sharding_core.mesh import MeshSpec, build_mesh
 from sharding_core.spec import parse_spec
+from tests.conftest import ClientFactory
+from tests.helpers import JSON, wait_job
 
-BASE = "http://127.0.0.1:8000"
-JSON = {"content-type": "application/json"}
+pytestmark = pytest.mark.slow  # a real server, worker processes or a browser: not in the fast inner loop
 
 # Mesh variants per default mesh: (devices, shape, order, axis type).
 VARIANTS: dict[tuple[int, ...], list[tuple[str, tuple[int, ...], str, str]]] = {
@@ -91,11 +91,8 @@ def case_body(name: str, variant: int) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
-    pool = KernelPool(queue=len(CASES) + 8)
-    app = create_app(str(tmp_path_factory.mktemp("kernels") / "links.db"), "127.0.0.1", kernel_pool=pool)
-    with TestClient(app, base_url=BASE) as c:
-        yield c
+def client(make_client: ClientFactory) -> TestClient:
+    return make_client(settings=Settings().with_values([("max_kernel_queue", len(CASES) + 8)]))
 
 
 @pytest.fixture(scope="module")
@@ -107,16 +104,6 @@ def jobs(client: TestClient) -> dict[tuple[str, int], str]:
         assert r.status_code == 202, r.text
         out[(name, variant)] = r.json()["id"]
     return out
-
-
-def wait(client: TestClient, job_id: str, timeout: float = 120) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        job: dict[str, Any] = client.get(f"/api/kernels/jobs/{job_id}").json()
-        if job["state"] in ("done", "error"):
-            return job
-        time.sleep(0.02)
-    pytest.fail(f"job {job_id} did not finish")
 
 
 def kinds(hlo_text: str) -> list[str]:
@@ -164,7 +151,7 @@ def test_kernel_runs_as_jax_runs_it(
 ) -> None:
     body = case_body(name, variant)
     want = direct(body)
-    job = wait(client, jobs[(name, variant)])
+    job = wait_job(client, jobs[(name, variant)])
     if isinstance(want, Exception):
         # JAX refuses it here too: the API says so with JAX's words and a hint.
         assert job["state"] == "error", job
@@ -317,7 +304,7 @@ def test_unknown_jobs_are_404(client: TestClient) -> None:
     error(client.get("/api/kernels/jobs/nope"), 404, "not_found")
 
 
-def _finished(pool: KernelPool, kernel: str, n: int) -> Job:
+def _finished(pool: WorkerPool, kernel: str, n: int) -> Job:
     plan = plan_run(kernel, "cpu:8", MeshSpec((2, 4), ("x", "y")), [RunInput((8, 8 * n), "P('x', 'y')")])
     job = Job(f"seed-{kernel}-{n}", plan)
     pool.finish(job, result=b'{"seeded":true}', cache=True)
@@ -325,15 +312,16 @@ def _finished(pool: KernelPool, kernel: str, n: int) -> Job:
 
 
 def test_cache_entries_and_remembered_jobs_at_the_limit_and_one_past() -> None:
-    pool = KernelPool(cache_entries=2, max_jobs=2)  # never started: every answer below is a cache hit
+    # never started: every answer below is a cache hit
+    pool = kernel_worker_pool(Settings().with_values([("max_kernel_cache_entries", 2), ("max_kernel_jobs", 2)]))
     seeded = [_finished(pool, "elementwise", n) for n in (1, 2)]
     assert pool.cache_info() == {"entries": 2, "limit": 2}
-    assert all(pool.submit(j.plan).cached for j in seeded)  # both still cached at the limit
-    hits = [pool.submit(seeded[0].plan) for _ in range(2)]
+    assert all(pool.submit(j.task).cached for j in seeded)  # both still cached at the limit
+    hits = [pool.submit(seeded[0].task) for _ in range(2)]
     assert all(pool.get(h.id) is h for h in hits)  # two remembered jobs: at the limit
-    third = pool.submit(seeded[1].plan)
+    third = pool.submit(seeded[1].task)
     assert pool.get(hits[0].id) is None and pool.get(third.id) is third  # one past: the oldest goes
     _finished(pool, "elementwise", 3)
     assert pool.cache_info() == {"entries": 2, "limit": 2}
-    assert not pool.cached(seeded[0].plan.job) and pool.cached(seeded[1].plan.job)
+    assert not pool.cached(seeded[0].key) and pool.cached(seeded[1].key)
     pool.close()

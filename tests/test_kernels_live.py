@@ -15,8 +15,10 @@ import orjson
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from tests.live import Server
+from tests.plugins.live import Server
 from tests.test_browser import ARGS, CHROMIUM, SHOTS, Watched
+
+pytestmark = pytest.mark.slow  # a real server, worker processes or a browser: not in the fast inner loop
 
 JSON = {"Content-Type": "application/json"}
 

@@ -2,7 +2,7 @@
 likewise, and a full queue answers 429 with Retry-After — each followed by runs that succeed.
 
 The kernels that hang or crash exist only here: :func:`register_hooks` adds them to the catalog of
-this process (for planning) and of every worker (``KernelPool(setup=...)``).
+this process (for planning) and of every worker (``WorkerPool(setup=...)``).
 """
 
 from __future__ import annotations
@@ -13,17 +13,19 @@ from collections.abc import Iterator
 from typing import Any
 
 import jax
-import orjson
 import pytest
 from fastapi.testclient import TestClient
 
-from server.app import create_app
-from server.kernels import KernelPool
+from server.app import kernel_worker_pool
+from server.pool import WorkerPool
+from server.settings import Settings
 from sharding_core.kernels import catalog
 from sharding_core.kernels.catalog import Built, Kernel, KernelContext, KernelInput, KernelParam
+from tests.conftest import ClientFactory
+from tests.helpers import post
 
-BASE = "http://127.0.0.1:8000"
-JSON = {"content-type": "application/json"}
+pytestmark = pytest.mark.slow  # a real server, worker processes or a browser: not in the fast inner loop
+
 TIMEOUT_S = 2
 WORKERS = 2
 QUEUE = 1
@@ -63,9 +65,12 @@ def register_hooks() -> None:
 
 
 @pytest.fixture(scope="module")
-def pool() -> Iterator[KernelPool]:
+def pool() -> Iterator[WorkerPool]:
     register_hooks()
-    p = KernelPool(workers=WORKERS, queue=QUEUE, timeout_s=TIMEOUT_S, setup=("tests.test_kernels_pool:register_hooks",))
+    settings = Settings().with_values(
+        [("max_kernel_workers", WORKERS), ("max_kernel_queue", QUEUE), ("max_kernel_seconds", TIMEOUT_S)]
+    )
+    p = kernel_worker_pool(settings, setup=("tests.test_kernels_pool:register_hooks",))
     yield p
     pids, threads = p.worker_pids(), p.slot_threads()
     p.close()
@@ -79,11 +84,10 @@ def pool() -> Iterator[KernelPool]:
 
 
 @pytest.fixture(scope="module")
-def client(pool: KernelPool, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
-    app = create_app(str(tmp_path_factory.mktemp("pool") / "links.db"), "127.0.0.1", kernel_pool=pool)
-    with TestClient(app, base_url=BASE) as c:
-        pool.warm()
-        yield c
+def client(pool: WorkerPool, make_client: ClientFactory) -> TestClient:
+    c = make_client(kernel_pool=pool)
+    pool.warm()
+    return c
 
 
 def body(kernel: str, n: int = 8, tenths: int | None = None) -> dict[str, Any]:
@@ -98,11 +102,7 @@ def body(kernel: str, n: int = 8, tenths: int | None = None) -> dict[str, Any]:
     return b
 
 
-def post(client: TestClient, url: str, b: dict[str, Any]) -> Any:
-    return client.post(url, content=orjson.dumps(b), headers=JSON)
-
-
-def wait_for_workers(pool: KernelPool, gone: set[int] = frozenset()) -> list[int]:  # type: ignore[assignment]
+def wait_for_workers(pool: WorkerPool, gone: set[int] = frozenset()) -> list[int]:  # type: ignore[assignment]
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         pids = pool.worker_pids()
@@ -130,14 +130,14 @@ def both_workers_run(client: TestClient, n: int) -> None:
         assert job["state"] == "done", job["failure"]
 
 
-def test_a_run_inside_the_time_limit_succeeds(client: TestClient, pool: KernelPool) -> None:
+def test_a_run_inside_the_time_limit_succeeds(client: TestClient, pool: WorkerPool) -> None:
     wait_for_workers(pool)
     r = post(client, "/api/kernels/run", body("test_sleep", tenths=2))
     assert r.status_code == 200, r.text
     assert r.json()["outputs"][0]["max_abs_error"] < 1e-6  # float32 x + 1 against float64
 
 
-def test_a_hung_run_times_out_and_its_worker_is_replaced(client: TestClient, pool: KernelPool) -> None:
+def test_a_hung_run_times_out_and_its_worker_is_replaced(client: TestClient, pool: WorkerPool) -> None:
     before = set(wait_for_workers(pool))
     r = post(client, "/api/kernels/run", body("test_sleep", tenths=100_000))
     assert r.status_code == 422
@@ -148,7 +148,7 @@ def test_a_hung_run_times_out_and_its_worker_is_replaced(client: TestClient, poo
     both_workers_run(client, 16)
 
 
-def test_a_crashing_run_is_reported_and_its_worker_is_replaced(client: TestClient, pool: KernelPool) -> None:
+def test_a_crashing_run_is_reported_and_its_worker_is_replaced(client: TestClient, pool: WorkerPool) -> None:
     before = set(wait_for_workers(pool))
     r = post(client, "/api/kernels/run", body("test_crash"))
     assert r.status_code == 422
@@ -161,7 +161,7 @@ def test_a_crashing_run_is_reported_and_its_worker_is_replaced(client: TestClien
     assert post(client, "/api/kernels/run", body("test_crash")).json()["error"]["code"] == "worker_crashed"
 
 
-def test_a_full_queue_answers_429_with_retry_after(client: TestClient, pool: KernelPool) -> None:
+def test_a_full_queue_answers_429_with_retry_after(client: TestClient, pool: WorkerPool) -> None:
     wait_for_workers(pool)
     # workers + queue runs may be in flight: at the limit every one is accepted ...
     accepted = [post(client, "/api/kernels/jobs", body("test_sleep", tenths=8 + k)) for k in range(WORKERS + QUEUE)]
@@ -181,13 +181,13 @@ def test_a_full_queue_answers_429_with_retry_after(client: TestClient, pool: Ker
 
 
 def test_a_worker_retires_after_a_large_mesh_and_the_next_run_gets_a_fresh_one(
-    client: TestClient, pool: KernelPool, monkeypatch: pytest.MonkeyPatch
+    client: TestClient, pool: WorkerPool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     before = set(wait_for_workers(pool))
     # The threshold is 512 devices; a lower one makes an 8-device run "large" here.
-    monkeypatch.setattr(pool, "recycle_above_devices", 4)
+    monkeypatch.setitem(pool.options, "recycle_above_devices", 4)  # sent to the worker with each job
     assert post(client, "/api/kernels/run", body("elementwise", 40)).status_code == 200
-    monkeypatch.setattr(pool, "recycle_above_devices", 512)
+    monkeypatch.setitem(pool.options, "recycle_above_devices", 512)
     assert post(client, "/api/kernels/run", body("elementwise", 48)).status_code == 200
     both_workers_run(client, 56)
     assert len(before - set(wait_for_workers(pool))) == 1

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import jax
@@ -22,17 +21,18 @@ from fastapi.testclient import TestClient
 from jax.experimental import topologies
 from jax.sharding import AxisType, Mesh, NamedSharding
 
-from server.app import create_app
-from server.kernels import KernelPool
+import sharding_core
+from server.settings import Settings
 from sharding_core.devices import parse_devices
 from sharding_core.kernels import catalog, runner
 from sharding_core.kernels.catalog import KernelContext
 from sharding_core.kernels.plan import plan_run
 from sharding_core.mesh import MeshSpec, build_mesh
 from sharding_core.spec import parse_spec
-from tests.test_kernels_api import BASE, JSON, wait
+from tests.conftest import ClientFactory
+from tests.helpers import JSON, wait_job
 
-pytestmark = pytest.mark.tpu
+pytestmark = [pytest.mark.tpu, pytest.mark.slow]
 
 DEVICES = ("tpu:v5e:2x4", "tpu:v4:2x2x2")  # 8 chips; v4 is megacore (one device per chip)
 KERNELS = ("sum_axis0", "matmul_xxt", "ppermute")  # jit (all-reduce; all-gather + all-reduce), shard_map
@@ -60,11 +60,8 @@ def case_body(devices: str, name: str) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
-    pool = KernelPool(queue=len(CASES) + 8)
-    app = create_app(str(tmp_path_factory.mktemp("kernels-tpu") / "links.db"), "127.0.0.1", kernel_pool=pool)
-    with TestClient(app, base_url=BASE) as c:
-        yield c
+def client(make_client: ClientFactory) -> TestClient:
+    return make_client(settings=Settings().with_values([("max_kernel_queue", len(CASES) + 8)]))
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +93,7 @@ def direct_tpu_hlo(body: dict[str, Any]) -> str:
     m = body["mesh"]
     sim = build_mesh(devset, MeshSpec(tuple(m["shape"]), tuple(m["axis_names"]), axis_types=tuple(m["axis_types"])))
     by_id = {d.id: d for d in devs}
-    grid = np.vectorize(lambda d: by_id[d.id], otypes=[object])(sim.devices)
+    grid = np.vectorize(by_id.__getitem__, otypes=[object])(sim.device_ids)
     mesh = Mesh(grid, tuple(m["axis_names"]), axis_types=(AxisType.Auto,) * len(m["shape"]))
     specs = tuple(parse_spec(i.spec) for i in kernel.inputs)
     params = {p.name: parse_spec(p.default) if p.kind == "spec" else p.default for p in kernel.params}
@@ -116,7 +113,7 @@ def test_tpu_sets_compile_for_libtpu_as_jax_does(
 ) -> None:
     body = case_body(devices, name)
     want = direct_tpu_hlo(body)
-    job = wait(client, jobs[(devices, name)])
+    job = wait_job(client, jobs[(devices, name)])
     assert job["state"] == "done", job["failure"]
     result = job["result"]
     tpu = result["tpu"]
@@ -147,3 +144,52 @@ def test_non_tpu_sets_and_missing_libtpu_skip_the_tpu_compile(
     result = runner.run_job(plan.job)
     assert result["tpu"] == {"skipped": "libtpu is not installed (the optional tpu extra: uv sync --extra tpu)"}
     assert [c["op"] for c in result["collectives"]] == ["all-reduce"]
+
+
+MULTISLICE = MeshSpec((2, 4), ("x", "y"), axis_types=("auto", "auto"), order="hybrid", dcn_shape=(2, 1))
+
+
+def jax_global_groups(kernel: str, job: Any) -> list[list[list[int]]]:
+    """JAX's own groups for the kernel on this process's CPU devices at the job's mesh positions, in
+    the job's simulated ids (``inspect_jit``, independent of the worker's run)."""
+    real = jax.devices()
+    grid = np.empty(job.size, dtype=object)
+    grid[:] = [real[r] for r in job.positions]
+    mesh = Mesh(grid.reshape(job.mesh_shape), job.axis_names, axis_types=(AxisType.Auto,) * len(job.mesh_shape))
+    k = catalog.get_kernel(kernel)
+    assert k is not None
+    specs = tuple(parse_spec(i.spec) for i in job.inputs)
+    ctx = KernelContext(mesh, specs, tuple(i.shape for i in job.inputs), None, {})
+    structs = [jax.ShapeDtypeStruct(i.shape, jnp.float32, sharding=NamedSharding(mesh, s)) for i, s in
+               zip(job.inputs, specs, strict=True)]  # fmt: skip
+    with jax.set_mesh(mesh):
+        snap = sharding_core.inspect_jit(k.build(ctx).fn, *structs)
+    sim = {real[r].id: i for r, i in zip(job.positions, job.device_ids, strict=True)}
+    return [[[sim[d] for d in g] for g in c["groups"]] for c in snap["collectives"]]
+
+
+@pytest.mark.parametrize("kernel", ["psum_sum", "all_gather", "sum_axis0"])
+def test_multislice_runs_name_every_slice_and_the_dcn_step(kernel: str) -> None:
+    """2 x v5e 2x2: libtpu compiles one slice's program, so ICI collectives are listed in both slices;
+    what crosses slices (the slice axis x) is a DCN step split from the global groups, which are JAX's."""
+    plan = plan_run(kernel, "tpu:v5e:2x2", MULTISLICE, None, slices=2)
+    result = runner.run_job(plan.job)
+    tpu = result["tpu"]
+    assert tpu.get("error") is None, tpu
+    devset = parse_devices("tpu:v5e:2x2", slices=2)
+    slices = [[d.id for d in devset.devices if d.slice_index == s] for s in (0, 1)]
+    assert tpu["slices"] == 2 and sorted(tpu["device_assignment"]) == sorted(slices[0] + slices[1])
+    for c in tpu["collectives"]:  # ICI: each group inside one slice, every slice's groups listed
+        assert all(set(g) <= set(slices[0]) or set(g) <= set(slices[1]) for g in c["groups"]), c
+        assert {d for g in c["groups"] for d in g} == set(slices[0] + slices[1]), c
+    global_groups = [c["groups"] for c in result["collectives"]]
+    assert global_groups == jax_global_groups(kernel, plan.job)
+    (dcn,) = tpu["dcn"]
+    assert dcn["fabric"] == "dcn" and dcn["slices"] == [0, 1] and dcn["global_groups"] == global_groups[0]
+    mesh = np.asarray(plan.job.id_grid)
+    assert sorted(dcn["groups"]) == sorted(mesh.T.tolist())  # the mesh's columns: one device per slice
+    assert [t["op"] for t in tpu["megascale_transfers"]] == [dcn["op"]]
+    assert "DCN" in tpu["dcn_note"]
+    if kernel == "psum_sum":  # the ICI part of the psum: the mesh's rows, one group per slice
+        (ici,) = tpu["collectives"]
+        assert ici["groups"] == mesh.tolist() and ici["axes"] == ["y"]

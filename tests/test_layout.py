@@ -16,7 +16,7 @@ from jax.sharding import PartitionSpec as P
 
 from sharding_core.devices import DeviceSet, parse_devices
 from sharding_core.errors import ShardingError
-from sharding_core.layout import DTYPES, MAX_ARRAY_ELEMENTS, MAX_RANK, compute_layout
+from sharding_core.layout import DTYPES, MAX_ARRAY_ELEMENTS, MAX_RANK, Layout
 from sharding_core.mesh import MeshSpec
 
 # CPU, GPU and every TPU generation, from 1 to 64 devices.
@@ -109,10 +109,10 @@ def test_every_shard_matches_jax(case: tuple[DeviceSet, MeshSpec, Any, tuple[int
         want_mesh = _jax_mesh(ds, mesh_spec)
     except (ValueError, NotImplementedError):
         with pytest.raises(ShardingError) as e:  # JAX cannot place it: we must say so, not guess
-            compute_layout(ds, mesh_spec, pspec, shape)
+            Layout.from_named(ds, mesh_spec, pspec, shape)
         assert e.value.code == "mesh_unplaceable"
         return
-    layout = compute_layout(ds, mesh_spec, pspec, shape)
+    layout = Layout.from_named(ds, mesh_spec, pspec, shape)
     sharding = NamedSharding(want_mesh, pspec)
     want = sharding.devices_indices_map(shape)
     replica = device_replica_id_map(sharding, shape)
@@ -144,7 +144,7 @@ def test_every_shard_matches_jax(case: tuple[DeviceSet, MeshSpec, Any, tuple[int
 
 def test_device_attributes_follow_mesh_order() -> None:
     ds = parse_devices("tpu:v5e:4x4")
-    layout = compute_layout(ds, MeshSpec((4, 4), ("x", "y")), P("x", "y"), (8, 8))
+    layout = Layout.from_named(ds, MeshSpec((4, 4), ("x", "y")), P("x", "y"), (8, 8))
     devs = layout.json["devices"]
     for i, dev_id in enumerate(devs["id"]):
         d = ds.by_id[dev_id]
@@ -154,7 +154,7 @@ def test_device_attributes_follow_mesh_order() -> None:
 
 def test_dims_describe_the_split() -> None:
     ds = parse_devices("cpu:8")
-    layout = compute_layout(ds, MeshSpec((2, 4), ("x", "y")), P(("x", "y"), None), (16, 3))
+    layout = Layout.from_named(ds, MeshSpec((2, 4), ("x", "y")), P(("x", "y"), None), (16, 3))
     dims = layout.json["dims"]
     assert dims[0]["text"] == "dim 0: 16 / x(2)·y(4) → 2"
     assert dims[1]["text"] == "dim 1: 3 (not split)"
@@ -163,20 +163,20 @@ def test_dims_describe_the_split() -> None:
 def test_unreduced_axes_keep_the_blocks_and_are_reported() -> None:
     ds = parse_devices("cpu:8")
     spec = MeshSpec((2, 4), ("x", "y"), axis_types=("explicit", "explicit"))
-    layout = compute_layout(ds, spec, P("x", unreduced={"y"}), (8, 4))
-    plain = compute_layout(ds, spec, P("x"), (8, 4))
+    layout = Layout.from_named(ds, spec, P("x", unreduced={"y"}), (8, 4))
+    plain = Layout.from_named(ds, spec, P("x"), (8, 4))
     assert layout.json["spec"] == "P('x', unreduced={'y'})"
     assert layout.json["unreduced_axes"] == ["y"]
     assert layout.json["shards"] == plain.json["shards"]
     assert layout.json["replicated_axes"] == []
     with pytest.raises(ShardingError) as e:  # JAX: unreduced needs Explicit axes
-        compute_layout(ds, MeshSpec((2, 4), ("x", "y"), order="iota"), P("x", unreduced={"y"}), (8, 4))
+        Layout.from_named(ds, MeshSpec((2, 4), ("x", "y"), order="iota"), P("x", unreduced={"y"}), (8, 4))
     assert e.value.code == "invalid_spec"
 
 
 def _err(spec: Any, shape: tuple[int, ...], devices: str = "cpu:8", mesh: tuple[int, ...] = (2, 4)) -> ShardingError:
     with pytest.raises(ShardingError) as e:
-        compute_layout(parse_devices(devices), MeshSpec(mesh, ("x", "y")), spec, shape)
+        Layout.from_named(parse_devices(devices), MeshSpec(mesh, ("x", "y")), spec, shape)
     return e.value
 
 
@@ -215,42 +215,42 @@ def test_indivisible_names_dim_size_axes_and_nearest_sizes() -> None:
 def test_shape_and_dtype_limits() -> None:
     ds = parse_devices("cpu:1")
     mesh = MeshSpec((1,), ("x",))
-    assert compute_layout(ds, mesh, P(), (1,) * MAX_RANK).json["shape"] == [1] * MAX_RANK
+    assert Layout.from_named(ds, mesh, P(), (1,) * MAX_RANK).json["shape"] == [1] * MAX_RANK
     with pytest.raises(ShardingError) as e:
-        compute_layout(ds, mesh, P(), (1,) * (MAX_RANK + 1))
+        Layout.from_named(ds, mesh, P(), (1,) * (MAX_RANK + 1))
     assert e.value.code == "too_large"
-    assert compute_layout(ds, mesh, P(), (MAX_ARRAY_ELEMENTS,)).json["logical_bytes"] == MAX_ARRAY_ELEMENTS * 4
+    assert Layout.from_named(ds, mesh, P(), (MAX_ARRAY_ELEMENTS,)).json["logical_bytes"] == MAX_ARRAY_ELEMENTS * 4
     with pytest.raises(ShardingError) as e:
-        compute_layout(ds, mesh, P(), (MAX_ARRAY_ELEMENTS + 1,))
+        Layout.from_named(ds, mesh, P(), (MAX_ARRAY_ELEMENTS + 1,))
     assert e.value.code == "too_large"
     with pytest.raises(ShardingError) as e:
-        compute_layout(ds, mesh, P(), (2**40, 2**40))
+        Layout.from_named(ds, mesh, P(), (2**40, 2**40))
     assert e.value.code == "too_large"
     for bad in [(0,), (-1,), (True,)]:
         with pytest.raises(ShardingError) as e:
-            compute_layout(ds, mesh, P(), bad)
+            Layout.from_named(ds, mesh, P(), bad)
         assert e.value.code == "bad_shape"
     with pytest.raises(ShardingError) as e:
-        compute_layout(ds, mesh, P(), (4,), "float128")
+        Layout.from_named(ds, mesh, P(), (4,), "float128")
     assert e.value.code == "bad_dtype"
 
 
 @pytest.mark.parametrize("dtype", sorted(DTYPES))
 def test_itemsizes_match_jax(dtype: str) -> None:
-    layout = compute_layout(parse_devices("cpu:2"), MeshSpec((2,), ("x",)), P("x"), (8,), dtype)
+    layout = Layout.from_named(parse_devices("cpu:2"), MeshSpec((2,), ("x",)), P("x"), (8,), dtype)
     assert layout.itemsize == jax.numpy.dtype(dtype).itemsize or dtype in ("int4", "uint4")
     assert layout.bytes_per_device == 4 * layout.itemsize
 
 
 def test_spec_text_is_parsed() -> None:
-    layout = compute_layout(parse_devices("cpu:8"), MeshSpec((2, 4), ("x", "y")), 'PartitionSpec("x", None)', (4, 4))
+    layout = Layout.from_named(parse_devices("cpu:8"), MeshSpec((2, 4), ("x", "y")), 'PartitionSpec("x", None)', (4, 4))
     assert layout.spec == "P('x', None)"
 
 
 def test_layouts_are_cached_and_immutable() -> None:
     ds = parse_devices("cpu:8")
-    a = compute_layout(ds, MeshSpec((2, 4), ("x", "y")), P("x"), (4, 4))
-    assert compute_layout(ds, MeshSpec((2, 4), ("x", "y")), P("x"), (4, 4)) is a
+    a = Layout.from_named(ds, MeshSpec((2, 4), ("x", "y")), P("x"), (4, 4))
+    assert Layout.from_named(ds, MeshSpec((2, 4), ("x", "y")), P("x"), (4, 4)) is a
     with pytest.raises(ValueError, match="read-only"):
         a.starts[0, 0] = 5
 
@@ -259,7 +259,7 @@ def test_local_devices_layout_matches_placed_array() -> None:
     """On real devices, the layout equals where JAX actually places an array's shards."""
     ds = parse_devices("local")
     spec = MeshSpec((2, 4), ("x", "y"))
-    layout = compute_layout(ds, spec, P("y", "x"), (8, 4))
+    layout = Layout.from_named(ds, spec, P("y", "x"), (8, 4))
     mesh = jax.make_mesh((2, 4), ("x", "y"), devices=jax.devices())
     arr = jax.device_put(np.zeros((8, 4), np.float32), NamedSharding(mesh, P("y", "x")))
     placed = {s.device.id: (_bounds(s.index, (8, 4)), s.replica_id) for s in arr.addressable_shards}
@@ -271,7 +271,74 @@ def test_unused_manual_axis_is_explained_not_a_crash() -> None:
     ds = parse_devices("cpu:8")
     spec = MeshSpec((2, 4), ("x", "y"), axis_types=("auto", "manual"))
     with pytest.raises(ShardingError) as e:
-        compute_layout(ds, spec, P("x"), (8,))
+        Layout.from_named(ds, spec, P("x"), (8,))
     assert e.value.code == "invalid_spec" and e.value.details["axes"] == ["y"]
-    layout = compute_layout(ds, spec, P("x", "y"), (8, 8))  # used Manual axes are fine
+    layout = Layout.from_named(ds, spec, P("x", "y"), (8, 8))  # used Manual axes are fine
     assert layout.json["mesh"]["axis_types"] == ["Auto", "Manual"]
+
+
+# ---- P.UNCONSTRAINED mirrors JAX -------------------------------------------------------------------
+
+
+def _mesh_of(ds: DeviceSet, types: tuple[str, ...]) -> Mesh:
+    from jax.sharding import AxisType
+
+    return Mesh(np.array(ds.devices).reshape(2, 4), ("x", "y"), axis_types=tuple(AxisType[t] for t in types))
+
+
+@pytest.mark.parametrize("types", [("Auto", "Auto"), ("Auto", "Explicit")])
+@pytest.mark.parametrize("spec", ["P(P.UNCONSTRAINED, 'y')", "P(P.UNCONSTRAINED)", "P('y', P.UNCONSTRAINED)"])
+def test_unconstrained_on_a_mesh_with_an_auto_axis_is_jaxs_layout(types: tuple[str, str], spec: str) -> None:
+    ds = parse_devices("cpu:8")
+    layout = Layout.from_named(ds, MeshSpec((2, 4), ("x", "y"), axis_types=types, order="iota"), spec, (4, 8))
+    jax_spec = eval(spec, {"P": P})
+    sharding = NamedSharding(_mesh_of(ds, types), jax_spec)
+    want = {d.id: [[s.start or 0, s.stop or n] for s, n in zip(idx, (4, 8), strict=True)]
+            for d, idx in sharding.devices_indices_map((4, 8)).items()}  # fmt: skip
+    assert {s.device_id: [list(b) for b in s.index] for s in layout.shards} == want
+    assert layout.shard_shape == tuple(sharding.shard_shape((4, 8)))
+    assert layout.spec == repr(jax_spec)
+    replicas = {d.id: r for d, r in device_replica_id_map(sharding, (4, 8)).items()}
+    assert {s.device_id: s.replica_id for s in layout.shards} == replicas
+
+
+def test_unconstrained_on_an_all_explicit_mesh_gives_jaxs_reason() -> None:
+    ds = parse_devices("cpu:8")
+    with pytest.raises(ValueError) as jax_error:
+        NamedSharding(_mesh_of(ds, ("Explicit", "Explicit")), P(P.UNCONSTRAINED, "y"))
+    with pytest.raises(ShardingError) as err:
+        Layout.from_named(ds, MeshSpec((2, 4), ("x", "y"), order="make_mesh"), "P(P.UNCONSTRAINED, 'y')", (4, 8))
+    assert err.value.code == "invalid_spec"
+    assert str(jax_error.value) in err.value.message and "Auto" in (err.value.hint or "")
+
+
+# ---- any jax Sharding, one constructor ---------------------------------------------------------------
+
+
+def test_from_sharding_of_a_named_sharding_is_from_named() -> None:
+    ds = parse_devices("tpu:v5e:2x4")
+    spec = MeshSpec((2, 4), ("x", "y"), axis_types=("auto", "auto"))
+    named = Layout.from_named(ds, spec, "P('y', None)", (8, 6), "bfloat16")
+    from sharding_core.mesh import build_mesh
+
+    sharding = NamedSharding(build_mesh(ds, spec), P("y", None))
+    same = Layout.from_sharding(sharding, (8, 6), "bfloat16")
+    assert same.to_json() == {**named.to_json(), "devices_key": None}
+    assert same.to_json(context=False) == named.to_json(context=False)
+
+
+def test_from_sharding_takes_shardings_without_a_mesh() -> None:
+    from jax.sharding import SingleDeviceSharding
+
+    dev = jax.devices()[3]
+    single = Layout.from_sharding(SingleDeviceSharding(dev), (4, 8), np.float32)
+    assert single.spec is None and single.mesh_device_ids is None
+    assert [(s.device_id, s.index) for s in single.shards] == [(3, ((0, 4), (0, 8)))]
+    assert single.to_json()["mesh"] is None and single.to_json()["dims"][0]["text"] == "dim 0: 4 (not split)"
+    x = jax.device_put(np.zeros((8, 4), np.float32), NamedSharding(Mesh(np.array(jax.devices()), ("d",)), P("d")))
+    gspmd = jax.jit(lambda v: v * 2).lower(x).compile().output_shardings  # what the compiler chose
+    layout = Layout.from_sharding(gspmd, (8, 4), np.float32)
+    want = {d.id: idx for d, idx in gspmd.devices_indices_map((8, 4)).items()}
+    assert {s.device_id: s.index for s in layout.shards} == {
+        i: tuple((sl.start or 0, sl.stop or n) for sl, n in zip(idx, (8, 4), strict=True)) for i, idx in want.items()
+    }

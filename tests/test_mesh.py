@@ -10,7 +10,7 @@ from jax.sharding import AxisType
 
 from sharding_core.devices import parse_devices
 from sharding_core.errors import ShardingError
-from sharding_core.mesh import MAX_MESH_AXES, MeshSpec, build_mesh, mesh_device_ids
+from sharding_core.mesh import MAX_MESH_AXES, MeshSpec, build_mesh
 
 
 def _ids(mesh: object) -> list[int]:
@@ -31,7 +31,7 @@ def test_iota_is_a_plain_reshape_of_the_device_list() -> None:
     mesh = build_mesh(ds, MeshSpec((4, 4), ("x", "y"), order="iota"))
     assert _ids(mesh) == [d.id for d in ds.devices]
     assert mesh.axis_types == (AxisType.Auto, AxisType.Auto)
-    assert mesh_device_ids(mesh) == np.array([d.id for d in ds.devices]).reshape(4, 4).tolist()
+    assert mesh.device_ids.tolist() == np.array([d.id for d in ds.devices]).reshape(4, 4).tolist()
 
 
 def test_explicit_device_ids_and_axis_types() -> None:

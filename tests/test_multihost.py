@@ -13,8 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
-from tests.live import ROOT, Server, free_port
+from tests.plugins.live import ROOT, Server, free_port
+
+pytestmark = pytest.mark.slow  # a real server, worker processes or a browser: not in the fast inner loop
 
 PROBE = r"""
 import json, sys

@@ -27,7 +27,9 @@ from jax.sharding import PartitionSpec as P
 
 from server.settings import MAX_CONNECTIONS, MAX_HEADER_BYTES, MAX_KEEP_ALIVE_SECONDS
 from sharding_core import capture
-from tests.live import CLI, ROOT, Server, free_port, wait_ready
+from tests.plugins.live import CLI, ROOT, Server, free_port, wait_ready
+
+pytestmark = pytest.mark.slow  # a real server, worker processes or a browser: not in the fast inner loop
 
 
 def start(db: Path, log: Path) -> Server:

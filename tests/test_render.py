@@ -14,7 +14,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from sharding_core.devices import parse_devices
-from sharding_core.layout import compute_layout
+from sharding_core.layout import Layout
 from sharding_core.mesh import MeshSpec, build_mesh
 from sharding_core.render import compact_ids, render_text
 
@@ -55,7 +55,7 @@ def test_text_equals_visualize_sharding(case: tuple[str, tuple[int, ...], Any, t
     devices, mesh_shape, spec, shape = case
     ds = parse_devices(devices)
     mesh_spec = MeshSpec(mesh_shape, ("x", "y"), order="iota")
-    layout = compute_layout(ds, mesh_spec, spec, shape)
+    layout = Layout.from_named(ds, mesh_spec, spec, shape)
     want = _jax_text(shape, NamedSharding(build_mesh(ds, mesh_spec), spec))
     assert render_text(layout) == want
 
@@ -66,7 +66,7 @@ def test_golden_tutorial_cases() -> None:
     mesh_spec = MeshSpec((2, 4), ("x", "y"))
     for spec in (P("x", "y"), P("x"), P(None, "y"), P(), P(("x", "y"))):
         shape = (8, 16) if len(spec) != 1 or spec == P("x") else (32,)
-        layout = compute_layout(ds, mesh_spec, spec, shape)
+        layout = Layout.from_named(ds, mesh_spec, spec, shape)
         assert render_text(layout) == _jax_text(shape, NamedSharding(build_mesh(ds, mesh_spec), spec))
 
 
@@ -74,13 +74,13 @@ def test_wide_grid_matches_with_overflow() -> None:
     # 16 columns overflow 80 characters; rich shrinks columns the same way for both.
     ds = parse_devices("tpu:v5e:4x4")
     mesh_spec = MeshSpec((1, 16), ("x", "y"))
-    layout = compute_layout(ds, mesh_spec, P("x", "y"), (4, 64))
+    layout = Layout.from_named(ds, mesh_spec, P("x", "y"), (4, 64))
     assert render_text(layout) == _jax_text((4, 64), NamedSharding(build_mesh(ds, mesh_spec), P("x", "y")))
 
 
 def test_higher_rank_one_grid_per_block() -> None:
     ds = parse_devices("cpu:8")
-    layout = compute_layout(ds, MeshSpec((2, 4), ("x", "y")), P("x", None, "y"), (4, 3, 8))
+    layout = Layout.from_named(ds, MeshSpec((2, 4), ("x", "y")), P("x", None, "y"), (4, 3, 8))
     text = render_text(layout, summary=True)
     assert text.count("┌") == 2  # dim 0 is split in two blocks
     assert "dim 0 [0:2]" in text and "dim 0 [2:4]" in text
@@ -96,7 +96,7 @@ def test_higher_rank_one_grid_per_block() -> None:
 
 def test_scalar_and_compact_labels() -> None:
     ds = parse_devices("tpu:v5e:4x4")
-    layout = compute_layout(ds, MeshSpec((4, 4), ("x", "y")), P(), ())
+    layout = Layout.from_named(ds, MeshSpec((4, 4), ("x", "y")), P(), ())
     assert "TPU 0,1,2,3" in render_text(layout)
     assert "TPU 0-15" in render_text(layout, compact=True)
 

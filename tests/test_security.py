@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Iterator, Sequence
-from typing import Any
-
-import orjson
 import pytest
 from fastapi.testclient import TestClient
 
-from server.app import create_app
 from server.docs import DOCS_CSP
 from server.middleware import (
     CSP,
@@ -19,7 +13,6 @@ from server.middleware import (
     CrossSiteCheck,
     HostCheck,
     JsonOnly,
-    Message,
     Receive,
     Scope,
     SecurityHeaders,
@@ -27,71 +20,8 @@ from server.middleware import (
     host_name,
     origin_host,
 )
-
-
-def scope(method: str = "GET", path: str = "/", headers: Sequence[tuple[str, str]] = (), **extra: Any) -> Scope:
-    return {
-        "type": "http",
-        "method": method,
-        "path": path,
-        "headers": [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers],
-        **extra,
-    }
-
-
-class Inner:
-    """A downstream app that records that it ran and answers 200 (reading the body if asked)."""
-
-    def __init__(self, read_body: bool = False) -> None:
-        self.called = False
-        self.read_body = read_body
-        self.body = b""
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        self.called = True
-        if self.read_body:
-            while True:
-                message = await receive()
-                self.body += message.get("body", b"")
-                if not message.get("more_body"):
-                    break
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"x-inner", b"1")]})
-        await send({"type": "http.response.body", "body": b"ok"})
-
-
-def run(app: Any, sc: Scope, chunks: Sequence[bytes] = (b"",)) -> tuple[list[Message], int]:
-    """Runs ``app`` on one request; returns what it sent and how many body chunks it pulled."""
-    sent: list[Message] = []
-    pulled = 0
-
-    async def receive() -> Message:
-        nonlocal pulled
-        i = pulled
-        pulled += 1
-        if i < len(chunks):
-            return {"type": "http.request", "body": chunks[i], "more_body": i < len(chunks) - 1}
-        return {"type": "http.disconnect"}
-
-    async def send(message: Message) -> None:
-        sent.append(message)
-
-    asyncio.run(app(sc, receive, send))
-    return sent, pulled
-
-
-def status(sent: list[Message]) -> int:
-    return int(sent[0]["status"])
-
-
-def error_code(sent: list[Message]) -> str:
-    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
-    code: str = orjson.loads(body)["error"]["code"]
-    return code
-
-
-def headers(sent: list[Message]) -> dict[bytes, bytes]:
-    return dict(sent[0]["headers"])
-
+from tests.conftest import ClientFactory
+from tests.helpers import Inner, error_code, headers, run, scope, status
 
 # ---- SecurityHeaders --------------------------------------------------------------------------------
 
@@ -320,10 +250,8 @@ def test_under_declared_length_is_still_counted() -> None:
 
 
 @pytest.fixture(scope="module")
-def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
-    app = create_app(str(tmp_path_factory.mktemp("sec") / "links.db"), "127.0.0.1")
-    with TestClient(app, base_url="http://localhost:8000") as c:
-        yield c
+def client(make_client: ClientFactory) -> TestClient:
+    return make_client(base_url="http://localhost:8000")
 
 
 @pytest.mark.parametrize("path", ["/", "/js/main.js", "/css/app.css", "/api/health", "/openapi.json", "/nope", "/docs"])
@@ -357,27 +285,24 @@ def test_static_files_do_not_escape_the_frontend_directory(client: TestClient, r
     assert status(sent) == 404
 
 
-def test_bind_to_non_loopback_accepts_any_host(tmp_path: Any) -> None:
-    app = create_app(str(tmp_path / "links.db"), "0.0.0.0")
-    with TestClient(app, base_url="http://dashboard.internal") as c:
-        assert c.get("/api/health").status_code == 200
-        # CSRF protection does not depend on the bind address.
-        response = c.post("/api/links", json={"view": "v", "state": {}}, headers={"origin": "http://evil.example"})
-        assert response.status_code == 403
+def test_bind_to_non_loopback_accepts_any_host(make_client: ClientFactory) -> None:
+    c = make_client(bind_host="0.0.0.0", base_url="http://dashboard.internal")
+    assert c.get("/api/health").status_code == 200
+    # CSRF protection does not depend on the bind address.
+    response = c.post("/api/links", json={"view": "v", "state": {}}, headers={"origin": "http://evil.example"})
+    assert response.status_code == 403
 
 
-def test_allowed_hosts_can_be_given(tmp_path: Any) -> None:
-    app = create_app(str(tmp_path / "links.db"), "127.0.0.1", allowed_hosts=["dash.example"])
-    with TestClient(app, base_url="http://dash.example") as c:
-        assert c.get("/api/health").status_code == 200
-        assert c.get("/api/health", headers={"host": "localhost"}).status_code == 400
+def test_allowed_hosts_can_be_given(make_client: ClientFactory) -> None:
+    c = make_client(bind_host="127.0.0.1", allowed_hosts=["dash.example"], base_url="http://dash.example")
+    assert c.get("/api/health").status_code == 200
+    assert c.get("/api/health", headers={"host": "localhost"}).status_code == 400
 
 
 @pytest.mark.parametrize(
     ("bind", "host"), [("127.0.0.2", "127.0.0.2:8000"), ("::1", "[::1]:8000"), ("localhost", "localhost")]
 )
-def test_the_loopback_bind_address_itself_is_accepted(tmp_path: Any, bind: str, host: str) -> None:
-    app = create_app(str(tmp_path / "links.db"), bind)
-    with TestClient(app, base_url="http://127.0.0.1") as c:
-        assert c.get("/api/health", headers={"host": host}).status_code == 200
-        assert c.get("/api/health", headers={"host": "evil.example"}).status_code == 400
+def test_the_loopback_bind_address_itself_is_accepted(make_client: ClientFactory, bind: str, host: str) -> None:
+    c = make_client(bind_host=bind, base_url="http://127.0.0.1")
+    assert c.get("/api/health", headers={"host": host}).status_code == 200
+    assert c.get("/api/health", headers={"host": "evil.example"}).status_code == 400

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import http.client
+import urllib.parse
 
 import orjson
+import pytest
 
 from server.settings import MAX_BODY_BYTES
-from tests.live import Server
+from tests.plugins.live import Server
+
+pytestmark = pytest.mark.slow  # a real server, worker processes or a browser: not in the fast inner loop
 
 
 def test_health_page_and_headers(server: Server) -> None:
@@ -34,7 +38,9 @@ def test_layout_and_link_round_trip(server: Server) -> None:
     assert status == 201
     status, _, body = server.request("GET", f"/api/links/{link['id']}")
     assert status == 200 and orjson.loads(body)["state"] == {"spec": layout["spec"]}
-    assert server.request("GET", link["url"])[0] == 200
+    status, headers, _ = server.request("GET", link["url"])
+    assert status == 303 and headers["location"] == "/?" + urllib.parse.urlencode({"spec": layout["spec"]})
+    assert server.request("GET", headers["location"])[0] == 200
 
 
 def test_dns_rebinding_host_is_refused(server: Server) -> None:

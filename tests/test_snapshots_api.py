@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Iterator
 from typing import Any
 
 import flax.linen as nn
@@ -24,41 +23,20 @@ from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 from pydantic import TypeAdapter
 
-from server import models
-from server.app import create_app
+from server.api import snapshots as api
 from server.middleware import BodyLimit
 from server.settings import MAX_BODY_BYTES, MAX_SNAPSHOT_BYTES, SETTINGS
 from sharding_core import capture, new_run_id
-from sharding_core.snapshot import MAX_LEAF_PATH_CHARS, MAX_RULES, MAX_SNAPSHOT_NAME_CHARS
-from tests.test_security import Inner, error_code, run, scope, status
+from sharding_core.snapshot.format import MAX_LEAF_PATH_CHARS, MAX_RULES, MAX_SNAPSHOT_NAME_CHARS
+from tests.conftest import ClientFactory
+from tests.helpers import Inner, assert_error, error_code, post, run, scope, status
 
-BASE = "http://127.0.0.1:8000"
 TOKEN = "s3cret-token-for-tests"
 RULES = (("batch", "data"), ("hidden", "model"), ("embed", None))
 
 
-@pytest.fixture(scope="module")
-def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
-    app = create_app(str(tmp_path_factory.mktemp("snapshots") / "links.db"), "127.0.0.1")
-    with TestClient(app, base_url=BASE) as c:
-        yield c
-
-
 def mesh() -> Mesh:
     return Mesh(np.array(jax.devices()).reshape(2, 4), ("data", "model"), axis_types=(AxisType.Auto,) * 2)
-
-
-def post(client: TestClient, url: str, body: Any, **headers: str) -> Any:
-    return client.post(url, content=orjson.dumps(body), headers={"content-type": "application/json", **headers})
-
-
-def assert_error(response: Any, status: int, code: str) -> dict[str, Any]:
-    assert response.status_code == status, response.text
-    body = response.json()
-    assert set(body) == {"error"} and body["error"]["code"] == code, body
-    assert body["error"]["message"]
-    error: dict[str, Any] = body["error"]
-    return error
 
 
 class Model(nn.Module):
@@ -210,21 +188,20 @@ def test_a_process_publishes_to_a_run_once(client: TestClient) -> None:
 # ---- token ------------------------------------------------------------------------------------------------
 
 
-def test_token_guards_publishing_only(tmp_path: Any) -> None:
-    app = create_app(str(tmp_path / "links.db"), "127.0.0.1", token=TOKEN)
+def test_token_guards_publishing_only(make_client: ClientFactory) -> None:
     snap = capture({"x": jnp.ones(4)})
-    with TestClient(app, base_url=BASE) as c:
-        missing = post(c, "/api/snapshots", snap)
-        assert_error(missing, 401, "unauthorized")
-        assert missing.headers["www-authenticate"].startswith("Bearer")
-        assert_error(post(c, "/api/snapshots", snap, authorization=f"Bearer {TOKEN}x"), 403, "bad_token")
-        assert_error(post(c, "/api/snapshots", snap, authorization=f"Basic {TOKEN}"), 401, "unauthorized")
-        ok = post(c, "/api/snapshots", snap, authorization=f"Bearer {TOKEN}")
-        assert ok.status_code == 201
-        assert c.get(f"/api/snapshots/{ok.json()['id']}").status_code == 200  # reading needs the link only
-        # refused before the body is read: an oversized body without a token is still a 401
-        big = {"content-length": str(MAX_SNAPSHOT_BYTES + 1), "content-type": "application/json"}
-        assert c.post("/api/snapshots", content=b"{}", headers=big).status_code == 401
+    c = make_client(token=TOKEN)
+    missing = post(c, "/api/snapshots", snap)
+    assert_error(missing, 401, "unauthorized")
+    assert missing.headers["www-authenticate"].startswith("Bearer")
+    assert_error(post(c, "/api/snapshots", snap, {"authorization": f"Bearer {TOKEN}x"}), 403, "bad_token")
+    assert_error(post(c, "/api/snapshots", snap, {"authorization": f"Basic {TOKEN}"}), 401, "unauthorized")
+    ok = post(c, "/api/snapshots", snap, {"authorization": f"Bearer {TOKEN}"})
+    assert ok.status_code == 201
+    assert c.get(f"/api/snapshots/{ok.json()['id']}").status_code == 200  # reading needs the link only
+    # refused before the body is read: an oversized body without a token is still a 401
+    big = {"content-length": str(MAX_SNAPSHOT_BYTES + 1), "content-type": "application/json"}
+    assert c.post("/api/snapshots", content=b"{}", headers=big).status_code == 401
 
 
 # ---- bad input and limits ---------------------------------------------------------------------------
@@ -305,13 +282,13 @@ def test_body_limit_per_path_at_and_one_past() -> None:
 
 def test_models_hold_the_settings() -> None:
     limits = {s.name: s.default for s in SETTINGS}
-    schema = TypeAdapter(models.Snapshot).json_schema()
+    schema = TypeAdapter(api.Snapshot).json_schema()
     props, defs = schema["properties"], schema["$defs"]
     assert props["leaves"]["maxItems"] == limits["max_snapshot_leaves"]
     assert props["name"]["maxLength"] == limits["max_snapshot_name_chars"]
     assert props["process_count"]["maximum"] == limits["max_run_processes"]
     assert defs["SnapshotLeaf"]["properties"]["path"]["maxLength"] == limits["max_leaf_path_chars"]
-    assert models.WhatIfRequest.model_json_schema()["properties"]["rules"]["maxItems"] == limits["max_rules"]
+    assert api.WhatIfRequest.model_json_schema()["properties"]["rules"]["maxItems"] == limits["max_rules"]
     assert limits["max_snapshot_bytes"] == MAX_SNAPSHOT_BYTES
 
 

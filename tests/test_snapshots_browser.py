@@ -21,7 +21,7 @@ from playwright.sync_api import Browser, Page, expect
 
 from sharding_core import publish
 from tests import test_browser
-from tests.live import Server
+from tests.plugins.live import Server
 from tests.test_browser import Watched, shot
 
 # The layout explorer's browser fixtures (Debian's Chromium, a page failing on console errors).

@@ -24,7 +24,7 @@ from sharding_core.spec import (
     parse_spec,
     spec_axes,
 )
-from tests.conftest import fuzz_examples
+from tests.helpers import fuzz_examples
 
 U = P.UNCONSTRAINED
 

@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from starlette.testclient import TestClient
 
-from server.app import create_app
 from server.vendor import MAPLIBRE_STYLE_ID, extract_plotly_css, plotly_js_path
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(scope="module")
-def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
-    app = create_app(str(tmp_path_factory.mktemp("vendor") / "links.db"))
-    with TestClient(app, base_url="http://127.0.0.1:8000") as c:
-        yield c
 
 
 def test_plotly_is_served_from_the_installed_package(client: TestClient) -> None:

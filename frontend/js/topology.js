@@ -494,7 +494,7 @@ async function refresh() {
     if (groups) {
       const extra = await postJSON(
         "/api/topology/groups",
-        { devices: state.devices, groups, name: (state.glabel || "collective groups").slice(0, 120), ...(state.slices > 1 ? { slices: state.slices } : {}) },
+        { devices: state.devices, ids: groups.flat(), group_size: groups[0].length, name: (state.glabel || "collective groups").slice(0, 120), ...(state.slices > 1 ? { slices: state.slices } : {}) },
         ctrl.signal,
       );
       extra.name = `⟨${extra.name}⟩`;

@@ -1,5 +1,6 @@
-"""The kernel lab's domain: the catalog, run planning, the in-process runner and HLO parsing.
+"""The kernel lab's domain: the catalog, run planning, the in-process runner and the worker entry point.
 
-``catalog`` and ``plan`` import JAX only when a kernel is built or a mesh is made; ``runner``
-runs in worker processes (see ``server/kernels.py``); ``hlo`` and ``origins`` are pure text parsing.
+``catalog`` and ``plan`` import JAX only when a kernel is built or a mesh is made; ``runner`` and
+``worker`` run in worker processes (started by ``server/pool.py``); compiled HLO is read by
+:mod:`sharding_core.hlo`.
 """

@@ -27,6 +27,10 @@ from typing import Any
 import numpy as np
 
 KERNEL_DTYPES = ("float32", "bfloat16", "float16", "int32")
+PARAM_KINDS = ("spec", "axis", "int")
+"""What a kernel parameter is: a PartitionSpec, a mesh axis name or an integer."""
+MODES = ("jit", "shard_map")
+"""How a kernel is written: a ``jax.jit`` function, or per-device code in ``jax.shard_map``."""
 """Input dtypes a kernel run accepts (each kernel decides what it computes from them)."""
 
 _TUTORIAL = "https://docs.jax.dev/en/latest"
@@ -59,7 +63,7 @@ class KernelParam:
     """A knob of a kernel: a PartitionSpec (``spec``), a mesh axis name (``axis``) or an integer (``int``)."""
 
     name: str
-    kind: str
+    kind: str  # one of PARAM_KINDS
     default: str
     doc: str
     minimum: int = 1
@@ -136,7 +140,7 @@ class Kernel:
     build: Callable[[KernelContext], Built]
     inputs: tuple[KernelInput, ...]
     outputs: tuple[str, ...] | None = ("out",)  # None: a pytree the kernel names (out_specs not accepted)
-    mode: str = "jit"  # "jit" or "shard_map"
+    mode: str = "jit"  # one of MODES
     devices: str = "cpu:8"
     mesh_shape: tuple[int, ...] = (2, 4)
     axis_names: tuple[str, ...] = ("x", "y")

@@ -23,7 +23,7 @@ import numpy as np
 from sharding_core.devices import DeviceSet, parse_devices
 from sharding_core.errors import BAD_DTYPE, BAD_MESH, TOO_LARGE, UNKNOWN_AXIS, ShardingError
 from sharding_core.kernels.catalog import KERNEL_DTYPES, Kernel, get_kernel, kernels
-from sharding_core.layout import Layout, compute_layout
+from sharding_core.layout import Layout
 from sharding_core.mesh import MeshSpec, build_mesh
 from sharding_core.spec import canonical_spec, parse_spec, spec_axes
 
@@ -99,11 +99,28 @@ class KernelJob:
 
 @dataclasses.dataclass(frozen=True)
 class KernelPlan:
+    """A checked run: the worker's job, and what the parent needs to turn its answer into the response.
+
+    A task for the server's worker pool: ``key`` (the job, sent to the worker and the cache key),
+    ``affinity`` (the mesh size: a worker that last ran it still has its device count) and ``result``.
+    """
+
     job: KernelJob
     kernel: Kernel
     devset: DeviceSet
     mesh_spec: MeshSpec
     input_layouts: tuple[Layout, ...]
+
+    @property
+    def key(self) -> KernelJob:
+        return self.job
+
+    @property
+    def affinity(self) -> int:
+        return self.job.size
+
+    def result(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        return result_json(self, raw)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -245,9 +262,10 @@ def plan_run(
                 BAD_DTYPE,
                 f"input {meta.name} has dtype {given.dtype[:32]!r}; kernels take {', '.join(KERNEL_DTYPES)}",
             )
-        layout = compute_layout(devset, mesh_spec, given.spec, tuple(given.shape), given.dtype)
+        layout = Layout.from_named(devset, mesh_spec, given.spec, tuple(given.shape), given.dtype)
         total += math.prod(given.shape)
         layouts.append(layout)
+        assert layout.spec is not None  # a named layout always has its spec
         job_inputs.append(JobInput(meta.name, tuple(given.shape), layout.spec, given.dtype))
     if total > max_elements:
         raise ShardingError(
@@ -272,7 +290,7 @@ def plan_run(
                 hint="one spec per output, or null to let JAX decide",
             )
         outs = tuple(canonical_spec(_check_spec_axes(s, "out spec", axis_names)) for s in out_specs)
-    grid = np.vectorize(lambda d: d.id, otypes=[np.int64])(mesh.devices).reshape(-1)
+    grid = mesh.device_ids.reshape(-1)
     order = {d.id: k for k, d in enumerate(devset.devices)}
     # Real device k stands for the k-th mesh device in the device set's list order.
     ranked = sorted((int(i) for i in grid), key=order.__getitem__)
@@ -321,7 +339,7 @@ def result_json(plan: KernelPlan, raw: Mapping[str, Any]) -> dict[str, Any]:
     import jax
 
     def array(entry: Mapping[str, Any]) -> dict[str, Any]:
-        layout = compute_layout(
+        layout = Layout.from_named(
             plan.devset, plan.mesh_spec, parse_spec(entry["spec"]), tuple(entry["shape"]), str(entry["dtype"])
         )
         out = layout.json

@@ -23,7 +23,9 @@ from typing import Any
 import numpy as np
 
 from sharding_core.errors import ShardingError
-from sharding_core.kernels import hlo, origins
+from sharding_core.hlo import origins
+from sharding_core.hlo.collectives import DCN_NOTE, cross_slice_steps, device_assignment, read_collectives
+from sharding_core.hlo.text import megascale_transfers
 from sharding_core.kernels.catalog import Built, Kernel, KernelContext, KernelInputError, get_kernel
 from sharding_core.kernels.plan import KernelJob
 from sharding_core.spec import parse_spec
@@ -258,48 +260,6 @@ def _cost(compiled: Any) -> dict[str, Any]:
     }
 
 
-def _device_assignment(compiled: Any) -> list[Any]:
-    """The executable's devices by partition id (what the HLO's device numbers index)."""
-    runtime = compiled.runtime_executable()
-    devices = list(runtime.local_devices()) if hasattr(runtime, "local_devices") else []
-    if devices:
-        return devices
-    for sharding in [*compiled.output_shardings] if isinstance(compiled.output_shardings, list) else []:
-        assignment = getattr(sharding, "_device_assignment", None)
-        if assignment:
-            return list(assignment)
-    raise KernelRunError("worker_error", "could not read the compiled executable's device assignment")
-
-
-def _collectives(job: KernelJob, hlo_text: str, assignment: Sequence[int]) -> list[dict[str, Any]]:
-    """The compiled HLO's collectives, their device numbers mapped to ids by ``assignment``."""
-    coords = hlo.mesh_coords(job.id_grid)
-    collectives = []
-    for c in hlo.parse_collectives(hlo_text):
-        groups, pairs = hlo.map_to_devices(c, assignment)
-        axes = hlo.pair_axes(pairs, coords, job.axis_names) if pairs is not None else None
-        if axes is None or not axes.axes:
-            axes = hlo.group_axes(groups, coords, job.axis_names)
-        collectives.append(
-            {
-                "op": c.op,
-                "name": c.name,
-                "is_async": c.is_async,
-                "shape": c.shape_text,
-                "bytes": c.bytes,
-                "groups": groups,
-                "pairs": pairs,
-                "axes": list(axes.axes),
-                "exact_axes": axes.exact,
-                "axes_text": axes.text,
-                "replica_groups": c.replica_groups[:2000],
-                "dimensions": list(c.dimensions) if c.dimensions is not None else None,
-                "source": c.source,
-            }
-        )
-    return collectives
-
-
 # --------------------------------------------------------------------------------- running
 
 
@@ -416,9 +376,9 @@ def _run(job: KernelJob, progress: Progress, max_text_chars: int) -> dict[str, A
     errors = _reference_errors(job, kernel, ctx, host, [leaf for _, leaf in outputs])
     t6 = time.perf_counter()
 
-    assignment = [sim_of_real[d.id] for d in _device_assignment(compiled)]
+    assignment = [sim_of_real[d.id] for d in device_assignment(compiled)]
     hlo_text = compiled.as_text()
-    collectives = _collectives(job, hlo_text, assignment)
+    collectives = read_collectives(hlo_text, [assignment], job.id_grid, job.axis_names)
     stablehlo_text, stablehlo_cut = _clip(stablehlo, max_text_chars)
     hlo_clip, hlo_cut = _clip(hlo_text, max_text_chars)
     input_names = [i.name for i in job.inputs] + [name for name, _ in extra]
@@ -460,7 +420,7 @@ def _run(job: KernelJob, progress: Progress, max_text_chars: int) -> dict[str, A
         "compiler_log": log,
         "reference": kernel.reference_doc,
         "executed_on": f"{job.size} CPU device{'s' if job.size != 1 else ''} in a worker process",
-        "tpu": _tpu_section(job, kernel, built, max_text_chars),
+        "tpu": _tpu_section(job, kernel, built, max_text_chars, collectives),
     }
 
 
@@ -474,11 +434,15 @@ def libtpu_available() -> bool:
     return importlib.util.find_spec("libtpu") is not None
 
 
-def _tpu_section(job: KernelJob, kernel: Kernel, built: Built, max_text_chars: int) -> dict[str, Any]:
+def _tpu_section(
+    job: KernelJob, kernel: Kernel, built: Built, max_text_chars: int, cpu_collectives: list[dict[str, Any]]
+) -> dict[str, Any]:
     """The kernel compiled (never run) for libtpu's real topology of a ``tpu:`` set, or why not.
 
     The mesh holds libtpu's devices at the simulated mesh's positions (same ids); inputs are
     abstract. A refusal is returned as ``{"error": ...}``: the CPU run stands regardless.
+    ``cpu_collectives`` (the CPU run's, with global groups) give the cross-slice steps of a
+    multi-slice set, which libtpu's per-slice program does not name.
     """
     if job.tpu is None:
         return {"skipped": f"the device set is {job.platform}, not a simulated tpu: set"}
@@ -488,14 +452,16 @@ def _tpu_section(job: KernelJob, kernel: Kernel, built: Built, max_text_chars: i
     # Several workers (and a test process) load libtpu at once, compile-only: no device to guard.
     os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
     try:
-        return _tpu_compile(job, kernel, built, max_text_chars)
+        return _tpu_compile(job, kernel, built, max_text_chars, cpu_collectives)
     except KernelRunError as e:
         return {"error": e.to_dict()}
     except Exception as e:  # noqa: BLE001 - libtpu's and JAX's refusals are many types; each becomes data
         return {"error": refusal(e, "compiling for TPU").to_dict()}
 
 
-def _tpu_compile(job: KernelJob, kernel: Kernel, built: Built, max_text_chars: int) -> dict[str, Any]:
+def _tpu_compile(
+    job: KernelJob, kernel: Kernel, built: Built, max_text_chars: int, cpu_collectives: list[dict[str, Any]]
+) -> dict[str, Any]:
     import jax
     from jax.experimental import topologies
     from jax.sharding import NamedSharding
@@ -524,35 +490,34 @@ def _tpu_compile(job: KernelJob, kernel: Kernel, built: Built, max_text_chars: i
         compiled = jitted.lower(*structs, *extra).compile()
         t1 = time.perf_counter()
 
-    assignment = [int(d.id) for d in _tpu_device_assignment(compiled)]
+    placed = device_assignment(compiled)
     hlo_text = compiled.as_text()
     hlo_clip, hlo_cut = _clip(hlo_text, max_text_chars)
-    return {
+    slices = job.tpu.slices
+    # libtpu compiles one slice's program (num_partitions = devices per slice) and every slice runs
+    # it on its own devices: partition p of slice s is the p-th device of slice s in the assignment.
+    per_slice = [[int(d.id) for d in placed if int(getattr(d, "slice_index", 0) or 0) == s] for s in range(slices)]
+    section: dict[str, Any] = {
         "topology": job.tpu.topology_name,
         "device_kind": mesh.devices.flat[0].device_kind,
+        "slices": slices,
         "hlo": hlo_clip,
         "hlo_truncated": hlo_cut,
-        "collectives": _collectives(job, hlo_text, assignment),
-        "device_assignment": assignment,
+        "collectives": read_collectives(hlo_text, per_slice, job.id_grid, job.axis_names),
+        "device_assignment": [int(d.id) for d in placed],
         "memory": _memory(compiled),
         "cost": _cost(compiled),
+        "dcn": None,
+        "dcn_note": None,
+        "megascale_transfers": None,
         "compile_ms": (t1 - t0) * 1e3,
     }
-
-
-def _tpu_device_assignment(compiled: Any) -> list[Any]:
-    """A compile-only executable's devices by partition id (it has no runtime executable to ask)."""
-    import jax
-
-    # Compile-only executables may not expose a runtime executable: fall back to the shardings.
-    with contextlib.suppress(Exception):
-        return _device_assignment(compiled)
-
-    for sharding in jax.tree.leaves((compiled.input_shardings, compiled.output_shardings)):
-        assignment = getattr(sharding, "_device_assignment", None)
-        if assignment:
-            return list(assignment)
-    raise KernelRunError("worker_error", "could not read the TPU executable's device assignment")
+    if slices > 1:
+        slice_of = {i: int(getattr(d, "slice_index", 0) or 0) for i, d in devices.items()}
+        section["dcn"] = cross_slice_steps(cpu_collectives, slice_of)
+        section["megascale_transfers"] = megascale_transfers(hlo_text)
+        section["dcn_note"] = DCN_NOTE
+    return section
 
 
 def _reference_errors(

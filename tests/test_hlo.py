@@ -1,4 +1,4 @@
-"""HLO collective parsing and Shardy origins, against HLO and dumps that JAX produces in this test.
+"""The one HLO reader (``sharding_core.hlo``): collectives, groups and origins, against HLO JAX produces here.
 
 Expected groups are computed from the mesh (which devices lie along the axes a collective runs
 over), never written out by hand; the three replica-group spellings are checked against XLA's
@@ -23,7 +23,10 @@ from hypothesis import strategies as st
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from sharding_core.kernels import hlo, origins
+from sharding_core.hlo import axes as hlo_axes
+from sharding_core.hlo import origins
+from sharding_core.hlo import text as hlo
+from sharding_core.hlo.collectives import map_to_devices, read_collectives
 
 DEVICES = np.array(jax.devices())
 RING = [0, 1, 2, 3, 6, 7, 4, 5]  # a v3 tray's ring order: device ids not in mesh order
@@ -37,7 +40,7 @@ def mesh_of(shape: Sequence[int], names: Sequence[str], order: Sequence[int] | N
 
 def expected_groups(mesh: Mesh, axes: Sequence[str]) -> set[frozenset[int]]:
     """Device ids along ``axes`` for each position of the other axes: what a collective over them joins."""
-    ids = np.vectorize(lambda d: d.id)(mesh.devices)
+    ids = mesh.device_ids
     names = list(mesh.axis_names)
     moved = np.moveaxis(ids, [names.index(a) for a in axes], list(range(len(names) - len(axes), len(names))))
     size = math.prod(mesh.shape[a] for a in axes)
@@ -52,12 +55,12 @@ def compiled_collectives(f: Callable[..., Any], *args: Any) -> tuple[str, list[h
 
 
 def device_groups(c: hlo.Collective, assignment: list[int]) -> set[frozenset[int]]:
-    groups, _ = hlo.map_to_devices(c, assignment)
+    groups, _ = map_to_devices(c, assignment)
     return {frozenset(g) for g in groups}
 
 
 def coords(mesh: Mesh) -> dict[int, tuple[int, ...]]:
-    return hlo.mesh_coords(np.vectorize(lambda d: d.id)(mesh.devices).tolist())
+    return hlo_axes.mesh_coords(mesh.device_ids.tolist())
 
 
 def kinds_by_regex(text: str) -> list[str]:
@@ -153,8 +156,8 @@ def test_psum_groups_are_the_devices_along_its_axes(order: list[int] | None, axe
     text, cs, assignment = compiled_collectives(f, sharded(mesh, P("x", "y")))
     assert [c.op for c in cs] == kinds_by_regex(text) == ["all-reduce"]
     assert device_groups(cs[0], assignment) == expected_groups(mesh, axes)
-    groups, _ = hlo.map_to_devices(cs[0], assignment)
-    report = hlo.group_axes(groups, coords(mesh), mesh.axis_names)
+    groups, _ = map_to_devices(cs[0], assignment)
+    report = hlo_axes.group_axes(groups, coords(mesh), mesh.axis_names)
     assert report.axes == axes and report.exact
 
 
@@ -180,7 +183,7 @@ def test_compiler_inserted_collectives_in_each_spelling() -> None:
 def test_shard_map_collectives_map_to_ids_and_axes(order: list[int] | None) -> None:
     mesh = mesh_of((2, 4), ("x", "y"), order)
     x = sharded(mesh, P("x", "y"))
-    ids = np.vectorize(lambda d: d.id)(mesh.devices)
+    ids = mesh.device_ids
     cases: list[tuple[str, Callable[..., Any], P]] = [
         ("all-gather", lambda b: jax.lax.all_gather(b, "y", axis=1, tiled=True, to="invarying"), P("x", None)),
         (
@@ -196,19 +199,19 @@ def test_shard_map_collectives_map_to_ids_and_axes(order: list[int] | None) -> N
         assert [c.op for c in cs] == kinds_by_regex(text) == [op], op
         axis = "y" if op != "reduce-scatter" else "x"
         assert device_groups(cs[0], assignment) == expected_groups(mesh, (axis,)), op
-        groups, _ = hlo.map_to_devices(cs[0], assignment)
-        assert hlo.group_axes(groups, coords(mesh), mesh.axis_names).axes == (axis,)
+        groups, _ = map_to_devices(cs[0], assignment)
+        assert hlo_axes.group_axes(groups, coords(mesh), mesh.axis_names).axes == (axis,)
     # ppermute: each block moves one step along y; pairs map to the devices at those mesh positions.
     perm = [(i, (i + 1) % 4) for i in range(4)]
     f = jax.shard_map(lambda b: jax.lax.ppermute(b, "y", perm), mesh=mesh, in_specs=P("x", "y"), out_specs=P("x", "y"))
     text, cs, assignment = compiled_collectives(f, x)
     assert [c.op for c in cs] == kinds_by_regex(text) == ["collective-permute"]
-    _, pairs = hlo.map_to_devices(cs[0], assignment)
+    _, pairs = map_to_devices(cs[0], assignment)
     assert pairs is not None
     want = {(int(ids[r, s]), int(ids[r, t])) for r in range(2) for s, t in perm}
     assert {(a, b) for a, b in pairs} == want
-    assert hlo.pair_axes(pairs, coords(mesh), mesh.axis_names).axes == ("y",)
-    rings = {tuple(g) for g in hlo.map_to_devices(cs[0], assignment)[0]}
+    assert hlo_axes.pair_axes(pairs, coords(mesh), mesh.axis_names).axes == ("y",)
+    rings = {tuple(g) for g in map_to_devices(cs[0], assignment)[0]}
     assert {frozenset(r) for r in rings} == expected_groups(mesh, ("y",))
 
 
@@ -275,13 +278,17 @@ def test_tuple_results_count_every_array() -> None:
 def test_group_axes_names_sub_axes_and_flags_irregular_groups() -> None:
     mesh = mesh_of((2, 4), ("x", "y"))
     c = coords(mesh)
-    assert hlo.group_axes([[0, 2], [1, 3], [4, 6], [5, 7]], c, ("x", "y")) == hlo.AxesReport(("y:(1)2",), True)
-    assert hlo.group_axes([[0, 1], [2, 3], [4, 5], [6, 7]], c, ("x", "y")) == hlo.AxesReport(("y:(2)2",), True)
-    assert hlo.group_axes([[0, 4, 1, 5]], c, ("x", "y")).axes == ("y:(2)2", "x")  # y changes slowest
-    diagonal = hlo.group_axes([[0, 5], [1, 4]], c, ("x", "y"))
+    assert hlo_axes.group_axes([[0, 2], [1, 3], [4, 6], [5, 7]], c, ("x", "y")) == hlo_axes.AxesReport(
+        ("y:(1)2",), True
+    )
+    assert hlo_axes.group_axes([[0, 1], [2, 3], [4, 5], [6, 7]], c, ("x", "y")) == hlo_axes.AxesReport(
+        ("y:(2)2",), True
+    )
+    assert hlo_axes.group_axes([[0, 4, 1, 5]], c, ("x", "y")).axes == ("y:(2)2", "x")  # y changes slowest
+    diagonal = hlo_axes.group_axes([[0, 5], [1, 4]], c, ("x", "y"))
     assert not diagonal.exact and diagonal.text.startswith("part of")
-    assert hlo.group_axes([[0], [1]], c, ("x", "y")) == hlo.AxesReport((), True)
-    assert hlo.sub_axis("y", [0, 3], 4) is None  # not evenly inside one block
+    assert hlo_axes.group_axes([[0], [1]], c, ("x", "y")) == hlo_axes.AxesReport((), True)
+    assert hlo_axes.sub_axis("y", [0, 3], 4) is None  # not evenly inside one block
 
 
 @pytest.mark.parametrize("size", [2, 4, 8, 16])
@@ -292,7 +299,7 @@ def test_every_sub_axis_is_recognised(size: int) -> None:
             post = size // (pre * c)
             arr = np.arange(size).reshape(pre, c, post)
             for i, k in itertools.product(range(pre), range(post)):
-                assert hlo.sub_axis("a", arr[i, :, k].tolist(), size) == f"a:({pre}){c}"
+                assert hlo_axes.sub_axis("a", arr[i, :, k].tolist(), size) == f"a:({pre}){c}"
 
 
 # ------------------------------------------------------------------------------------ origins
@@ -347,3 +354,43 @@ def test_sdy_shardings_as_specs() -> None:
     assert origins.sharding_to_spec('#sdy.sharding<@mesh, [{"x":(1)2}, {?}]>') == "P('x:(1)2', UNCONSTRAINED)"
     assert origins.sharding_to_spec("#sdy.sharding<@mesh, [{}, {}]>") == "P()"
     assert origins.explain("mc_2_output: 1") == "from shard_map #2's out_specs[1]"
+
+
+# ---- the serialiser both the kernel lab and inspect_jit use -------------------------------------------
+
+
+def test_read_collectives_maps_every_spelling_to_device_ids() -> None:
+    """XLA's spellings (explicit, iota, mesh axes with device_ids and sub-axes), element types this CPU
+    build never prints (f8e4m3fn) and collective-broadcast, read into device ids by the one serialiser."""
+    hlo_text = "\n".join(
+        [
+            "HloModule m, num_partitions=4",
+            "%a = f32[4,32]{1,0} all-reduce(%x), channel_id=1, replica_groups={{0,1},{2,3}}, to_apply=%add",
+            "%b = f32[8]{0} all-gather(%y), replica_groups=[2,2]<=[2,2]T(1,0), dimensions={0}",
+            "%c = f32[] all-reduce(%z), replica_groups=mesh['a'=2,'b'=2] {'a'}, to_apply=%add",
+            "%d = (f32[2], bf16[4]) all-to-all(%p, %q), replica_groups={}",
+            "%e = f8e4m3fn[16]{0} all-gather(%w), replica_groups=mesh['a'=2,'b'=2], device_ids=([2,2]T(1,0)) {'b'}",
+            "%f = f32[4]{0} all-reduce(%v), replica_groups=mesh['a'=4] {'a':(2)2}, to_apply=%add",
+            "%g = s32[3]{0} collective-broadcast(%u), replica_groups={{0,1,2,3}}",
+            "ROOT %h = f32[2]{0} collective-permute(%t), source_target_pairs={{0,1},{1,0}}",
+        ]
+    )
+    devices = [10, 11, 12, 13]
+    got = read_collectives(hlo_text, [devices], [[10, 11], [12, 13]], ("a", "b"))
+    assert [c["op"] for c in got] == [
+        "all-reduce", "all-gather", "all-reduce", "all-to-all", "all-gather", "all-reduce",
+        "collective-broadcast", "collective-permute",
+    ]  # fmt: skip
+    assert got[0]["groups"] == [[10, 11], [12, 13]] and got[0]["bytes"] == 512 and got[0]["axes"] == ["b"]
+    assert got[1]["groups"] == [[10, 12], [11, 13]] and got[1]["axes"] == ["a"]  # iota [2,2] transposed
+    assert got[2]["groups"] == [[10, 12], [11, 13]]  # along axis 'a'
+    assert got[3]["groups"] == [[10, 11, 12, 13]] and got[3]["bytes"] == 16
+    # device_ids=([2,2]T(1,0)) is the mesh [[0,2],[1,3]]: along 'b' the groups are its rows
+    assert got[4]["groups"] == [[10, 12], [11, 13]] and got[4]["bytes"] == 16  # one byte per f8 element
+    assert got[5]["groups"] == [[10, 11], [12, 13]]  # 'a':(2)2: the minor half of a (major sub-axis of size 2)
+    assert got[6]["groups"] == [[10, 11, 12, 13]] and got[6]["bytes"] == 12
+    assert got[7]["pairs"] == [[10, 11], [11, 10]] and got[7]["axes"] == ["b"]
+    without_mesh = read_collectives(hlo_text, [devices], None, ())
+    assert [c["groups"] for c in without_mesh] == [c["groups"] for c in got] and without_mesh[0]["axes"] is None
+    per_slice = read_collectives(hlo_text, [devices, [20, 21, 22, 23]], None, ())
+    assert per_slice[0]["groups"] == [[10, 11], [12, 13], [20, 21], [22, 23]]  # every copy of the program

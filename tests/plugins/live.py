@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CLI = Path(sys.executable).parent / "shardscope"
 
 

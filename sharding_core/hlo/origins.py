@@ -23,7 +23,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from sharding_core.kernels import hlo
+from sharding_core.hlo import text as hlo
 
 MAX_ENTRIES = 400
 

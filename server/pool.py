@@ -1,19 +1,24 @@
-"""Kernel runs in worker processes: a fixed pool, a bounded queue, a per-run timeout, a result cache.
+"""A pool of worker processes: a fixed number of workers, a bounded queue, a per-task timeout, a result cache.
+
+Generic over the work: a :class:`Task` says what to send a worker (its hashable ``key``, also the
+cache key), which worker suits it (``affinity``) and how to turn the worker's raw answer into the
+response (``result``); the pool is given the worker's entry point (for the kernel lab,
+:func:`sharding_core.kernels.worker.main`) and the options every task is sent with.
 
 Why processes: JAX fixes its CPU device count per process and a kernel needs as many devices as
 its mesh, a hung or crashing kernel must not take the server with it, and compiling is CPU-bound
 work the event loop must not wait on. Workers are started with ``spawn`` (never ``fork``: a JAX
-process has threads) and stay warm between runs; a worker changes its device count in
-milliseconds (:func:`sharding_core.kernels.runner.use_cpu_devices`), so the pool prefers a worker
-that last ran the same mesh size (its compiled-executable caches are still alive) but any will do.
+process has threads) and stay warm between tasks; the pool prefers a worker whose last task had
+the same affinity (for kernels the mesh size: its compiled-executable caches are still alive) but
+any will do.
 
-Flow: :meth:`KernelPool.submit` answers from the cache, joins an identical run in flight, refuses
-when ``workers + queue`` runs are already in flight (:class:`Busy`, a 429), or queues the job.
+Flow: :meth:`WorkerPool.submit` answers from the cache, joins an identical task in flight, refuses
+when ``workers + queue`` tasks are already in flight (:class:`Busy`, a 429), or queues the job.
 Each worker has a slot thread that takes the next job, sends it over a pipe and waits for
 progress messages (``compiling``, ``running``) and the result. Past the timeout it kills the
 worker and starts a replacement; a worker that dies (``os._exit``, a segfault, the OOM killer)
-is replaced the same way. The parent turns the worker's result into the response (output layouts
-by :func:`sharding_core.kernels.plan.result_json`), encodes it once, and caches the bytes.
+is replaced the same way. The parent turns the worker's answer into the response with
+:meth:`Task.result`, encodes it once, and caches the bytes.
 """
 
 from __future__ import annotations
@@ -22,20 +27,17 @@ import collections
 import concurrent.futures
 import contextlib
 import dataclasses
-import importlib
 import logging
 import math
 import multiprocessing
-import os
 import secrets
-import signal
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from multiprocessing.connection import Connection
 from multiprocessing.context import ForkServerContext, SpawnContext
 from multiprocessing.process import BaseProcess
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import orjson
 
@@ -44,26 +46,42 @@ from server.settings import (
     MAX_KERNEL_JOBS,
     MAX_KERNEL_QUEUE,
     MAX_KERNEL_SECONDS,
-    MAX_KERNEL_TEXT_CHARS,
     MAX_KERNEL_WORKERS,
 )
 from sharding_core.errors import ShardingError
-from sharding_core.kernels.plan import KernelJob, KernelPlan, result_json
 
-log = logging.getLogger("shardscope.kernels")
+log = logging.getLogger("shardscope.pool")
 
 WORKER_START_TIMEOUT_S = 180.0  # importing JAX in a fresh process takes seconds on a busy machine
-RECYCLE_ABOVE_DEVICES = 512  # after a run this large the worker exits to give back its memory
 TIMEOUT = "timeout"
 WORKER_CRASHED = "worker_crashed"
 BUSY = "busy"
+JOB_STATES = ("queued", "compiling", "running", "done", "error")
+"""A job's states as the page polls them (a worker reports the middle two as progress)."""
+
+WorkerEntry = Callable[[Connection, Sequence[str]], None]
+"""A worker process's main function: the pipe to the pool, and ``"module:function"`` set-up hooks."""
+
+
+class Task(Protocol):
+    """What the pool runs. ``key`` is sent to the worker and keys the cache (equal keys share a run)."""
+
+    @property
+    def key(self) -> Hashable: ...
+
+    @property
+    def affinity(self) -> int: ...
+
+    def result(self, raw: Any) -> Any:
+        """The response (JSON-ready data) for the worker's raw answer; raises ShardingError to refuse it."""
+        ...
 
 
 class Busy(Exception):
     """Every worker is busy and the queue is full."""
 
     def __init__(self, in_flight: int, limit: int, retry_after: int) -> None:
-        super().__init__(f"{in_flight} kernel runs in flight; at most {limit}")
+        super().__init__(f"{in_flight} tasks in flight; at most {limit}")
         self.in_flight = in_flight
         self.limit = limit
         self.retry_after = retry_after
@@ -71,11 +89,11 @@ class Busy(Exception):
 
 @dataclasses.dataclass(eq=False)
 class Job:
-    """One run: its state as the page polls it, and its answer (response bytes or an error body)."""
+    """One task's run: its state as the page polls it, and its answer (response bytes or an error body)."""
 
     id: str
-    plan: KernelPlan
-    state: str = "queued"  # queued, compiling, running, done, error
+    task: Task
+    state: str = "queued"  # one of JOB_STATES
     created: float = dataclasses.field(default_factory=time.monotonic)
     started: float | None = None
     finished: float | None = None
@@ -85,8 +103,8 @@ class Job:
     future: concurrent.futures.Future[None] = dataclasses.field(default_factory=concurrent.futures.Future)
 
     @property
-    def key(self) -> KernelJob:
-        return self.plan.job
+    def key(self) -> Hashable:
+        return self.task.key
 
     @property
     def elapsed_ms(self) -> float:
@@ -96,58 +114,6 @@ class Job:
     def response_bytes(self) -> bytes:
         assert self.result is not None
         return b'{"cached":' + (b"true" if self.cached else b"false") + b"," + self.result[1:]
-
-
-# ---------------------------------------------------------------------------------- the worker
-
-
-def worker_main(conn: Connection, setup: Sequence[str]) -> None:
-    """A worker process: import JAX on CPU, then run jobs from ``conn`` until it closes.
-
-    ``setup``: ``"module:function"`` names called first (tests register kernels that hang or crash).
-    """
-    os.environ["JAX_PLATFORMS"] = "cpu"
-    os.environ["TPU_SKIP_MDS_QUERY"] = "1"  # libtpu, if installed, must never query a metadata server
-    # The device count comes from jax_num_cpu_devices; an inherited XLA flag for it would fight that.
-    flags = os.environ.get("XLA_FLAGS", "").split()
-    os.environ["XLA_FLAGS"] = " ".join(f for f in flags if "xla_force_host_platform_device_count" not in f)
-    # Ctrl-C in a terminal reaches the whole process group; the server decides when workers stop.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    import jax  # noqa: F401 - imported here, after the environment is set
-
-    from sharding_core.kernels import catalog, runner
-
-    for name in setup:
-        module, _, function = name.partition(":")
-        getattr(importlib.import_module(module), function)()
-    del catalog
-    conn.send(("ready", os.getpid()))
-    while True:
-        try:
-            message = conn.recv()
-        except (EOFError, OSError):
-            return  # the server is gone
-        if message is None:
-            return
-        job, max_text_chars, recycle_above = message
-        reply: tuple[str, Any]
-        try:
-            runner.use_cpu_devices(job.size)
-            result = runner.run_job(job, lambda state: conn.send(("state", state)), max_text_chars=max_text_chars)
-            reply = ("result", result)
-        except runner.KernelRunError as e:
-            reply = ("error", e.to_dict())
-        except Exception as e:  # noqa: BLE001 - a bug in the runner must still answer the job
-            reply = ("error", {"code": "worker_error", "message": f"{type(e).__name__}: {e}"[:4000]})
-        retire = job.size > recycle_above  # a fresh worker beats the gigabytes a 2048-device compile keeps
-        try:
-            if retire:
-                conn.send(("retiring", None))  # before the answer, so the server never sends another job here
-            conn.send(reply)
-        except (OSError, ValueError):
-            return
-        if retire:
-            return
 
 
 # ---------------------------------------------------------------------------------------- pool
@@ -160,13 +126,13 @@ class _WorkerGone(Exception):
 class _Slot:
     """One worker process and the thread that feeds it."""
 
-    def __init__(self, pool: KernelPool, index: int) -> None:
+    def __init__(self, pool: WorkerPool, index: int) -> None:
         self.pool = pool
         self.index = index
         self.proc: BaseProcess | None = None
         self.conn: Connection | None = None
-        self.devices: int | None = None  # mesh size of the last run (affinity)
-        self.thread = threading.Thread(target=self._loop, name=f"kernel-slot-{index}", daemon=True)
+        self.affinity: int | None = None  # of the last task run here
+        self.thread = threading.Thread(target=self._loop, name=f"{pool.name}-slot-{index}", daemon=True)
 
     # -- process lifecycle
 
@@ -182,7 +148,7 @@ class _Slot:
         )
         parent, child = ctx.Pipe()
         proc = ctx.Process(
-            target=worker_main, args=(child, tuple(self.pool.setup)), name=f"shardscope-kernel-{self.index}"
+            target=self.pool.entry, args=(child, tuple(self.pool.setup)), name=f"{self.pool.name}-{self.index}"
         )
         proc.daemon = True  # never outlives the server
         try:
@@ -190,9 +156,9 @@ class _Slot:
         except Exception as e:  # noqa: BLE001 - e.g. spawn refusing an unguarded __main__: report, don't die
             child.close()
             parent.close()
-            raise _WorkerGone(f"a kernel worker could not start: {e}") from None
+            raise _WorkerGone(f"a worker could not start: {e}") from None
         child.close()
-        self.proc, self.conn, self.devices = proc, parent, None
+        self.proc, self.conn, self.affinity = proc, parent, None
         deadline = time.monotonic() + WORKER_START_TIMEOUT_S
         while time.monotonic() < deadline and not self.pool.closing:
             if parent.poll(0.2):
@@ -206,11 +172,11 @@ class _Slot:
                 break
         code = proc.exitcode
         self.stop_process()
-        raise _WorkerGone(f"a kernel worker did not start (exit code {code})")
+        raise _WorkerGone(f"a worker did not start (exit code {code})")
 
     def stop_process(self, kill: bool = False) -> None:
         proc, conn = self.proc, self.conn
-        self.proc, self.conn, self.devices = None, None, None
+        self.proc, self.conn, self.affinity = None, None, None
         if conn is not None:
             if not kill:
                 with contextlib.suppress(OSError, ValueError):
@@ -239,7 +205,7 @@ class _Slot:
             try:
                 self.run(job)
             except Exception as e:  # the slot must outlive any one job, or the queue stalls
-                log.exception("kernel slot %d failed on a job", self.index)
+                log.exception("%s slot %d failed on a job", self.pool.name, self.index)
                 self.stop_process(kill=True)
                 self.pool.finish(job, failure={"code": "worker_error", "message": f"{type(e).__name__}: {e}"})
         self.stop_process()
@@ -254,12 +220,12 @@ class _Slot:
         assert self.conn is not None and self.proc is not None
         conn, proc = self.conn, self.proc
         job.started = time.monotonic()  # the state stays "queued" until the worker says "compiling"
-        size = job.key.size
+        affinity = job.task.affinity
         retiring = False
         try:
-            conn.send((job.key, pool.max_text_chars, pool.recycle_above_devices))
+            conn.send((job.key, pool.options))
         except (OSError, ValueError):
-            self._replace(job, "the kernel worker could not take the job")
+            self._replace(job, "the worker could not take the job")
             return
         deadline = time.monotonic() + pool.timeout_s
         while True:
@@ -270,7 +236,7 @@ class _Slot:
                     job,
                     failure={
                         "code": TIMEOUT,
-                        "message": f"the run took longer than {pool.timeout_s:g} s (setting max_kernel_seconds); "
+                        "message": f"the run took longer than {pool.timeout_s:g} s (setting {pool.timeout_setting}); "
                         "its worker was stopped and replaced",
                         "hint": "use smaller shapes or a smaller mesh (compiling for many devices takes longest)",
                         "limit": pool.timeout_s,
@@ -282,7 +248,7 @@ class _Slot:
                 ready = conn.poll(min(remaining, 0.5))
                 message = conn.recv() if ready else None
             except (EOFError, OSError):
-                self._replace(job, f"the kernel worker exited while running (exit code {self._exitcode(proc)})")
+                self._replace(job, f"the worker exited while running (exit code {self._exitcode(proc)})")
                 return
             if message is None:
                 if pool.closing:
@@ -290,7 +256,7 @@ class _Slot:
                     pool.finish(job, failure={"code": WORKER_CRASHED, "message": "the server is shutting down"})
                     return
                 if not proc.is_alive():
-                    self._replace(job, f"the kernel worker exited while running (exit code {proc.exitcode})")
+                    self._replace(job, f"the worker exited while running (exit code {proc.exitcode})")
                     return
                 continue
             kind, data = message
@@ -300,7 +266,7 @@ class _Slot:
             if kind == "retiring":
                 retiring = True
                 continue
-            self.devices = size
+            self.affinity = affinity
             if kind == "result":
                 pool.complete(job, data)
             else:
@@ -322,7 +288,7 @@ class _Slot:
             failure={
                 "code": WORKER_CRASHED,
                 "message": message + "; it was replaced",
-                "hint": "the kernel crashed its process (e.g. out of memory); try smaller shapes",
+                "hint": "the run crashed its process (e.g. out of memory); try smaller shapes",
             },
         )
         self._respawn()
@@ -336,8 +302,8 @@ class _Slot:
             log.warning("%s", e)
 
 
-class KernelPool:
-    """Worker processes running kernels, with a bounded queue, a timeout and an LRU result cache.
+class WorkerPool:
+    """Worker processes running tasks, with a bounded queue, a timeout and an LRU result cache.
 
     Thread-safe. Threads and processes start on first use (:meth:`warm` or :meth:`submit`) and
     stop in :meth:`close`, which is idempotent.
@@ -345,34 +311,41 @@ class KernelPool:
 
     def __init__(
         self,
+        entry: WorkerEntry,
         *,
+        name: str = "shardscope-worker",
+        options: Mapping[str, Any] | None = None,
         workers: int = MAX_KERNEL_WORKERS,
         queue: int = MAX_KERNEL_QUEUE,
         timeout_s: float = MAX_KERNEL_SECONDS,
+        timeout_setting: str = "max_kernel_seconds",
         cache_entries: int = MAX_KERNEL_CACHE_ENTRIES,
         max_jobs: int = MAX_KERNEL_JOBS,
-        max_text_chars: int = MAX_KERNEL_TEXT_CHARS,
+        refused_code: str = "kernel_error",
         setup: Sequence[str] = (),
         start_method: Literal["spawn", "forkserver"] = "spawn",
     ) -> None:
         if workers < 1 or queue < 0 or timeout_s <= 0 or cache_entries < 0 or max_jobs < 1:
-            raise ValueError("kernel pool limits must be positive")
+            raise ValueError("worker pool limits must be positive")
+        self.entry = entry
+        self.name = name
+        self.options = dict(options or {})  # sent with every task
+        self.timeout_setting = timeout_setting
+        self.refused_code = refused_code  # the error code of a result the task refuses (Task.result raised)
         self.workers = workers
         self.queue_limit = queue
         self.timeout_s = timeout_s
         self.cache_entries = cache_entries
         self.max_jobs = max_jobs
-        self.max_text_chars = max_text_chars
         self.setup = tuple(setup)  # "module:function" run in every worker (tests register hook kernels)
         self.start_method = start_method
-        self.recycle_above_devices = RECYCLE_ABOVE_DEVICES
         self.closing = False
         self._lock = threading.Condition()
         self._queue: collections.deque[Job] = collections.deque()
         self._running: set[Job] = set()
-        self._in_flight: dict[KernelJob, Job] = {}
+        self._in_flight: dict[Hashable, Job] = {}
         self._jobs: collections.OrderedDict[str, Job] = collections.OrderedDict()
-        self._cache: collections.OrderedDict[KernelJob, tuple[bytes | None, dict[str, Any] | None]] = (
+        self._cache: collections.OrderedDict[Hashable, tuple[bytes | None, dict[str, Any] | None]] = (
             collections.OrderedDict()
         )
         self._slots: list[_Slot] = []
@@ -414,17 +387,17 @@ class KernelPool:
 
     # -- submitting
 
-    def submit(self, plan: KernelPlan) -> Job:
-        """A job for ``plan``: answered from the cache, joined to an identical one in flight, or queued."""
-        key = plan.job
+    def submit(self, task: Task) -> Job:
+        """A job for ``task``: answered from the cache, joined to an identical one in flight, or queued."""
+        key = task.key
         with self._lock:
             if self.closing:
-                raise RuntimeError("the kernel pool is closed")
+                raise RuntimeError("the worker pool is closed")
             hit = self._cache.get(key)
             if hit is not None:
                 self._cache.move_to_end(key)
                 self.stats["cache_hits"] += 1
-                job = Job(secrets.token_urlsafe(16), plan, cached=True)
+                job = Job(secrets.token_urlsafe(16), task, cached=True)
                 job.result, job.failure = hit
                 job.state = "done" if job.result is not None else "error"
                 job.finished = job.created
@@ -441,7 +414,7 @@ class KernelPool:
                 self.stats["busy"] += 1
                 waves = math.ceil((len(self._queue) + 1) / self.workers)
                 raise Busy(in_flight, limit, max(1, math.ceil(waves * self._avg_run_s)))
-            job = Job(secrets.token_urlsafe(16), plan)
+            job = Job(secrets.token_urlsafe(16), task)
             self._queue.append(job)
             self._in_flight[key] = job
             self._remember(job)
@@ -477,17 +450,17 @@ class KernelPool:
                 self._lock.wait()
             if self.closing:
                 return None
-            # Prefer a job of the mesh size this worker last ran; otherwise the oldest.
-            pick = next((j for j in self._queue if j.key.size == slot.devices), self._queue[0])
+            # Prefer a job with the affinity of this worker's last one; otherwise the oldest.
+            pick = next((j for j in self._queue if j.task.affinity == slot.affinity), self._queue[0])
             self._queue.remove(pick)
             self._running.add(pick)
             return pick
 
     def complete(self, job: Job, raw: dict[str, Any]) -> None:
         try:
-            body = orjson.dumps(result_json(job.plan, raw))
+            body = orjson.dumps(job.task.result(raw))
         except ShardingError as e:
-            self.finish(job, failure={**e.to_dict(), "code": "kernel_error"}, cache=True)
+            self.finish(job, failure={**e.to_dict(), "code": self.refused_code}, cache=True)
             return
         self.finish(job, result=body, cache=True)
 
@@ -512,7 +485,7 @@ class KernelPool:
         if not job.future.done():
             job.future.set_result(None)
 
-    def cached(self, key: KernelJob) -> bool:
+    def cached(self, key: Hashable) -> bool:
         with self._lock:
             return key in self._cache
 

@@ -1,0 +1,9 @@
+"""The JSON API, one router per feature (``meta``, ``layout``, ``topology``, ``links``, ``snapshots``,
+``kernels``), each with its own request and response models; the shapes several features share are in
+:mod:`.schema` and the dependencies in :mod:`.deps`. Routes validate, call ``sharding_core`` and let
+its errors translate; they compute nothing themselves."""
+
+from server.api import kernels, layout, links, meta, snapshots, topology
+
+ROUTERS = (meta.router, layout.router, topology.router, links.router, snapshots.router, kernels.router)
+"""Every feature's router, in the order the app includes them."""

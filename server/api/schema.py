@@ -1,0 +1,251 @@
+"""The shapes more than one feature speaks: request field types, the mesh request, the error body, and
+the one JSON shape of a layout and of a collective (what ``sharding_core`` serialises).
+
+Vocabularies (dtypes, mesh orders, axis types, collective ops, leaf kinds) are the domain's own
+constants turned into the schema's enums here (:func:`vocab`), never retyped. Layouts and
+collectives are ``TypedDict`` s: pydantic validates them into plain dicts (a 10,000-leaf snapshot
+skips building tens of thousands of model objects), and the same class documents the responses
+that carry them (``/api/layout``, kernel results, snapshots). Requests are strict and closed (no
+``"2"`` for ``2``, unknown fields refused) so a typo is a 422 naming the field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired
+
+from pydantic import BaseModel, ConfigDict, Field, with_config
+from typing_extensions import TypedDict
+
+from server.settings import MAX_DEVICES_CHARS
+from sharding_core.devices import MAX_DEVICES, MAX_SLICES
+from sharding_core.hlo.text import COLLECTIVE_OPS
+from sharding_core.layout import DTYPES, MAX_ARRAY_ELEMENTS, MAX_RANK
+from sharding_core.mesh import AXIS_TYPES, MAX_AXIS_NAME_CHARS, MAX_MESH_AXES, ORDERS, MeshSpec
+from sharding_core.snapshot.format import AXIS_TYPE_NAMES
+from sharding_core.spec import MAX_SPEC_CHARS
+
+
+def vocab(values: Sequence[str]) -> Any:
+    """A ``Literal`` of one of the domain's vocabularies, so the schema lists it as an enum."""
+    return Literal[tuple(values)]
+
+
+if TYPE_CHECKING:
+    DType = str
+    AxisTypeName = str
+    MeshOrder = str
+    AxisTypeOfMesh = str
+    CollectiveOp = str
+else:
+    DType = vocab(DTYPES)
+    AxisTypeName = vocab([*AXIS_TYPES, *AXIS_TYPE_NAMES])  # "auto" or "Auto": either spelling
+    MeshOrder = vocab(ORDERS)
+    AxisTypeOfMesh = vocab(AXIS_TYPE_NAMES)
+    CollectiveOp = vocab(COLLECTIVE_OPS)
+
+MAX_DEVICE_ID = 2**31 - 1  # multi-slice ids reach (slices + 1) * 100000; int32 covers them with room
+
+AxisSize = Annotated[int, Field(ge=1, le=MAX_DEVICES)]
+AxisName = Annotated[str, Field(min_length=1, max_length=MAX_AXIS_NAME_CHARS)]
+ArrayDim = Annotated[int, Field(ge=1, le=MAX_ARRAY_ELEMENTS)]
+DeviceId = Annotated[int, Field(ge=0, le=MAX_DEVICE_ID)]
+SpecText = Annotated[str, Field(max_length=MAX_SPEC_CHARS, description="A PartitionSpec, e.g. P('x', None)")]
+DevicesText = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_DEVICES_CHARS,
+        description="A device set: cpu:N, gpu:KIND:HxG, tpu:GEN:TOPO or local",
+        examples=["cpu:8", "tpu:v5e:4x4", "gpu:h100:2x8"],
+    ),
+]
+Slices = Annotated[int, Field(ge=1, le=MAX_SLICES, description="Slices of a tpu: device set (multi-slice)")]
+ChipsPerHost = Annotated[
+    list[AxisSize] | None,
+    Field(min_length=2, max_length=3, description="Chips per host block of a tpu: set, e.g. [2, 4, 1]"),
+]
+
+
+class Request(BaseModel):
+    """A request body: strict, closed and immutable."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+
+class Reply(BaseModel):
+    """A response body the route sends as pre-encoded bytes; the model documents it (``additionalProperties:
+    false``) and the schemathesis test checks every response against it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class MeshRequest(Request):
+    shape: list[AxisSize] = Field(min_length=1, max_length=MAX_MESH_AXES, description="Mesh axis sizes")
+    axis_names: list[AxisName] = Field(min_length=1, max_length=MAX_MESH_AXES, description="One name per axis")
+    order: MeshOrder = Field(
+        "make_mesh",
+        description="make_mesh: jax.make_mesh(shape, axis_names, devices=devices); iota: a plain reshape of the "
+        "device list; devices: device_ids in mesh order; hybrid: mesh_utils.create_hybrid_device_mesh with dcn_shape",
+    )
+    axis_types: list[AxisTypeName] | None = Field(
+        None, min_length=1, max_length=MAX_MESH_AXES, description="Per-axis AxisType (default: as JAX's constructor)"
+    )
+    device_ids: list[DeviceId] | None = Field(
+        None, min_length=1, max_length=MAX_DEVICES, description="Device ids in mesh order (order 'devices')"
+    )
+    dcn_shape: list[AxisSize] | None = Field(
+        None, min_length=1, max_length=MAX_MESH_AXES, description="DCN part of each axis (order 'hybrid')"
+    )
+    allow_split_physical_axes: bool | None = Field(None, description="Passed to mesh_utils.create_device_mesh when set")
+
+    def to_spec(self) -> MeshSpec:
+        """The domain's mesh description (validated there: unique names, orders, dcn_shape...)."""
+        return MeshSpec(
+            tuple(self.shape),
+            tuple(self.axis_names),
+            axis_types=tuple(self.axis_types) if self.axis_types is not None else None,
+            order=self.order,
+            device_ids=tuple(self.device_ids) if self.device_ids is not None else None,
+            allow_split_physical_axes=self.allow_split_physical_axes,
+            dcn_shape=tuple(self.dcn_shape) if self.dcn_shape is not None else None,
+        )
+
+
+# ---- the error body ------------------------------------------------------------------------------
+
+
+class ErrorDetail(BaseModel):
+    model_config = ConfigDict(extra="allow")  # details vary by code: column, axis, limit, errors, ...
+
+    code: str = Field(pattern=r"^[a-z][a-z0-9_]*$", description="Stable snake_case error code")
+    message: str = Field(description="What was wrong and what is allowed")
+    hint: str | None = Field(None, description="How to fix it")
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorDetail
+
+
+# ---- a layout: sharding_core.layout.Layout.to_json -------------------------------------------------
+
+CLOSED = ConfigDict(strict=True, extra="forbid")
+Count = Annotated[int, Field(ge=0, le=MAX_DEVICES)]
+Dim = Annotated[int, Field(ge=0, le=MAX_ARRAY_ELEMENTS)]
+ByteCount = Annotated[int, Field(ge=0, le=2**62)]
+Bounds = Annotated[list[Dim], Field(min_length=2, max_length=2)]
+
+
+@with_config(CLOSED)
+class Shard(TypedDict):
+    device_id: DeviceId
+    index: Annotated[
+        list[Bounds],
+        Field(max_length=MAX_RANK, description="[start, stop) per dimension, as devices_indices_map gives them"),
+    ]
+    replica_id: Count
+    tile: Annotated[Count, Field(description="Which distinct block the device holds (an index into tiles)")]
+
+
+@with_config(CLOSED)
+class DimSplit(TypedDict):
+    dim: Annotated[int, Field(ge=0, lt=MAX_RANK)]
+    size: Dim
+    axes: Annotated[list[AxisName], Field(max_length=MAX_MESH_AXES)]
+    axis_sizes: Annotated[list[AxisSize], Field(max_length=MAX_MESH_AXES)]
+    blocks: Annotated[int, Field(ge=0, le=MAX_ARRAY_ELEMENTS)]
+    text: Annotated[str, Field(max_length=1024)]
+
+
+# Lists that scale with the device count (shards, tiles, device columns, groups) carry no maxItems:
+# the domain checks them against the devices table and max_devices, and the body is bounded by its
+# byte limit. Nested maxItems multiply: a schema-driven fuzzer would otherwise build bodies of
+# hundreds of megabytes, refused by size (413) rather than by content.
+@with_config(CLOSED)
+class ArrayLayout(TypedDict):
+    """One array's layout without its device set's context (``Layout.to_json(context=False)``): what a
+    snapshot's ``layouts`` hold."""
+
+    spec: Annotated[str | None, Field(max_length=MAX_SPEC_CHARS, description="As JAX prints it, e.g. P('x', None)")]
+    shape: Annotated[list[Dim], Field(max_length=MAX_RANK)]
+    dtype: Annotated[str, Field(max_length=64)]
+    itemsize: Annotated[int, Field(ge=0, le=1024)]
+    shard_shape: Annotated[list[Dim], Field(max_length=MAX_RANK)]
+    dims: Annotated[list[DimSplit], Field(max_length=MAX_RANK)]
+    replication_factor: Count
+    replicated_axes: Annotated[list[AxisName], Field(max_length=MAX_MESH_AXES)]
+    unreduced_axes: Annotated[list[AxisName], Field(max_length=MAX_MESH_AXES)]
+    bytes_per_device: ByteCount
+    total_bytes: ByteCount
+    logical_bytes: ByteCount
+    shards: Annotated[list[Shard], Field(description="One entry per device, in mesh order")]
+    tiles: Annotated[list[list[DeviceId]], Field(description="Device ids holding each distinct block")]
+
+
+@with_config(CLOSED)
+class MeshInfo(TypedDict):
+    shape: Annotated[list[AxisSize], Field(min_length=1, max_length=MAX_MESH_AXES)]
+    axis_names: Annotated[list[AxisName], Field(min_length=1, max_length=MAX_MESH_AXES)]
+    axis_types: Annotated[list[AxisTypeOfMesh], Field(min_length=1, max_length=MAX_MESH_AXES)]
+    device_ids: Annotated[list[Any], Field(min_length=1, description="Nested list of device ids in mesh order")]
+
+
+@with_config(CLOSED)
+class DeviceColumns(TypedDict):
+    id: list[DeviceId]
+    process_index: list[Count]
+    core_on_chip: list[Annotated[int, Field(ge=0, le=1024)]]
+    coords: list[Annotated[list[Annotated[int, Field(ge=0, le=MAX_DEVICES)]], Field(min_length=3, max_length=3)]] | None
+    slice_index: NotRequired[list[Count]]
+
+
+@with_config(CLOSED)
+class Layout(ArrayLayout):
+    """A whole layout (``Layout.to_json()``): the array's, with the device set's context."""
+
+    devices_key: str | None
+    platform: str
+    device_kind: str
+    mesh: MeshInfo | None
+    devices: Annotated[DeviceColumns, Field(description="Device attributes as columns, in mesh order")]
+
+
+# ---- a collective: sharding_core.hlo.collectives.collective_json ------------------------------------
+
+MAX_COLLECTIVES = 4096  # an HLO module with more collectives than this is refused in a snapshot
+ShortText = Annotated[str, Field(max_length=256)]
+
+
+@with_config(CLOSED)
+class Collective(TypedDict):
+    """One collective instruction of compiled HLO with its device groups, as the kernel lab and
+    ``inspect_jit`` report it."""
+
+    op: CollectiveOp
+    name: Annotated[ShortText, Field(description="The instruction's name in the compiled HLO")]
+    shape: Annotated[str, Field(max_length=4096, description="Result shape per device as HLO writes it, f32[4,8]")]
+    bytes: Annotated[ByteCount | None, Field(description="Bytes of the result per device")]
+    groups: Annotated[
+        list[list[DeviceId]] | None, Field(description="Replica groups as device ids (collective-permute: chains)")
+    ]
+    pairs: Annotated[
+        list[Annotated[list[DeviceId], Field(min_length=2, max_length=2)]] | None,
+        Field(description="collective-permute: [source, target] device ids"),
+    ]
+    is_async: NotRequired[Annotated[bool, Field(description="An async -start form")]]
+    axes: NotRequired[
+        Annotated[
+            list[ShortText] | None,
+            Field(max_length=2 * MAX_MESH_AXES, description="Mesh axes the groups span, major first (sub-axes y:(1)2)"),
+        ]
+    ]
+    exact_axes: NotRequired[Annotated[bool | None, Field(description="Each group is exactly those axes' devices")]]
+    axes_text: NotRequired[Annotated[str, Field(max_length=1024)]]
+    replica_groups: NotRequired[
+        Annotated[str, Field(max_length=2000, description="replica_groups / source_target_pairs as XLA printed it")]
+    ]
+    dimensions: NotRequired[
+        Annotated[list[Annotated[int, Field(ge=0, lt=MAX_RANK)]], Field(max_length=MAX_RANK)] | None
+    ]
+    source: NotRequired[Annotated[str | None, Field(max_length=4096, description="The JAX op that asked for it")]]
+    raw: NotRequired[Annotated[str | None, Field(max_length=400, description="Snapshots before 0.2: groups' text")]]

@@ -1,0 +1,410 @@
+"""Snapshots published by user programs (``sharding_core.publish``): store, read, merge, diff, what-if.
+
+The server never runs user code: it checks what it is sent (the request model, then
+:func:`sharding_core.snapshot.format.check_snapshot`), stores it, and computes from the stored data.
+Routes are plain ``def`` (FastAPI's threadpool): SQLite and the domain's work keep off the event loop.
+
+* ``POST /api/snapshots`` — store a snapshot (one process's part of a run when it names a run);
+  answers ``{"id", "url": "/s/<link>", "run"}``. With ``shardscope serve --token`` it needs
+  ``Authorization: Bearer <token>`` (:class:`server.middleware.TokenCheck`).
+* ``GET /api/snapshots/{id}`` — the stored snapshot with its id and per-device memory.
+* ``GET /api/snapshots/runs/{run_id}`` — the merged picture of a multi-process run.
+* ``POST /api/snapshots/diff`` — leaves whose sharding changed between two snapshots, bytes that move.
+* ``POST /api/snapshots/whatif`` — every logically named leaf under other logical → mesh rules.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired
+
+import orjson
+from fastapi import APIRouter
+from pydantic import ConfigDict, Field, with_config
+from starlette.responses import Response
+from typing_extensions import TypedDict
+
+from server.api.deps import SettingsDep, StoreDep, responses
+from server.api.links import store_link
+from server.api.schema import (
+    MAX_COLLECTIVES,
+    ArrayLayout,
+    AxisName,
+    AxisSize,
+    ByteCount,
+    Collective,
+    Count,
+    DeviceId,
+    Dim,
+    ErrorDetail,
+    MeshInfo,
+    Reply,
+    Request,
+    ShortText,
+    SpecText,
+    vocab,
+)
+from server.errors import ApiError, not_found
+from server.jsonio import OrjsonResponse, OrjsonRoute
+from server.store import Store
+from sharding_core.layout import MAX_RANK
+from sharding_core.mesh import MAX_MESH_AXES
+from sharding_core.snapshot.diff import diff
+from sharding_core.snapshot.format import (
+    ARRAY_KINDS,
+    FORMAT,
+    LEAF_KINDS,
+    MAX_LEAF_PATH_CHARS,
+    MAX_RULES,
+    MAX_RUN_PROCESSES,
+    MAX_SNAPSHOT_LEAVES,
+    MAX_SNAPSHOT_NAME_CHARS,
+    RUN_CONFLICT,
+    VERSION,
+    check_snapshot,
+)
+from sharding_core.snapshot.memory import enrich
+from sharding_core.snapshot.merge import merge_run
+from sharding_core.snapshot.whatif import whatif
+
+if TYPE_CHECKING:
+    LeafKind = str
+    ArrayKind = str
+    FormatName = str
+    FormatVersion = int
+else:
+    LeafKind = vocab(LEAF_KINDS)
+    ArrayKind = vocab(ARRAY_KINDS)
+    FormatName = Literal[FORMAT]
+    FormatVersion = Literal[VERSION]
+
+SNAPSHOTS = "snapshots"
+SNAPSHOTS_PATH = "/api/snapshots"
+VIEW = "snapshots"
+
+router = APIRouter(route_class=OrjsonRoute, default_response_class=OrjsonResponse, tags=["snapshots"])
+
+# ---- the format: what sharding_core.capture makes and publish sends (sharding_core.snapshot.format) ----
+
+_SNAPSHOT_CONFIG = ConfigDict(strict=True, extra="forbid")
+ProcessIndex = Annotated[int, Field(ge=0, lt=MAX_RUN_PROCESSES)]
+RecordId = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$", description="An id from this server")]
+RunId = Annotated[
+    str, Field(pattern=r"^[A-Za-z0-9_-]{22,64}$", description="A run's id: at least 128 random bits, URL-safe")
+]
+LogicalRule = Annotated[
+    list[AxisName | list[AxisName] | None],
+    Field(min_length=2, max_length=2, description="[logical name, mesh axis | [mesh axes] | null], as Flax takes it"),
+]
+
+
+@with_config(_SNAPSHOT_CONFIG)
+class SnapshotDevices(TypedDict):
+    id: Annotated[list[DeviceId], Field(min_length=1)]
+    process_index: list[ProcessIndex]
+    core_on_chip: list[Annotated[int, Field(ge=0, le=1024)]]
+    coords: list[Annotated[list[Count], Field(min_length=3, max_length=3)]] | None
+
+
+@with_config(_SNAPSHOT_CONFIG)
+class SnapshotLeaf(TypedDict):
+    path: Annotated[str, Field(max_length=MAX_LEAF_PATH_CHARS)]
+    kind: LeafKind
+    type: ShortText
+    box: ShortText | None
+    shape: Annotated[list[Dim], Field(max_length=MAX_RANK)] | None
+    dtype: Annotated[str, Field(max_length=64)] | None
+    sharding: ShortText | None
+    spec: SpecText | None
+    declared_spec: SpecText | None
+    logical_axes: Annotated[list[AxisName | None], Field(max_length=MAX_RANK)] | None
+    rules: Annotated[list[LogicalRule], Field(max_length=MAX_RULES)] | None
+    mesh: Annotated[int, Field(ge=0, lt=MAX_SNAPSHOT_LEAVES)] | None
+    mesh_axes: Annotated[dict[AxisName, AxisSize], Field(max_length=MAX_MESH_AXES)] | None
+    memory_kind: Annotated[str, Field(max_length=64)] | None
+    array_kind: ArrayKind | None
+    fully_addressable: bool | None
+    num_devices: Count | None
+    addressable_devices: list[DeviceId] | None
+    layout: Annotated[int, Field(ge=0, lt=MAX_SNAPSHOT_LEAVES)] | None
+    note: Annotated[str, Field(max_length=2048)] | None
+
+
+@with_config(_SNAPSHOT_CONFIG)
+class SnapshotRun(TypedDict):
+    id: RunId
+    process_index: ProcessIndex
+    process_count: Annotated[int, Field(ge=1, le=MAX_RUN_PROCESSES)]
+
+
+@with_config(_SNAPSHOT_CONFIG)
+class SnapshotJit(TypedDict):
+    function: ShortText
+    memory_per_device: Annotated[dict[Annotated[str, Field(max_length=64)], ByteCount], Field(max_length=16)] | None
+    donated_inputs: Annotated[int, Field(ge=0, le=MAX_SNAPSHOT_LEAVES)]
+
+
+@with_config(_SNAPSHOT_CONFIG)
+class Snapshot(TypedDict):
+    """What ``sharding_core.capture`` returns and ``publish`` posts (see sharding_core.snapshot.format)."""
+
+    format: FormatName
+    version: FormatVersion
+    name: Annotated[str, Field(max_length=MAX_SNAPSHOT_NAME_CHARS)]
+    created: Annotated[float, Field(ge=0, le=2**40)]
+    jax_version: Annotated[str, Field(max_length=64)]
+    process_index: ProcessIndex
+    process_count: Annotated[int, Field(ge=1, le=MAX_RUN_PROCESSES)]
+    run: SnapshotRun | None
+    platform: Annotated[str, Field(max_length=64)]
+    device_kind: ShortText
+    devices: SnapshotDevices
+    meshes: Annotated[list[MeshInfo], Field(max_length=MAX_SNAPSHOT_LEAVES)]
+    rules: Annotated[list[LogicalRule], Field(max_length=MAX_RULES)] | None
+    layouts: Annotated[list[ArrayLayout], Field(max_length=MAX_SNAPSHOT_LEAVES)]
+    leaves: Annotated[list[SnapshotLeaf], Field(max_length=MAX_SNAPSHOT_LEAVES)]
+    skipped: Annotated[int, Field(ge=0, le=2**40)]
+    collectives: Annotated[list[Collective], Field(max_length=MAX_COLLECTIVES)] | None
+    jit: SnapshotJit | None
+
+
+class SnapshotCreated(Reply):
+    id: str = Field(description="The stored snapshot's id (GET /api/snapshots/{id})")
+    url: str = Field(description="/s/<link id>: the dashboard's snapshot view of it (of the merged run for a run)")
+    run: str | None = Field(description="The run id when the snapshot is one process's part of a run")
+
+
+class Memory(Reply):
+    device_ids: list[int]
+    bytes: list[int] = Field(description="Bytes per device (same order as device_ids), summed over the leaves")
+    devices_with_data: int
+    max_bytes: int
+    min_bytes: int
+    mean_bytes: float
+    ratio: float = Field(description="The busiest device over the mean of the devices holding data")
+    imbalanced: bool = Field(description="ratio above 1.05")
+    heaviest: list[int]
+
+
+class StoredLeaf(Reply):
+    model_config = ConfigDict(extra="allow")  # merged runs add processes, held/missing devices, conflict
+
+    path: str
+    kind: str
+    shape: list[int] | None
+    dtype: str | None
+    spec: str | None
+    layout: int | None
+
+
+class StoredSnapshot(Reply):
+    """A stored snapshot as published (every field of the request), its id and per-device memory; for a
+    run, the merge of its processes' snapshots with ``processes`` (reported, missing, device owners)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str | None = Field(None, description="The snapshot id (absent for a merged run)")
+    format: FormatName
+    version: FormatVersion
+    name: str
+    process_index: int | None
+    process_count: int
+    devices: dict[str, Any]
+    meshes: list[dict[str, Any]]
+    layouts: list[dict[str, Any]]
+    leaves: list[StoredLeaf]
+    collectives: list[Collective] | None = None
+    memory: Memory
+
+
+@with_config(_SNAPSHOT_CONFIG)
+class SnapshotRef(TypedDict):
+    """Which snapshot: ``{"snapshot": id}``, ``{"run": run_id}`` (the merged run) or
+    ``{"run": run_id, "process": n}`` (one process's part of it)."""
+
+    snapshot: NotRequired[RecordId]
+    run: NotRequired[RunId]
+    process: NotRequired[ProcessIndex]
+
+
+class DiffRequest(Request):
+    a: SnapshotRef = Field(description="The snapshot to start from")
+    b: SnapshotRef = Field(description="The snapshot to compare with")
+
+
+class DiffLeaf(Reply):
+    path: str
+    status: Literal["changed", "added", "removed"]
+    shape: list[int] | None
+    dtype: str | None
+    a_spec: str | None
+    b_spec: str | None
+    a_mesh: str | None
+    b_mesh: str | None
+    bytes_to_move: int = Field(description="Bytes of its new blocks the devices did not hold before")
+
+
+class DiffSummary(Reply):
+    same: int
+    changed: int
+    added: int
+    removed: int
+    bytes_to_move: int
+
+
+class DiffResponse(Reply):
+    summary: DiffSummary
+    leaves: list[DiffLeaf]
+
+
+class WhatIfRequest(Request):
+    ref: SnapshotRef
+    rules: list[LogicalRule] = Field(max_length=MAX_RULES, description="Logical → mesh axis rules, in precedence")
+
+
+class WhatIfLeaf(Reply):
+    index: int = Field(description="The leaf's index in the snapshot")
+    path: str
+    spec: str | None
+    layout: int | None = Field(description="Index into layouts")
+    error: ErrorDetail | None
+    changed: bool
+
+
+class WhatIfResponse(Reply):
+    rules: list[list[Any]]
+    layouts: list[ArrayLayout]
+    leaves: list[WhatIfLeaf]
+    changed: int
+    errors: int
+    memory: Memory
+
+
+# ---- routes ------------------------------------------------------------------------------------------
+
+_MEANING = {"s404": "Unknown or malformed id (not_found)", "s409": "This process already published to this run"}
+
+
+@router.post(
+    SNAPSHOTS_PATH,
+    status_code=201,
+    response_model=SnapshotCreated,
+    responses=responses(400, 401, 403, 409, 413, 415, 422, 500, **_MEANING),
+)
+def create_snapshot(body: Snapshot, store: StoreDep, settings: SettingsDep) -> Response:
+    """Stores a snapshot from ``sharding_core.publish`` and a share link to its view.
+
+    A snapshot naming a ``run`` is one process's part of a multi-process run: each process posts its
+    own, once, and the link opens the merged run (``GET /api/snapshots/runs/{run_id}``).
+    """
+    check_snapshot(body)
+    payload = orjson.dumps(enrich(dict(body)))
+    run = body["run"]
+    if run is None:
+        snapshot_id = store.put(SNAPSHOTS, payload)
+        state: dict[str, Any] = {"snapshot": snapshot_id}
+    else:
+        part = store.put_run_part(run["id"], run["process_index"], payload)
+        if part is None:
+            raise ApiError(
+                409,
+                RUN_CONFLICT,
+                f"process {run['process_index']} already published to this run; a run's parts are write-once",
+                hint="publish a later state under a new run id (leave run_id out and one is drawn)",
+            )
+        snapshot_id = part
+        state = {"run": run["id"]}
+    link_id = store_link(store, VIEW, state, settings.max_link_bytes)
+    return OrjsonResponse(
+        {"id": snapshot_id, "url": f"/s/{link_id}", "run": run["id"] if run else None}, status_code=201
+    )
+
+
+@router.get("/api/snapshots/runs/{run_id}", response_model=StoredSnapshot, responses=responses(400, 404, 422, 500))
+def get_run(run_id: str, store: StoreDep) -> Response:
+    """The merged picture of a run: every process's leaves, which processes reported and which are
+    missing, each device's owning process and, per leaf, the devices whose shards no reporting
+    process holds."""
+    return OrjsonResponse(_merged(store, run_id))
+
+
+@router.get("/api/snapshots/{snapshot_id}", response_model=StoredSnapshot, responses=responses(400, 404, 422, 500))
+def get_snapshot(snapshot_id: str, store: StoreDep) -> Response:
+    """The stored snapshot, its id and per-device memory."""
+    payload = store.get(SNAPSHOTS, snapshot_id)
+    if payload is None:
+        raise not_found("snapshot")
+    # The stored JSON is an object; splice the id in front rather than decode and re-encode megabytes.
+    return OrjsonResponse(b'{"id":' + orjson.dumps(snapshot_id) + b"," + payload[1:])
+
+
+@router.post("/api/snapshots/diff", response_model=DiffResponse, responses=responses(400, 403, 404, 413, 415, 422, 500))
+def diff_snapshots(body: DiffRequest, store: StoreDep) -> Response:
+    """Leaves whose sharding changed from ``a`` to ``b`` (snapshots, or processes of a run), and the
+    bytes each device would have to receive."""
+    _check_ref(body.a)
+    _check_ref(body.b)
+    return OrjsonResponse(diff(_load(store, body.a), _load(store, body.b)))
+
+
+@router.post(
+    "/api/snapshots/whatif", response_model=WhatIfResponse, responses=responses(400, 403, 404, 413, 415, 422, 500)
+)
+def whatif_route(body: WhatIfRequest, store: StoreDep) -> Response:
+    """Every leaf with Flax logical axis names re-laid out under other logical → mesh rules (Flax's
+    ``logical_to_mesh_axes`` semantics, JAX's layouts on the snapshot's mesh) and the new memory."""
+    return OrjsonResponse(whatif(_load(store, body.ref), body.rules))
+
+
+def _check_ref(ref: SnapshotRef) -> None:
+    snapshot, run, process = ref.get("snapshot"), ref.get("run"), ref.get("process")
+    if (snapshot is None) == (run is None) or (process is not None and run is None):
+        raise ApiError(
+            422,
+            "validation_error",
+            'a snapshot reference is {"snapshot": id}, {"run": run_id} or {"run": run_id, "process": n}',
+        )
+
+
+def _load(store: Store, ref: SnapshotRef) -> dict[str, Any]:
+    _check_ref(ref)
+    snapshot, run, process = ref.get("snapshot"), ref.get("run"), ref.get("process")
+    if snapshot is not None:
+        return _parsed(store, SNAPSHOTS, snapshot)
+    assert run is not None
+    if process is None:
+        return _merged(store, run)
+    parts = dict(store.run_parts(run))
+    if process not in parts:
+        raise not_found("snapshot")
+    return _parsed(store, SNAPSHOTS, parts[process])
+
+
+def _merged(store: Store, run_id: str) -> dict[str, Any]:
+    parts = store.run_parts(run_id)
+    if not parts:
+        raise not_found("snapshot")
+    return _merge_cached(run_id, tuple(parts), store)
+
+
+@functools.lru_cache(maxsize=4)
+def _merge_cached(run_id: str, parts: tuple[tuple[int, str], ...], store: Store) -> dict[str, Any]:
+    # Keyed by the parts' ids: a run that gains a process is merged afresh. Callers only read it.
+    return merge_run(run_id, [(p, sid, _parsed(store, SNAPSHOTS, sid)) for p, sid in parts])
+
+
+def _parsed(store: Store, table: str, record_id: str) -> dict[str, Any]:
+    found = _parsed_cached(store, table, record_id)
+    if found is None:
+        raise not_found("snapshot")
+    return found
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed_cached(store: Store, table: str, record_id: str) -> dict[str, Any] | None:
+    # Snapshots are immutable, so a parsed one can be reused (what-if edits re-read the same one).
+    payload = store.get(table, record_id)
+    if payload is None:
+        return None
+    parsed: dict[str, Any] = orjson.loads(payload)
+    return parsed

@@ -1,0 +1,133 @@
+"""What several test modules use (tests import this module, never each other): request helpers for
+the in-process client, the fuzz scale, job polling, and a fake ASGI scope for middleware tests."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+import pytest
+from fastapi.testclient import TestClient
+
+from server.middleware import Message, Receive, Scope, Send
+
+BASE = "http://127.0.0.1:8000"
+"""The in-process client's base URL: the app is bound to loopback and checks the Host header."""
+HOST = {"host": "127.0.0.1:8000"}
+JSON = {"content-type": "application/json"}
+
+# The fuzz tests' example counts scale with SHARDSCOPE_FUZZ_SCALE: 1 in CI (thousands of inputs,
+# a minute), e.g. 50 for a nightly run (`SHARDSCOPE_FUZZ_SCALE=50 make test`).
+FUZZ_SCALE = max(1, int(os.environ.get("SHARDSCOPE_FUZZ_SCALE", "1")))
+
+
+def fuzz_examples(n: int) -> int:
+    return n * FUZZ_SCALE
+
+
+def layout_request(**overrides: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "devices": "cpu:8",
+        "mesh": {"shape": [2, 4], "axis_names": ["x", "y"]},
+        "spec": "P('x', None)",
+        "shape": [4, 8],
+        "dtype": "float32",
+    }
+    body.update(overrides)
+    return body
+
+
+def post(client: TestClient, url: str, body: Any, headers: dict[str, str] | None = None) -> Any:
+    return client.post(url, content=orjson.dumps(body), headers={**JSON, **(headers or {})})
+
+
+def assert_error(response: Any, status: int, code: str) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"error"}, body
+    error: dict[str, Any] = body["error"]
+    assert error["code"] == code, error
+    assert isinstance(error["message"], str) and error["message"]
+    return error
+
+
+def wait_job(client: TestClient, job_id: str, timeout: float = 120) -> dict[str, Any]:
+    """Polls a kernel job until it is done or failed."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job: dict[str, Any] = client.get(f"/api/kernels/jobs/{job_id}").json()
+        if job["state"] in ("done", "error"):
+            return job
+        time.sleep(0.02)
+    pytest.fail(f"job {job_id} did not finish")
+
+
+# ---- a fake ASGI request, for middleware on its own -----------------------------------------------
+
+
+def scope(method: str = "GET", path: str = "/", headers: Sequence[tuple[str, str]] = (), **extra: Any) -> Scope:
+    return {
+        "type": "http",
+        "method": method,
+        "path": path,
+        "headers": [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers],
+        **extra,
+    }
+
+
+class Inner:
+    """A downstream app that records that it ran and answers 200 (reading the body if asked)."""
+
+    def __init__(self, read_body: bool = False) -> None:
+        self.called = False
+        self.read_body = read_body
+        self.body = b""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self.called = True
+        if self.read_body:
+            while True:
+                message = await receive()
+                self.body += message.get("body", b"")
+                if not message.get("more_body"):
+                    break
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"x-inner", b"1")]})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+
+def run(app: Any, sc: Scope, chunks: Sequence[bytes] = (b"",)) -> tuple[list[Message], int]:
+    """Runs ``app`` on one request; returns what it sent and how many body chunks it pulled."""
+    sent: list[Message] = []
+    pulled = 0
+
+    async def receive() -> Message:
+        nonlocal pulled
+        i = pulled
+        pulled += 1
+        if i < len(chunks):
+            return {"type": "http.request", "body": chunks[i], "more_body": i < len(chunks) - 1}
+        return {"type": "http.disconnect"}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    asyncio.run(app(sc, receive, send))
+    return sent, pulled
+
+
+def status(sent: list[Message]) -> int:
+    return int(sent[0]["status"])
+
+
+def error_code(sent: list[Message]) -> str:
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    code: str = orjson.loads(body)["error"]["code"]
+    return code
+
+
+def headers(sent: list[Message]) -> dict[bytes, bytes]:
+    return dict(sent[0]["headers"])
