@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from sharding_core import capture, publish  # noqa: E402
-from tests.live import Server, free_port, wait_ready  # noqa: E402
+from tests.plugins.live import Server, free_port, wait_ready  # noqa: E402
 
 LEAVES = 10_000
 ROUNDS = 3

@@ -33,7 +33,6 @@ from sharding_core.topology import compare_orderings, groups_on_topology, mesh_o
 router = APIRouter(route_class=OrjsonRoute, default_response_class=OrjsonResponse)
 
 
-
 class TopologyDevice(Reply):
     id: int
     process_index: int
