@@ -37,6 +37,7 @@ from server.middleware import (
 from server.pool import WorkerPool
 from server.settings import Settings
 from server.store import Store
+from sharding_core import cache
 from sharding_core.kernels import worker
 
 _PACKAGED = Path(__file__).resolve().parent / "frontend"  # a wheel install (pyproject force-include)
@@ -100,6 +101,7 @@ def create_app(
     its workers start on first use and stop with the app.
     """
     settings = settings if settings is not None else Settings()
+    cache.configure(settings.max_cache_bytes)
     store = Store(db_path)
     kernels = kernel_pool if kernel_pool is not None else kernel_worker_pool(settings)
     frontend = Path(frontend_dir) if frontend_dir is not None else FRONTEND_DIR
@@ -169,5 +171,6 @@ def kernel_worker_pool(settings: Settings, setup: Sequence[str] = ()) -> WorkerP
         timeout_s=settings.max_kernel_seconds,
         cache_entries=settings.max_kernel_cache_entries,
         max_jobs=settings.max_kernel_jobs,
+        memory_limit=settings.worker_memory(),
         setup=setup,
     )

@@ -41,6 +41,7 @@ from typing import Any, Literal, Protocol
 
 import orjson
 
+from server.memcap import BACKSTOP_SLACK, CgroupCap
 from server.settings import (
     MAX_KERNEL_CACHE_ENTRIES,
     MAX_KERNEL_JOBS,
@@ -49,9 +50,13 @@ from server.settings import (
     MAX_KERNEL_WORKERS,
 )
 from sharding_core.errors import ShardingError
+from sharding_core.kernels.memory import fmt_bytes, resident_bytes
 
 log = logging.getLogger("shardscope.pool")
 
+WATCH_S = 0.1
+"""How often a running job's worker is looked at (its messages, and its resident memory)."""
+TOO_LARGE = "too_large"
 WORKER_START_TIMEOUT_S = 180.0  # importing JAX in a fresh process takes seconds on a busy machine
 TIMEOUT = "timeout"
 WORKER_CRASHED = "worker_crashed"
@@ -100,6 +105,7 @@ class Job:
     result: bytes | None = None  # the run response without its leading {"cached": ...}
     failure: dict[str, Any] | None = None  # {"code", "message", "hint"?, ...}
     cached: bool = False
+    peak_memory: int | None = None  # the worker's largest resident memory seen while it ran (bytes)
     future: concurrent.futures.Future[None] = dataclasses.field(default_factory=concurrent.futures.Future)
 
     @property
@@ -132,6 +138,8 @@ class _Slot:
         self.proc: BaseProcess | None = None
         self.conn: Connection | None = None
         self.affinity: int | None = None  # of the last task run here
+        self.cgroup: CgroupCap | None = None
+        self.cgroup_tried = False
         self.thread = threading.Thread(target=self._loop, name=f"{pool.name}-slot-{index}", daemon=True)
 
     # -- process lifecycle
@@ -159,6 +167,7 @@ class _Slot:
             raise _WorkerGone(f"a worker could not start: {e}") from None
         child.close()
         self.proc, self.conn, self.affinity = proc, parent, None
+        self._cap(proc)
         deadline = time.monotonic() + WORKER_START_TIMEOUT_S
         while time.monotonic() < deadline and not self.pool.closing:
             if parent.poll(0.2):
@@ -173,6 +182,17 @@ class _Slot:
         code = proc.exitcode
         self.stop_process()
         raise _WorkerGone(f"a worker did not start (exit code {code})")
+
+    def _cap(self, proc: BaseProcess) -> None:
+        """Moves a new worker into the slot's memory cgroup (made on first use, where the server may)."""
+        limit = self.pool.memory_limit
+        if limit is None or proc.pid is None:
+            return
+        if not self.cgroup_tried:
+            self.cgroup_tried = True
+            self.cgroup = CgroupCap.create(f"{self.pool.name}-{self.index}", int(limit * BACKSTOP_SLACK))
+        if self.cgroup is not None:
+            self.cgroup.add(proc.pid)
 
     def stop_process(self, kill: bool = False) -> None:
         proc, conn = self.proc, self.conn
@@ -244,8 +264,10 @@ class _Slot:
                 )
                 self._respawn()
                 return
+            if self._over_memory(job, proc):
+                return
             try:
-                ready = conn.poll(min(remaining, 0.5))
+                ready = conn.poll(min(remaining, WATCH_S))
                 message = conn.recv() if ready else None
             except (EOFError, OSError):
                 self._replace(job, f"the worker exited while running (exit code {self._exitcode(proc)})")
@@ -276,6 +298,22 @@ class _Slot:
                 self._respawn()  # warm again before the next job arrives
             return
 
+    def _over_memory(self, job: Job, proc: BaseProcess) -> bool:
+        """The watchdog: past the memory limit, the worker is killed and the job refused as too large."""
+        limit = self.pool.memory_limit
+        if limit is None or proc.pid is None:
+            return False
+        used = resident_bytes(proc.pid)
+        if used is None:
+            return False
+        job.peak_memory = max(job.peak_memory or 0, used)
+        if used <= limit:
+            return False
+        self.stop_process(kill=True)
+        self.pool.finish(job, failure=self.pool.memory_failure(used))
+        self._respawn()
+        return True
+
     @staticmethod
     def _exitcode(proc: BaseProcess) -> int | None:
         proc.join(timeout=2)
@@ -283,6 +321,10 @@ class _Slot:
 
     def _replace(self, job: Job, message: str) -> None:
         self.stop_process(kill=True)
+        if self.cgroup is not None and self.cgroup.killed_for_memory():
+            self.pool.finish(job, failure=self.pool.memory_failure(None))
+            self._respawn()
+            return
         self.pool.finish(
             job,
             failure={
@@ -322,6 +364,8 @@ class WorkerPool:
         cache_entries: int = MAX_KERNEL_CACHE_ENTRIES,
         max_jobs: int = MAX_KERNEL_JOBS,
         refused_code: str = "kernel_error",
+        memory_limit: int | None = None,
+        memory_setting: str = "max_worker_memory",
         setup: Sequence[str] = (),
         start_method: Literal["spawn", "forkserver"] = "spawn",
     ) -> None:
@@ -332,6 +376,8 @@ class WorkerPool:
         self.options = dict(options or {})  # sent with every task
         self.timeout_setting = timeout_setting
         self.refused_code = refused_code  # the error code of a result the task refuses (Task.result raised)
+        self.memory_limit = memory_limit  # resident bytes per worker (watchdog, and a cgroup where possible)
+        self.memory_setting = memory_setting
         self.workers = workers
         self.queue_limit = queue
         self.timeout_s = timeout_s
@@ -384,6 +430,8 @@ class WorkerPool:
             if slot.thread.ident is not None:
                 slot.thread.join(timeout=30)
             slot.stop_process(kill=True)
+            if slot.cgroup is not None:
+                slot.cgroup.remove()
 
     # -- submitting
 
@@ -484,6 +532,17 @@ class WorkerPool:
             self.stats["done" if result is not None else (failure or {}).get("code", "error")] += 1
         if not job.future.done():
             job.future.set_result(None)
+
+    def memory_failure(self, used: int | None) -> dict[str, Any]:
+        limit = self.memory_limit or 0
+        seen = f" (it reached {fmt_bytes(used)})" if used else ""
+        return {
+            "code": TOO_LARGE,
+            "message": f"the run needed more memory than a worker may use, {fmt_bytes(limit)} (setting "
+            f"{self.memory_setting}){seen}; its worker was stopped and replaced",
+            "hint": "use smaller shapes or fewer devices: the shardings and collectives are the same at any multiple",
+            "limit": limit,
+        }
 
     def cached(self, key: Hashable) -> bool:
         with self._lock:

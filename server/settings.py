@@ -16,8 +16,10 @@ import difflib
 from collections.abc import Iterable
 from typing import Any
 
+from sharding_core.cache import MAX_CACHE_BYTES
 from sharding_core.devices import MAX_DEVICES, MAX_SLICES
 from sharding_core.errors import ShardingError
+from sharding_core.kernels.memory import physical_ram
 from sharding_core.kernels.plan import MAX_KERNEL_DEVICES, MAX_KERNEL_ELEMENTS
 from sharding_core.kernels.runner import MAX_TEXT_CHARS as MAX_KERNEL_TEXT_CHARS
 from sharding_core.layout import MAX_ARRAY_ELEMENTS, MAX_RANK
@@ -145,10 +147,24 @@ class Settings:
         "Elements across a kernel run's inputs, and in any array it creates (2^24), checked before anything is "
         "allocated; more gets 422 too_large",
     )
+    max_worker_memory: int = _setting(
+        0,
+        "Bytes of memory one kernel worker may use (0: a quarter of the machine's RAM). A run whose estimate "
+        "(inputs on the host and on every device, the arrays the kernel creates, XLA's program, the reference) "
+        "is larger gets 422 too_large before it runs; a worker that grows past it anyway is stopped (a memory "
+        "cgroup where the server may make one, and a resident-memory watchdog) and the run gets 422 too_large",
+        minimum=0,
+    )
     max_kernel_text_chars: int = _setting(
         MAX_KERNEL_TEXT_CHARS,
         "Characters of StableHLO and of compiled HLO text in a kernel result; longer text is cut and flagged",
         minimum=1024,
+    )
+    max_cache_bytes: int = _setting(
+        MAX_CACHE_BYTES,
+        "Bytes the caches of layouts, device sets, meshes and topologies may hold in all (least recently used "
+        "go first): what distinct large requests can add to the server's memory",
+        minimum=1024 * 1024,
     )
     # ---- the HTTP server itself (passed to uvicorn by `shardscope serve`)
     max_connections: int = _setting(
@@ -166,6 +182,10 @@ class Settings:
     max_keep_alive_seconds: int = _setting(
         MAX_KEEP_ALIVE_SECONDS, "Seconds an idle keep-alive connection stays open (timeout_keep_alive)"
     )
+
+    def worker_memory(self) -> int:
+        """``max_worker_memory`` in bytes, with 0 resolved to a quarter of the machine's RAM."""
+        return self.max_worker_memory or physical_ram() // 4
 
     def with_values(self, pairs: Iterable[tuple[str, str | int]]) -> Settings:
         """These settings with ``(name, value)`` pairs applied, each checked against the table.

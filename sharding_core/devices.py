@@ -27,6 +27,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from sharding_core.cache import bounded_cache
 from sharding_core.errors import BAD_DEVICES, TOO_LARGE, ShardingError
 
 MAX_DEVICES = 16384
@@ -289,7 +290,7 @@ def parse_devices(
     return _parse_devices(text.strip(), slices, cph)
 
 
-@functools.lru_cache(maxsize=64)
+@bounded_cache("device_sets", lambda devset: 1024 + 160 * len(devset))
 def _parse_devices(text: str, slices: int, chips_per_host: tuple[int, ...] | None) -> DeviceSet:
     kind, _, rest = text.partition(":")
     kind = kind.lower()

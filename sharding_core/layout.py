@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from sharding_core.cache import bounded_cache
 from sharding_core.devices import DeviceSet
 from sharding_core.errors import (
     BAD_DTYPE,
@@ -434,7 +435,15 @@ def check_spec(spec: Any, mesh_shape: dict[str, int], shape: tuple[int, ...]) ->
             )
 
 
-@functools.lru_cache(maxsize=128)
+def _layout_bytes(layout: Layout) -> int:
+    """What a cached layout holds: its columns, and its JSON text once serialised (estimated up front)."""
+    arrays = (layout.device_ids, layout.starts, layout.stops, layout.replica_ids, layout.tile_ids,
+              layout.process_index, layout.core_on_chip, layout.coords, layout.slice_index)  # fmt: skip
+    n, rank = (int(d) for d in layout.starts.shape)
+    return int(sum(a.nbytes for a in arrays if a is not None)) + n * (64 + 24 * rank) + 2048
+
+
+@bounded_cache("layouts", _layout_bytes)
 def _named_layout(devset: DeviceSet, mesh_spec: MeshSpec, pspec: Any, shape: tuple[int, ...], dtype: str) -> Layout:
     from jax.sharding import NamedSharding
 
@@ -451,6 +460,23 @@ def _named_layout(devset: DeviceSet, mesh_spec: MeshSpec, pspec: Any, shape: tup
         return _build(sharding, shape, dtype, itemsize, devset.key)
     except (AssertionError, ValueError, TypeError, NotImplementedError) as e:
         raise _jax_refuses(pspec, mesh, e) from None
+
+
+def _devices_indices_map(sharding: Any, shape: tuple[int, ...]) -> Any:
+    """``sharding.devices_indices_map(shape)``, without growing JAX's own cache of it.
+
+    JAX memoises ``common_devices_indices_map`` for 4096 (sharding, shape) pairs; at 16384 devices
+    each entry is megabytes of slices, so distinct large layouts would hold gigabytes for the life of
+    the server. The layout cache above keeps what is worth keeping, bounded by bytes; this calls
+    JAX's own function underneath its cache (for the shardings that use it).
+    """
+    from jax._src import sharding as jax_sharding
+
+    common = jax_sharding.common_devices_indices_map
+    uncached = getattr(common, "__wrapped__", None)
+    if uncached is not None and type(sharding).devices_indices_map is jax_sharding.Sharding.devices_indices_map:
+        return uncached(sharding, shape)
+    return sharding.devices_indices_map(shape)
 
 
 def _refusal_hint(message: str) -> str | None:
@@ -471,7 +497,7 @@ def _build(sharding: Any, shape: tuple[int, ...], dtype: str, itemsize: int, dev
         # devices_indices_map does not support unreduced axes; the index bounds are those of the spec
         # without them (devices along an unreduced axis hold partial sums of the same block).
         index_sharding = NamedSharding(sharding.mesh, PartitionSpec(*spec.partitions))
-    indices = index_sharding.devices_indices_map(shape)
+    indices = _devices_indices_map(index_sharding, shape)
     try:
         even: tuple[int, ...] | None = tuple(int(d) for d in index_sharding.shard_shape(shape))
     except (ValueError, NotImplementedError, AttributeError):

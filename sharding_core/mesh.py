@@ -17,13 +17,13 @@ default), ``Auto`` for the others (``Mesh``'s default).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from sharding_core.cache import bounded_cache
 from sharding_core.devices import DeviceSet
 from sharding_core.errors import BAD_AXIS_NAME, BAD_MESH, DUPLICATE_AXIS, MESH_UNPLACEABLE, ShardingError
 
@@ -147,7 +147,7 @@ def build_mesh(devset: DeviceSet, spec: MeshSpec) -> Any:
     return _build_mesh_cached(devset, spec)
 
 
-@functools.lru_cache(maxsize=256)
+@bounded_cache("meshes", lambda mesh: 2048 + 96 * int(mesh.devices.size))
 def _build_mesh_cached(devset: DeviceSet, spec: MeshSpec) -> Any:
     from jax.experimental import mesh_utils
     from jax.sharding import Mesh

@@ -16,12 +16,12 @@ NVLink (NVSwitch), hosts are joined by the data-centre network.
 
 from __future__ import annotations
 
-import functools
 import itertools
 from typing import Any
 
 import numpy as np
 
+from sharding_core.cache import bounded_cache
 from sharding_core.devices import DeviceSet, device_info
 
 _POD_SIDE = {"v2": 16, "v3": 32}
@@ -114,7 +114,7 @@ def _fabrics(devset: DeviceSet, hosts: dict[int, list[int]]) -> list[dict[str, A
 # ---------------------------------------------------------------- the mesh laid on the topology
 
 
-@functools.lru_cache(maxsize=32)
+@bounded_cache("topologies", lambda cols: 4096 + 120 * len(cols[0]))
 def _columns(devset: DeviceSet) -> tuple[dict[int, int], np.ndarray, np.ndarray]:
     """Per device set, once: each id's position in the device list, and hosts and slices by position."""
     pos = {d.id: i for i, d in enumerate(devset.devices)}
@@ -123,7 +123,7 @@ def _columns(devset: DeviceSet) -> tuple[dict[int, int], np.ndarray, np.ndarray]
     return pos, hosts, slices
 
 
-@functools.lru_cache(maxsize=32)
+@bounded_cache("topologies", lambda torus: 4096 + (torus[2].nbytes if torus is not None else 0))
 def _torus(devset: DeviceSet) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """(sizes, wraps, coords by position in devset.devices) for a TPU set; None otherwise."""
     if devset.platform != "tpu" or devset.topology is None or devset.generation is None:

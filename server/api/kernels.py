@@ -135,6 +135,7 @@ class KernelLimits(Reply):
     max_kernel_seconds: int
     max_kernel_workers: int
     max_kernel_queue: int
+    max_worker_memory: int = Field(description="Bytes of memory one kernel worker may use")
 
 
 class KernelCatalogResponse(Reply):
@@ -285,6 +286,9 @@ class KernelJobResponse(Reply):
     state: KernelState
     queued_ahead: int | None = Field(description="Runs ahead of this one in the queue (null unless queued)")
     elapsed_ms: float
+    peak_memory_bytes: int | None = Field(
+        description="The worker's largest resident memory seen while this run ran (null: not measured, or cached)"
+    )
     result: KernelRunResponse | None
     failure: ErrorDetail | None = Field(description="Why the run failed (state error)")
 
@@ -310,6 +314,7 @@ def _catalog(names: tuple[str, ...], settings: Settings) -> bytes:
                 "max_kernel_seconds": settings.max_kernel_seconds,
                 "max_kernel_workers": settings.max_kernel_workers,
                 "max_kernel_queue": settings.max_kernel_queue,
+                "max_worker_memory": settings.worker_memory(),
             },
         }
     )
@@ -339,6 +344,7 @@ def _plan(body: KernelRunRequest, settings: Settings) -> KernelPlan:
         chips_per_host=body.chips_per_host,
         max_devices=settings.max_kernel_devices,
         max_elements=settings.max_kernel_elements,
+        max_bytes=settings.worker_memory(),
     )
 
 
@@ -408,6 +414,7 @@ async def job_status(job_id: str, pool: PoolDep) -> Response:
         "state": state,
         "queued_ahead": ahead,
         "elapsed_ms": job.elapsed_ms,
+        "peak_memory_bytes": job.peak_memory,
         "failure": failure,
     }
     # The result is already encoded (and cached) bytes: splice it in rather than decode and re-encode.

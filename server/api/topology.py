@@ -3,7 +3,6 @@ device groups laid on it (``POST /api/topology/mesh``, ``POST /api/topology/grou
 
 from __future__ import annotations
 
-import functools
 from typing import Annotated, Any
 
 import orjson
@@ -25,6 +24,7 @@ from server.api.schema import (
 from server.errors import ApiError
 from server.jsonio import OrjsonResponse, OrjsonRoute
 from server.settings import MAX_DEVICES_CHARS, Settings
+from sharding_core.cache import bounded_cache
 from sharding_core.devices import MAX_DEVICES, MAX_SLICES
 from sharding_core.errors import BAD_DEVICES, TOO_LARGE, ShardingError
 from sharding_core.mesh import build_mesh
@@ -145,7 +145,7 @@ class TopologyMeshResponse(Reply):
     orderings: list[Ordering]
 
 
-@functools.lru_cache(maxsize=32)
+@bounded_cache("topologies", len)
 def _encode_topology(devices: str, slices: int, chips_per_host: tuple[int, ...] | None, settings: Settings) -> bytes:
     return orjson.dumps(topology(device_set(settings, devices, slices, chips_per_host)))
 

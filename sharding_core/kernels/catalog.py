@@ -133,6 +133,43 @@ class KernelContext:
 
 
 @dataclasses.dataclass(frozen=True)
+class Footing:
+    """What a kernel's memory footprint is computed from, before anything is built."""
+
+    mesh: Mapping[str, int]  # axis name -> size
+    shapes: tuple[tuple[int, ...], ...]
+    itemsizes: tuple[int, ...]
+    params: Mapping[str, str]  # parameter values as text
+    explicit: bool = False  # some mesh axis is Explicit
+
+    @property
+    def devices(self) -> int:
+        return math.prod(self.mesh.values())
+
+    @property
+    def inputs_logical(self) -> int:
+        return sum(math.prod(s) * i for s, i in zip(self.shapes, self.itemsizes, strict=True))
+
+
+@dataclasses.dataclass(frozen=True)
+class Footprint:
+    """Bytes a run needs beyond its inputs and XLA's program: ``created`` (arrays the kernel makes while
+    it is built, as placed on every device) and ``reference`` (the unsharded computation it is checked
+    against)."""
+
+    created: int
+    reference: int
+
+
+def default_footprint(kernel: Kernel, f: Footing) -> Footprint:
+    """A kernel that creates nothing: its reference holds the inputs and outputs unsharded (NumPy in
+    float64 for a NumPy reference; the kernel on one device otherwise)."""
+    widen = 8 if kernel.reference is not None else 4
+    logical_elements = sum(math.prod(s) for s in f.shapes)
+    return Footprint(0, 3 * logical_elements * widen)
+
+
+@dataclasses.dataclass(frozen=True)
 class Kernel:
     name: str
     title: str
@@ -148,6 +185,7 @@ class Kernel:
     params: tuple[KernelParam, ...] = ()
     reference: Callable[..., Any] | None = None  # numpy: (ctx, *host inputs) -> outputs
     reference_doc: str = "NumPy in float64 on the whole (unsharded) inputs"
+    footprint: Callable[[Footing], Footprint] | None = None  # None: default_footprint
     requires: str | None = None  # an optional package (extra) the kernel needs
     tutorial: str | None = None
     explicit: str | None = None  # what happens with Explicit axes, in a sentence
@@ -451,8 +489,11 @@ def _flax_train_step(ctx: KernelContext) -> Built:
         state = nnx.state(model)
         return jax.lax.with_sharding_constraint(state, nnx.get_partition_spec(state))
 
-    graphdef, _ = nnx.split(nnx.eval_shape(lambda: DotReluDot(depth, rngs=nnx.Rngs(0))))
-    params = jax.jit(create_sharded_model)()  # sharded as the model's annotations say
+    graphdef, abstract = nnx.split(nnx.eval_shape(lambda: DotReluDot(depth, rngs=nnx.Rngs(0))))
+    # Created in the shardings the model's annotations say (with Explicit axes the constraint inside
+    # only asserts, so without out_shardings every device would hold the whole model).
+    placed = jax.tree.map(lambda spec: jax.sharding.NamedSharding(ctx.mesh, spec), nnx.get_partition_spec(abstract))
+    params = jax.jit(create_sharded_model, out_shardings=placed)()
     tx = optax.adam(1e-3)
 
     def train_step(x: jax.Array, y: jax.Array, params: Any, opt_state: Any) -> dict[str, Any]:
@@ -464,7 +505,49 @@ def _flax_train_step(ctx: KernelContext) -> Built:
         updates, opt_state = tx.update(grads, opt_state, params)
         return {"loss": loss, "params": optax.apply_updates(params, updates)}
 
-    return Built(train_step, extra_args=(params, tx.init(params)), extra_names=("params", "opt_state"))
+    # The optimizer state is made in the parameters' shardings (its scalars replicated): eagerly, or
+    # under jit without out_shardings, Adam's moments came out whole on every device (64 devices x 2
+    # moments x the model: gigabytes).
+    replicated = jax.sharding.NamedSharding(ctx.mesh, jax.sharding.PartitionSpec())
+    params_def = jax.tree.structure(params)
+    like_params = jax.tree.unflatten(params_def, [p.sharding for p in jax.tree.leaves(params)])
+
+    def is_params_like(node: Any) -> bool:
+        return bool(jax.tree.structure(node) == params_def)
+
+    shardings = jax.tree.map(
+        lambda node: like_params if is_params_like(node) else replicated,
+        jax.eval_shape(tx.init, params),  # abstract: nothing allocated to learn the state's structure
+        is_leaf=is_params_like,
+    )
+    opt_state = jax.jit(tx.init, out_shardings=shardings)(params)
+    return Built(train_step, extra_args=(params, opt_state), extra_names=("params", "opt_state"))
+
+
+def _mlp_params(f: Footing, depth: int) -> tuple[int, int]:
+    """DotReluDot's two depth x depth float32 weights: (logical bytes, bytes as placed on every device).
+
+    Each is sharded over the model axis only, so it is held (devices / model axis size) times.
+    """
+    logical = 2 * depth * depth * 4
+    model = f.mesh.get(f.params.get("model_axis", "model"), 1)
+    return logical, logical * f.devices // max(1, model)
+
+
+def _flax_init_footprint(f: Footing) -> Footprint:
+    logical, _ = _mlp_params(f, int(f.params.get("depth", "1024")))
+    # the parameters are the program's outputs (XLA's figures); the reference inits them on one device
+    return Footprint(0, 2 * logical)
+
+
+def _flax_train_footprint(f: Footing) -> Footprint:
+    logical, placed = _mlp_params(f, f.shapes[0][1])
+    # built: the parameters and Adam's two moments, as placed (with Explicit axes the parameters are
+    # first created whole on every device, then resharded: up to 4 copies per device were measured);
+    # the reference runs the step on one device: parameters, moments, gradients and the updated
+    # parameters, and its inputs
+    creating = 4 * logical * f.devices if f.explicit else 0
+    return Footprint(creating + 3 * placed, 5 * logical + 2 * f.inputs_logical)
 
 
 # ------------------------------------------------------------------------------ references
@@ -698,6 +781,7 @@ BUILTIN: tuple[Kernel, ...] = (
         ),
         reference=None,
         reference_doc=SINGLE_DEVICE,
+        footprint=_flax_init_footprint,
         requires="flax",
         tutorial=FLAX_GUIDE,
         axis_names=("data", "model"),
@@ -717,6 +801,7 @@ BUILTIN: tuple[Kernel, ...] = (
         ),
         reference=None,
         reference_doc=SINGLE_DEVICE,
+        footprint=_flax_train_footprint,
         requires="flax",
         tutorial=FLAX_GUIDE,
         explicit="fails: a matmul with sharded contracting dimensions needs out_sharding",

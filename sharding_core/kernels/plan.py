@@ -14,6 +14,7 @@ and sits at that device's mesh position; ``positions`` says which real device go
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -22,8 +23,9 @@ import numpy as np
 
 from sharding_core.devices import DeviceSet, parse_devices
 from sharding_core.errors import BAD_DTYPE, BAD_MESH, TOO_LARGE, UNKNOWN_AXIS, ShardingError
-from sharding_core.kernels.catalog import KERNEL_DTYPES, Kernel, get_kernel, kernels
-from sharding_core.layout import Layout
+from sharding_core.kernels.catalog import KERNEL_DTYPES, Footing, Kernel, default_footprint, get_kernel, kernels
+from sharding_core.kernels.memory import estimate, fmt_bytes
+from sharding_core.layout import Layout, check_dtype
 from sharding_core.mesh import MeshSpec, build_mesh
 from sharding_core.spec import canonical_spec, parse_spec, spec_axes
 
@@ -86,6 +88,8 @@ class KernelJob:
     params: tuple[tuple[str, str], ...]  # name -> value text (spec repr, axis name or integer)
     max_elements: int = MAX_KERNEL_ELEMENTS
     tpu: TpuTarget | None = None  # a simulated tpu: set, also compiled for libtpu's topology when installed
+    max_bytes: int | None = None  # the run's memory budget, checked again with XLA's figures after compiling
+    estimate: tuple[tuple[str, int], ...] = ()  # the parent's estimate, part by part (what the worker adds to)
 
     @property
     def size(self) -> int:
@@ -205,6 +209,7 @@ def plan_run(
     chips_per_host: Sequence[int] | None = None,
     max_devices: int = MAX_KERNEL_DEVICES,
     max_elements: int = MAX_KERNEL_ELEMENTS,
+    max_bytes: int | None = None,
 ) -> KernelPlan:
     """Validates a run request on the simulated devices and returns the worker's job.
 
@@ -305,6 +310,32 @@ def plan_run(
             gen.chip_config,
             devset.slices,
         )
+    resolved = _params(kernel, params, axis_names)
+    footing = Footing(
+        dict(zip(axis_names, (int(s) for s in mesh.devices.shape), strict=True)),
+        tuple(i.shape for i in job_inputs),
+        tuple(check_dtype(i.dtype) for i in job_inputs),
+        dict(resolved),
+        explicit="Explicit" in types,
+    )
+    footprint = (kernel.footprint or functools.partial(default_footprint, kernel))(footing)
+    memory = estimate(
+        mesh_spec.size,
+        footing.inputs_logical,
+        sum(layout.total_bytes for layout in layouts),
+        footprint.created,
+        footprint.reference,
+    )
+    if max_bytes is not None and memory.total > max_bytes:
+        raise ShardingError(
+            TOO_LARGE,
+            f"this run would need about {memory.describe()} of memory; a kernel worker may use at most "
+            f"{fmt_bytes(max_bytes)} (setting max_worker_memory)",
+            hint="use smaller shapes or fewer devices: the shardings and collectives are the same at any multiple",
+            estimate_bytes=memory.total,
+            limit=max_bytes,
+            parts=dict(memory.parts),
+        )
     job = KernelJob(
         kernel=kernel.name,
         devices_key=devset.key,
@@ -316,9 +347,11 @@ def plan_run(
         positions=tuple(real_of[int(i)] for i in grid),
         inputs=tuple(job_inputs),
         out_specs=outs,
-        params=_params(kernel, params, axis_names),
+        params=resolved,
         max_elements=max_elements,
         tpu=tpu,
+        max_bytes=max_bytes,
+        estimate=tuple(memory.parts.items()),
     )
     return KernelPlan(job, kernel, devset, mesh_spec, tuple(layouts))
 

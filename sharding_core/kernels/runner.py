@@ -27,6 +27,7 @@ from sharding_core.hlo import origins
 from sharding_core.hlo.collectives import DCN_NOTE, cross_slice_steps, device_assignment, read_collectives
 from sharding_core.hlo.text import megascale_transfers
 from sharding_core.kernels.catalog import Built, Kernel, KernelContext, KernelInputError, get_kernel
+from sharding_core.kernels.memory import Estimate, fmt_bytes, resident_bytes
 from sharding_core.kernels.plan import KernelJob
 from sharding_core.spec import parse_spec
 
@@ -284,6 +285,35 @@ def _refuse_large(what: str, shape: Sequence[int], limit: int) -> None:
         )
 
 
+def _refuse_past_budget(job: KernelJob, compiled: Any) -> None:
+    """Before anything is allocated: this process now, plus the inputs, XLA's program on every device and
+    the reference, against the run's memory budget (the parent's estimate, checked with XLA's figures)."""
+    if job.max_bytes is None:
+        return
+    stats = _memory(compiled)
+    per_device = (stats.get("output_bytes") or 0) + (stats.get("temp_bytes") or 0) - (stats.get("alias_bytes") or 0)
+    parts = dict(job.estimate)
+    now = resident_bytes() or parts.get("runtime", 0) + parts.get("created_arrays", 0)
+    worker = {
+        "worker_now": now,
+        "inputs_on_host": parts.get("inputs_on_host", 0),
+        "inputs_on_devices": parts.get("inputs_on_devices", 0),
+        "program": max(0, per_device) * job.size,
+        "reference": parts.get("reference", 0),
+    }
+    total = Estimate(worker)
+    if total.total > job.max_bytes:
+        raise KernelRunError(
+            "too_large",
+            f"compiled, this run needs about {total.describe()} of memory; a kernel worker may use at most "
+            f"{fmt_bytes(job.max_bytes)} (setting max_worker_memory)",
+            hint="use smaller shapes or fewer devices: the shardings and collectives are the same at any multiple",
+            estimate_bytes=total.total,
+            limit=job.max_bytes,
+            parts=worker,
+        )
+
+
 def run_job(
     job: KernelJob, progress: Progress | None = None, *, max_text_chars: int = MAX_TEXT_CHARS
 ) -> dict[str, Any]:
@@ -360,6 +390,7 @@ def _run(job: KernelJob, progress: Progress, max_text_chars: int) -> dict[str, A
             compiled = lowered.compile(compiler_options={"xla_dump_to": dump, "xla_dump_hlo_pass_re": "shardy-verbose"})
             t2 = time.perf_counter()
             mlir = origins.read_dump(dump)
+        _refuse_past_budget(job, compiled)
 
         progress("running")
         host = [_host_input(k, i.shape, i.dtype) for k, i in enumerate(job.inputs)]
