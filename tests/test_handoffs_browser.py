@@ -177,12 +177,14 @@ def test_an_unknown_or_truncated_share_link_says_so_in_words(server: Server, wat
         url = f"http://127.0.0.1:{server.port}/s/{'A' * 22}"
     else:
         url = link_to(server, "layout", LAYOUT_STATE)[:-1]
-    response = page.goto(url)
-    assert response is not None and response.status == 404
-    assert response.headers["content-type"].startswith("text/html")
-    text = page.locator("body").inner_text().strip()
-    assert not text.startswith("{") and '"error"' not in text  # words, not the API's JSON
-    assert "link" in text.lower()
-    # the 404 itself is logged by the browser as a failed resource; nothing else may be
-    watched.errors[:] = [e for e in watched.errors if "404" not in e]
-    shot(page, f"handoff-04-{which}-link")
+    try:
+        response = page.goto(url)
+        assert response is not None and response.status == 404
+        assert response.headers["content-type"].startswith("text/html")
+        text = page.locator("body").inner_text().strip()
+        assert not text.startswith("{") and '"error"' not in text  # words, not the API's JSON
+        assert "link" in text.lower()
+        shot(page, f"handoff-04-{which}-link")
+    finally:
+        # the 404 itself is logged by the browser as a failed resource; nothing else may be
+        watched.errors[:] = [e for e in watched.errors if "404" not in e]

@@ -212,10 +212,13 @@ function stateToControls() {
 }
 
 function onChange() {
+  const before = toQuery(state);
   controls?.read(state);
   stateToControls();
   pushUrl(false);
-  schedule(0);
+  // a typed field losing focus commits what typing already loaded: no second load (it would also
+  // rebuild the axis choices under the pointer that took the focus)
+  if (toQuery(state) !== before) schedule(0);
 }
 
 function onInput() {
