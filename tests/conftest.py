@@ -27,7 +27,7 @@ from tests.helpers import BASE
 
 jax.config.update("jax_num_cpu_devices", 8)
 
-pytest_plugins = ["tests.plugins.live"]
+pytest_plugins = ["tests.plugins.live", "tests.plugins.browser"]
 
 ClientFactory = Callable[..., TestClient]
 

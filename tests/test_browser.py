@@ -1,4 +1,5 @@
-"""The layout explorer in headless Chromium (Debian's, driven by Playwright) against a real server.
+"""The layout explorer and the topology view in headless Chromium (Debian's, driven by Playwright)
+against a real server.
 
 Screenshots of each state land in ``artifacts/screenshots/`` (git-ignored) for people to look at.
 """
@@ -6,72 +7,17 @@ Screenshots of each state land in ``artifacts/screenshots/`` (git-ignored) for p
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
-from tests.plugins.live import ROOT, Server
+from tests.plugins.browser import Watched, rendered, shot
+from tests.plugins.live import Server
 
-CHROMIUM = "/usr/bin/chromium"
-SHOTS = ROOT / "artifacts" / "screenshots"
-# Flags for a sandboxed, offline machine: no background networking, no first-run work.
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    assert Path(CHROMIUM).exists(), "Debian's chromium is missing: `make test` installs it"
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
-
-
-class Watched:
-    """A page whose JavaScript errors and console errors fail the test."""
-
-    def __init__(self, context: BrowserContext) -> None:
-        self.context = context
-        self.page = context.new_page()
-        self.errors: list[str] = []
-        self.page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
-        self.page.on("console", self._console)
-
-    def _console(self, msg: Any) -> None:
-        # 4xx answers to bad input are expected and shown in the page; anything else is a bug.
-        if msg.type == "error" and "status of 422" not in msg.text:
-            self.errors.append(f"console: {msg.text}")
-
-
-@pytest.fixture
-def watched(browser: Browser) -> Iterator[Watched]:
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    w = Watched(context)
-    yield w
-    context.close()
-    assert w.errors == []
-
-
-def rendered(page: Page, count: int = 1) -> None:
-    """Wait until the grid has been painted ``count`` times (the page counts paints)."""
-    page.wait_for_selector(f"body[data-rendered='{count}']", state="attached", timeout=30_000)
-
-
-def shot(page: Page, name: str) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+pytestmark = pytest.mark.slow  # a real server and a browser: not in the fast inner loop
 
 
 def tile_labels(page: Page) -> list[str]:

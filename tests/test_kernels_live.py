@@ -13,10 +13,10 @@ from urllib.parse import parse_qs, urlsplit
 
 import orjson
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
+from tests.plugins.browser import SHOTS, Watched, runs
 from tests.plugins.live import Server
-from tests.test_browser import ARGS, CHROMIUM, SHOTS, Watched
 
 pytestmark = pytest.mark.slow  # a real server, worker processes or a browser: not in the fast inner loop
 
@@ -46,19 +46,11 @@ def test_twenty_concurrent_runs_get_only_200_or_429(server: Server) -> None:
             assert int(headers["retry-after"]) >= 1 and b'"code":"busy"' in body
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
-
-
 @pytest.fixture(params=["light", "dark"])
 def watched(browser: Browser, request: pytest.FixtureRequest) -> Iterator[Watched]:
     context = browser.new_context(viewport={"width": 1400, "height": 1000}, color_scheme=request.param)
     w = Watched(context)
-    w.scheme = request.param  # type: ignore[attr-defined]
+    w.scheme = request.param
     yield w
     context.close()
     assert w.errors == []
@@ -67,10 +59,6 @@ def watched(browser: Browser, request: pytest.FixtureRequest) -> Iterator[Watche
 def shot(page: Page, name: str) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / f"kernels-{name}.png"), full_page=True)
-
-
-def runs(page: Page, count: int) -> None:
-    page.wait_for_selector(f"body[data-runs='{count}']", state="attached", timeout=90_000)
 
 
 def test_pick_a_kernel_run_it_and_see_grid_and_collectives(server: Server, watched: Watched) -> None:
@@ -98,24 +86,27 @@ def test_pick_a_kernel_run_it_and_see_grid_and_collectives(server: Server, watch
     expect(rows.first).to_contain_text(groups)
     expect(page.locator("#collective-mesh")).to_contain_text("all-reduce over x")
     topo = page.get_by_role("link", name="see it on the topology")
-    # the link hands the collective's own replica groups to the topology view
+    # the link hands the topology view the run's whole state: devices, mesh, an output's layout and
+    # the collective's own replica groups
     expected_groups = ";".join(",".join(map(str, g)) for g in result["collectives"][0]["groups"])
-    href = topo.get_attribute("href") or ""
-    assert href.startswith("/topology.html?devices=cpu%3A8&mesh=2x4&")
-    assert parse_qs(urlsplit(href).query)["groups"] == [expected_groups]
-    assert parse_qs(urlsplit(href).query)["glabel"] == ["all-reduce over x"]
+    href = urlsplit(topo.get_attribute("href") or "")
+    query = parse_qs(href.query)
+    assert href.path == "/topology.html"
+    assert (query["devices"], query["mesh"], query["axes"], query["types"]) == (["cpu:8"], ["2x4"], ["x,y"], ["auto"])
+    assert (query["spec"], query["shape"]) == ([out["spec"]], [",".join(map(str, out["shape"]))])
+    assert query["groups"] == [expected_groups]
+    assert query["glabel"] == ["all-reduce over x"]
     assert "kernel=sum_axis0" in page.url and "in=8%2C8" in page.url
     page.locator("#stablehlo-box summary").click()
     expect(page.locator("#stablehlo")).to_contain_text("sdy.sharding")
     page.locator("#origins-box summary").click()
     expect(page.locator("#origins")).to_contain_text("given here")
-    shot(page, f"01-sum-{watched.scheme}")  # type: ignore[attr-defined]
+    shot(page, f"01-sum-{watched.scheme}")
 
 
 def test_an_explicit_axes_refusal_shows_jax_message_and_what_to_change(server: Server, browser: Browser) -> None:
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     watched = Watched(context)
-    watched.scheme = "light"  # type: ignore[attr-defined]
     page = watched.page
     page.goto(f"http://127.0.0.1:{server.port}/kernels.html?kernel=matmul_xxt&types=explicit")
     alert = page.get_by_role("alert")
@@ -123,13 +114,13 @@ def test_an_explicit_axes_refusal_shows_jax_message_and_what_to_change(server: S
     expect(alert).to_contain_text("Contracting dimensions are sharded")
     expect(alert).to_contain_text("out_sharding")
     expect(page.get_by_label("Axis types")).to_have_value("explicit")
-    shot(page, f"02-explicit-error-{watched.scheme}")  # type: ignore[attr-defined]
+    shot(page, f"02-explicit-error-{watched.scheme}")
     page.get_by_label("Axis types").select_option("auto")
     page.get_by_role("button", name="Run").click()
     runs(page, 1)
     expect(alert).to_be_hidden()
     expect(page.locator("#collectives")).to_contain_text("all-gather")
-    shot(page, f"02-explicit-fixed-{watched.scheme}")  # type: ignore[attr-defined]
+    shot(page, f"02-explicit-fixed-{watched.scheme}")
     context.close()
     assert watched.errors == []
 

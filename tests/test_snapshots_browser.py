@@ -19,14 +19,11 @@ from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 from playwright.sync_api import Browser, Page, expect
 
-from sharding_core import publish
-from tests import test_browser
+from sharding_core import inspect_jit, publish
+from tests.plugins.browser import Watched, shot
 from tests.plugins.live import Server
-from tests.test_browser import Watched, shot
 
-# The layout explorer's browser fixtures (Debian's Chromium, a page failing on console errors).
-browser = test_browser.browser
-watched = test_browser.watched
+pytestmark = pytest.mark.slow  # a real server and a browser: not in the fast inner loop
 
 RULES = (("batch", "data"), ("hidden", "model"), ("embed", None))
 
@@ -176,3 +173,24 @@ def test_hostile_leaf_paths_and_names_render_as_text(server: Server, watched: Wa
     # the path shows as text; "/" in a path separates tree levels, so the closing tag splits there
     expect(page.locator("#leaf-rows")).to_contain_text('<img src=x onerror="window.XSS=1"><script>window.XSS=2<')
     shot(page, "snapshots-07-hostile-names")
+
+
+def test_inspect_jit_collectives_use_the_kernel_labs_collectives_table(server: Server, watched: Watched) -> None:
+    # The collectives of a captured jit (inspect_jit) show in the same table component as the
+    # kernel lab's: one row per collective, op and device groups as text.
+    page = watched.page
+    m = mesh()
+    a = jax.device_put(jnp.ones((8, 16)), NamedSharding(m, P("data", "model")))
+    snap = inspect_jit(lambda v: v.sum(0), a)
+    assert snap["collectives"], "the sum over a sharded dimension compiles to an all-reduce"
+    page.goto(publish(snap, "sum over data", f"http://127.0.0.1:{server.port}"))
+    loaded(page)
+    expect(page.locator("#collectives-section")).to_be_visible()
+    rows = page.locator("#collectives table.collectives tbody tr")
+    expect(rows).to_have_count(len(snap["collectives"]))
+    expect(rows.first.locator("td.op")).to_have_text(snap["collectives"][0]["op"])
+    groups = snap["collectives"][0]["groups"]
+    if groups:
+        text = " ".join("{" + ",".join(map(str, g)) + "}" for g in groups)
+        expect(rows.first.locator("td.groups")).to_have_text(text)
+    shot(page, "snapshots-08-inspect-jit-collectives")

@@ -1,8 +1,9 @@
-// Logical → mesh axis rules as people write them for Flax: ('batch', 'data'), ('hidden', 'model'),
-// ('embed', None), ('heads', ('x', 'y')) — or the same as JSON. A small tokenizer and grammar
-// (never eval); the server checks the rules again and applies Flax's semantics.
+// Flax logical → mesh axis rules as people write them: ('batch', 'data'), ('hidden', 'model'),
+// ('embed', None), ('heads', ('x', 'y')) — or the same as JSON — parsed by a small tokenizer and grammar
+// (never eval), and printed back. The server checks the rules again and applies Flax's semantics.
 
 /** @typedef {[string, string | string[] | null]} Rule */
+/** @typedef {{kind: string, value: string, col: number}} Token kind: ( ) [ ] , str none; value: a str's text */
 
 /**
  * @param {string} text
@@ -18,7 +19,7 @@ export function parseRules(text) {
     if (!t || t.kind !== kind) throw new Error(`expected ${kind === "str" ? "a quoted name" : `'${kind}'`} at column ${t ? t.col : text.length + 1}`);
     return t;
   };
-  const open = (t) => t && (t.kind === "(" || t.kind === "[");
+  const open = (/** @type {Token | undefined} */ t) => t && (t.kind === "(" || t.kind === "[");
   const closeOf = (/** @type {string} */ k) => (k === "(" ? ")" : "]");
 
   /** @returns {string | string[] | null} */
@@ -70,7 +71,7 @@ export function parseRules(text) {
 
 /** @param {string} text */
 function tokenize(text) {
-  /** @type {{kind: string, value?: string, col: number}[]} */
+  /** @type {Token[]} */
   const out = [];
   let i = 0;
   while (i < text.length) {
@@ -78,7 +79,7 @@ function tokenize(text) {
     if (/\s/.test(c)) {
       i++;
     } else if ("()[],".includes(c)) {
-      out.push({ kind: c, col: i + 1 });
+      out.push({ kind: c, value: "", col: i + 1 });
       i++;
     } else if (c === "'" || c === '"') {
       const end = text.indexOf(c, i + 1);
@@ -88,7 +89,7 @@ function tokenize(text) {
     } else {
       const m = /^[A-Za-z_]+/.exec(text.slice(i));
       if (m && (m[0] === "None" || m[0] === "null")) {
-        out.push({ kind: "none", col: i + 1 });
+        out.push({ kind: "none", value: "", col: i + 1 });
         i += m[0].length;
       } else {
         throw new Error(`unexpected ${JSON.stringify(m ? m[0] : c)} at column ${i + 1}: names are quoted, e.g. 'data'`);

@@ -1,0 +1,94 @@
+// Small pure formatters (device ids as compact ranges, bytes, index ranges, times, mesh axes) and
+// the two parsers of what people type in the controls and URLs (dims "2x4", groups "0,4;1,5").
+
+/**
+ * Device ids as compact ranges: [0,1,2,3,8,9,10,11] -> "0-3,8-11" (runs of 3+ become ranges).
+ * @param {number[]} ids
+ * @returns {string}
+ */
+export function compactIds(ids) {
+  const sorted = [...ids].sort((a, b) => a - b);
+  /** @type {string[]} */
+  const out = [];
+  /** @type {number[]} */
+  let run = [];
+  const flush = () => {
+    if (run.length >= 3) out.push(`${run[0]}-${run[run.length - 1]}`);
+    else out.push(...run.map(String));
+  };
+  for (const i of sorted) {
+    if (run.length && i === run[run.length - 1] + 1) run.push(i);
+    else {
+      flush();
+      run = [i];
+    }
+  }
+  flush();
+  return out.join(",");
+}
+
+/** Device ids as visualize_sharding prints them: "0,1,2,3". @param {number[]} ids @returns {string} */
+export function plainIds(ids) {
+  return [...ids].sort((a, b) => a - b).join(",");
+}
+
+/** A device group as the tables show it: "{0,4}", or "{0-7}" past 8 ids. @param {number[]} g @returns {string} */
+export function groupText(g) {
+  return `{${g.length > 8 ? compactIds(g) : g.join(",")}}`;
+}
+
+/** @param {number} n bytes @returns {string} */
+export function fmtBytes(n) {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+  let v = n;
+  let u = 0;
+  while (v >= 1024 && u < units.length - 1) {
+    v /= 1024;
+    u += 1;
+  }
+  return u === 0 ? `${v} B` : `${v.toFixed(v < 10 ? 2 : 1)} ${units[u]}`;
+}
+
+/** Index bounds as a NumPy slice: [[0,4],[8,16]] -> "[0:4, 8:16]". @param {number[][]} index @returns {string} */
+export function fmtIndex(index) {
+  return `[${index.map(([a, b]) => `${a}:${b}`).join(", ")}]`;
+}
+
+/** @param {number} ms @returns {string} */
+export function fmtMs(ms) {
+  return ms < 10 ? `${ms.toFixed(1)} ms` : `${ms.toFixed(0)} ms`;
+}
+
+/** A count with an SI suffix: 1.50 G, 12.0 k; "—" when there is none. @param {number | null | undefined} n */
+export function fmtCount(n) {
+  if (n === null || n === undefined) return "—";
+  if (n >= 1e9) return `${(n / 1e9).toFixed(2)} G`;
+  if (n >= 1e6) return `${(n / 1e6).toFixed(2)} M`;
+  if (n >= 1e3) return `${(n / 1e3).toFixed(1)} k`;
+  return String(n);
+}
+
+/** A mesh's axes with their sizes: "x(2) × y(4)". @param {{shape: number[], axis_names: string[]}} mesh */
+export function meshAxes(mesh) {
+  return mesh.axis_names.map((n, i) => `${n}(${mesh.shape[i]})`).join(" × ");
+}
+
+/** "4x4" or "4,4" -> [4, 4]; null unless positive integers. @param {string} text @returns {number[] | null} */
+export function parseDims(text) {
+  const parts = text.split(/[x,\s]+/i).filter(Boolean);
+  if (!parts.length) return null;
+  const nums = parts.map((p) => (/^\d{1,12}$/.test(p) ? Number(p) : NaN));
+  return nums.every((n) => Number.isInteger(n) && n >= 1) ? nums : null;
+}
+
+/** "0,4;1,5" -> [[0, 4], [1, 5]]; null unless every id is a non-negative integer. @param {string} text */
+export function parseGroups(text) {
+  if (!text) return null;
+  const groups = text.split(";").map((g) => g.split(",").map((v) => (/^\d{1,9}$/.test(v.trim()) ? Number(v) : NaN)));
+  return groups.every((g) => g.length && g.every(Number.isInteger)) ? groups : null;
+}
+
+/** [[0, 4], [1, 5]] -> "0,4;1,5" (what parseGroups reads). @param {number[][]} groups @returns {string} */
+export function groupsQuery(groups) {
+  return groups.map((g) => g.join(",")).join(";");
+}
