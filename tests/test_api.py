@@ -26,8 +26,9 @@ from server.api import schema
 from server.api.layout import LayoutRequest
 from server.api.links import LinkRequest
 from server.api.schema import DType
-from server.settings import MAX_BODY_BYTES, MAX_LINK_BYTES, SETTINGS
+from server.settings import MAX_BODY_BYTES, MAX_LINK_BYTES, SETTINGS, Settings
 from sharding_core.devices import MAX_DEVICES, parse_devices, platforms_catalog
+from sharding_core.errors import ShardingError
 from sharding_core.layout import DTYPES, MAX_RANK
 from sharding_core.mesh import MAX_AXIS_NAME_CHARS, MAX_MESH_AXES
 from sharding_core.spec import MAX_SPEC_CHARS
@@ -716,7 +717,38 @@ def test_no_input_causes_a_server_error(client: TestClient, body: dict[str, Any]
 def test_settings_table() -> None:
     names = [s.name for s in SETTINGS]
     assert len(names) == len(set(names))
-    assert all(re.fullmatch(r"max_[a-z_]+", s.name) and s.default > 0 and len(s.help) > 10 for s in SETTINGS)
+    for s in SETTINGS:
+        assert re.fullmatch(r"max_[a-z_]+", s.name) and len(s.help) > 10, s
+        assert s.default >= s.minimum and (s.maximum is None or s.default <= s.maximum), s
+    assert Settings().worker_memory() > 0  # max_worker_memory 0: a quarter of the machine's RAM
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "says"),
+    [
+        ("max_kernel_worker", "3", "did you mean max_kernel_workers"),
+        ("max_rank", "4", "cannot be set"),
+        ("max_devices", "16385", "1 to 16384"),
+        ("max_link_bytes", "255", "256 or more"),
+        ("max_link_bytes", "lots", "whole number"),
+    ],
+)
+def test_settings_are_checked_against_the_table(name: str, value: str, says: str) -> None:
+    with pytest.raises(ShardingError) as err:
+        Settings().with_values([(name, value)])
+    assert err.value.code == "bad_setting" and says in f"{err.value.message} {err.value.hint}"
+
+
+def test_settings_reach_the_routes(make_client: ClientFactory) -> None:
+    # at the limit and one past it, for a setting the routes read from the app
+    c = make_client(settings=Settings().with_values([("max_link_bytes", "1024"), ("max_devices", "64")]))
+    fits = {"view": "x", "state": {"s": "a" * (1024 - len('{"view":"x","state":{"s":""}}'))}}
+    assert post(c, "/api/links", fits).status_code == 201
+    assert_error(post(c, "/api/links", {"view": "x", "state": {"s": fits["state"]["s"] + "a"}}), 413, "too_large")
+    assert post(c, "/api/layout", layout_request(devices="cpu:64", mesh={"shape": [64], "axis_names": ["x"]},
+                                                 spec="P()")).status_code == 200  # fmt: skip
+    error = assert_error(post(c, "/api/layout", layout_request(devices="cpu:65")), 422, "too_large")
+    assert "max_devices" in error["message"] and error["limit"] == 64
 
 
 def test_request_models_enforce_the_settings() -> None:
