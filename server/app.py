@@ -24,6 +24,7 @@ from server.middleware import (
     LOOPBACK_HOSTS,
     BodyLimit,
     CatchAll,
+    ConcurrencyLimit,
     CrossSiteCheck,
     HostCheck,
     JsonOnly,
@@ -156,6 +157,7 @@ def create_app(
     app.add_middleware(CrossSiteCheck)
     app.add_middleware(HostCheck, allowed=allowed_hosts)
     app.add_middleware(CatchAll)
+    app.add_middleware(ConcurrencyLimit, max_requests=settings.max_connections)  # sheds load before any work
     app.add_middleware(SecurityHeaders, csp_overrides={"/docs": docs.DOCS_CSP})
     return app
 

@@ -3,15 +3,17 @@
 Outermost first, as :func:`server.app.create_app` stacks them:
 
 1. :class:`SecurityHeaders` — response headers on every response (CSP, nosniff, no-referrer).
-2. :class:`CatchAll` — an unexpected exception becomes a 500 in the usual error shape, no traceback.
-3. :class:`HostCheck` — DNS-rebinding defence: a loopback-bound server answers loopback names only.
-4. :class:`CrossSiteCheck` — CSRF defence: state-changing requests from another origin are refused.
-5. :class:`JsonOnly` — POST bodies must be ``application/json`` (a second CSRF wall: forms cannot send it).
-6. :class:`TokenCheck` — with ``shardscope serve --token``, writes need ``Authorization: Bearer <token>``.
-7. :class:`BodyLimit` — request bodies over the limit get 413 before the rest is read.
+2. :class:`ConcurrencyLimit` — load shedding: past ``max_connections`` requests in progress, 503.
+3. :class:`CatchAll` — an unexpected exception becomes a 500 in the usual error shape, no traceback.
+4. :class:`HostCheck` — DNS-rebinding defence: a loopback-bound server answers loopback names only.
+5. :class:`CrossSiteCheck` — CSRF defence: state-changing requests from another origin are refused.
+6. :class:`JsonOnly` — POST bodies must be ``application/json`` (a second CSRF wall: forms cannot send it).
+7. :class:`TokenCheck` — with ``shardscope serve --token``, writes need ``Authorization: Bearer <token>``.
+8. :class:`BodyLimit` — request bodies over the limit get 413 before the rest is read.
 
 Each answers refusals itself with the common error shape, so even requests that never reach a
-route get ``{"error": {"code", "message"}}``.
+route get ``{"error": {"code", "message"}}``. What the HTTP server answers before there is a
+request (a malformed or late head) is in :mod:`server.http`, with the same shape and headers.
 """
 
 from __future__ import annotations
@@ -59,6 +61,11 @@ SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
     # Other sites may not embed our responses (JSON, scripts) as no-cors resources.
     (b"cross-origin-resource-policy", b"same-origin"),
 )
+
+
+def security_headers(csp: str = CSP) -> list[tuple[bytes, bytes]]:
+    """The headers every response carries (for answers written below ASGI, by :mod:`server.http`)."""
+    return [(b"content-security-policy", csp.encode()), *SECURITY_HEADERS]
 
 
 class SecurityHeaders:
@@ -423,3 +430,44 @@ class TokenCheck:
             )
             return
         await self.app(scope, receive, send)
+
+
+# ---- load shedding: requests in progress -----------------------------------------------------------
+
+
+class ConcurrencyLimit:
+    """Technique: **load shedding with a bounded number of requests in progress**. A request counts
+    from the moment it enters the app (its head complete) until the app returns; with ``max_requests``
+    already in progress, the next one gets 503 ``overloaded`` at once, with ``Retry-After: 1`` and
+    ``Connection: close``, and nothing else runs for it. Idle, half-sent and kept-alive connections do
+    not count: those are bounded and timed out by the connection layer (:mod:`server.http`), so no
+    number of silent sockets can turn requests away. (uvicorn's ``limit_concurrency`` counted open
+    connections, and answered in plain text.)
+    """
+
+    def __init__(self, app: ASGIApp, max_requests: int) -> None:
+        self.app = app
+        self.max_requests = max_requests
+        self.active = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if self.active >= self.max_requests:
+            await send_error(
+                send,
+                ApiError(
+                    503,
+                    "overloaded",
+                    f"the server is answering {self.max_requests} requests already (setting max_connections)",
+                    hint="try again in a moment",
+                    headers={"retry-after": "1", "connection": "close"},
+                ),
+            )
+            return
+        self.active += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.active -= 1

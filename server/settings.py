@@ -50,6 +50,10 @@ MAX_SNAPSHOT_BYTES = 64 * 1024 * 1024
 MAX_CONNECTIONS = 1024
 MAX_HEADER_BYTES = 16 * 1024
 MAX_KEEP_ALIVE_SECONDS = 5
+# The connection layer (server/http.py): open sockets and how long a request may take to arrive.
+MAX_OPEN_CONNECTIONS = 4096
+MAX_HEADER_SECONDS = 10
+MAX_BODY_SECONDS = 60
 
 _DOMAIN = "enforced by sharding_core for the CLI, capture() and the server alike (the request schema carries it)"
 
@@ -169,18 +173,37 @@ class Settings:
     # ---- the HTTP server itself (passed to uvicorn by `shardscope serve`)
     max_connections: int = _setting(
         MAX_CONNECTIONS,
-        "Open connections uvicorn serves (limit_concurrency): a request arriving while this many are open, "
-        "its own included, gets 503. Slow clients cost a coroutine each, not a thread, so a normal request "
-        "is still served among them",
+        "Requests in progress at once (each counts from its complete head until its response is done; idle "
+        "connections and unfinished heads do not): one more gets 503 overloaded with Retry-After",
     )
     max_header_bytes: int = _setting(
         MAX_HEADER_BYTES,
-        "Bytes of an unfinished request head uvicorn buffers (h11_max_incomplete_event_size); more closes "
-        "the connection",
+        "Bytes of an unfinished request head uvicorn buffers (h11_max_incomplete_event_size); more gets 431 "
+        "too_large and the connection is closed",
         minimum=1024,
     )
     max_keep_alive_seconds: int = _setting(
         MAX_KEEP_ALIVE_SECONDS, "Seconds an idle keep-alive connection stays open (timeout_keep_alive)"
+    )
+    max_open_connections: int = _setting(
+        MAX_OPEN_CONNECTIONS,
+        "Open connections, idle ones included; one more closes the connection idle longest (waiting for a "
+        "request head or on keep-alive), never one with a request in progress. Capped to the open-file limit "
+        "(RLIMIT_NOFILE, raised to its hard limit at start) less 256",
+        minimum=16,
+    )
+    max_header_seconds: int = _setting(
+        MAX_HEADER_SECONDS,
+        "Seconds a client has to send a whole request head, from the connection opening (or the first byte of "
+        "its next request on a kept-alive connection), however slowly it trickles; past it the connection is "
+        "closed, with 408 request_timeout if part of a head had arrived",
+        maximum=300,
+    )
+    max_body_seconds: int = _setting(
+        MAX_BODY_SECONDS,
+        "Seconds a client has to send a request body once its head is in; past it the request gets 408 "
+        "request_timeout (unless answered already) and the connection is closed",
+        maximum=3600,
     )
 
     def worker_memory(self) -> int:

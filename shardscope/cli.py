@@ -115,6 +115,7 @@ def serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from server.app import create_app
+    from server.http import RESERVED_FDS, protocol_class, raise_open_file_limit
     from server.settings import Settings
     from sharding_core.errors import ShardingError
 
@@ -131,15 +132,32 @@ def serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     app = create_app(db_path=args.db, bind_host=args.host, token=args.token, settings=settings)
+    max_open = settings.max_open_connections
+    limits = raise_open_file_limit()
+    if limits is not None:
+        before, after = limits
+        raised = f"raised from {before} to {after}" if after > before else f"{after} (its hard limit)"
+        print(f"shardscope: open-file limit (RLIMIT_NOFILE) {raised}", file=sys.stderr)
+        room = max(16, after - RESERVED_FDS)
+        if room < max_open:
+            print(
+                f"warning: the open-file limit leaves room for {room} connections: max_open_connections "
+                f"lowered from {max_open} to {room} (raise the hard limit, `ulimit -Hn`, for more)",
+                file=sys.stderr,
+            )
+            max_open = room
     uvicorn.run(
         app,
         host=args.host,
         port=args.port,
         log_level="info",
-        # server/settings.py: bounded connections, head size and idle keep-alive (slow clients)
-        limit_concurrency=settings.max_connections,
+        # server/http.py: head and body deadlines, bounded open connections, uvicorn's own answers in
+        # our error shape. Requests in progress are bounded inside the app (max_connections), so no
+        # limit_concurrency: uvicorn's counts idle connections too.
+        http=protocol_class(settings, max_open),
         h11_max_incomplete_event_size=settings.max_header_bytes,
         timeout_keep_alive=settings.max_keep_alive_seconds,
+        server_header=False,  # no "server: uvicorn" (the Date header stays: RFC 9110 asks for it)
     )
     return 0
 

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import jax
 import pytest
@@ -92,8 +93,17 @@ def test_loopback_detection() -> None:
     assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.2") and not is_loopback("example.com")
 
 
+@pytest.fixture
+def fd_limit(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """What ``serve`` finds for the open-file limit (before, after raising it); this process's own is
+    left alone."""
+    limits = [(1024, 1048576)]
+    monkeypatch.setattr("server.http.raise_open_file_limit", lambda: limits[0])
+    return limits
+
+
 def test_serve_binds_loopback_by_default_and_warns_otherwise(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path, fd_limit: object
 ) -> None:
     calls: list[dict[str, object]] = []
     monkeypatch.setattr("uvicorn.run", lambda app, **kw: calls.append(kw))  # nothing is bound
@@ -103,3 +113,65 @@ def test_serve_binds_loopback_by_default_and_warns_otherwise(
     assert main(["serve", "--host", "0.0.0.0", "--port", "9", "--db", str(tmp_path / "b.db")]) == 0
     assert calls[-1]["host"] == "0.0.0.0"
     assert "warning: binding 0.0.0.0" in capsys.readouterr().err
+
+
+def test_serve_runs_uvicorn_with_the_connection_layer(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    fd_limit: list[tuple[int, int]],
+) -> None:
+    from server.http import GuardedH11Protocol
+
+    calls: list[dict[str, Any]] = []
+    monkeypatch.setattr("uvicorn.run", lambda app, **kw: calls.append(kw))
+    args = ["serve", "--db", str(tmp_path / "a.db"), "--setting", "max_header_seconds", "3",
+            "--setting", "max_body_seconds", "30", "--setting", "max_open_connections", "5000"]  # fmt: skip
+    assert main(args) == 0
+    kw = calls[-1]
+    protocol = kw["http"]
+    assert issubclass(protocol, GuardedH11Protocol)
+    assert (protocol.guard.header_seconds, protocol.guard.body_seconds, protocol.guard.max_open) == (3, 30, 5000)
+    # no "server: uvicorn"; requests in progress are counted in the app, not by uvicorn's connection count
+    assert kw["server_header"] is False and kw.get("limit_concurrency") is None
+    assert "open-file limit (RLIMIT_NOFILE) raised from 1024 to 1048576" in capsys.readouterr().err
+    # an open-file limit with less room than max_open_connections lowers it, and says so
+    fd_limit[0] = (1024, 1024)
+    assert main(args) == 0
+    assert calls[-1]["http"].guard.max_open == 1024 - 256
+    err = capsys.readouterr().err
+    assert "open-file limit (RLIMIT_NOFILE) 1024 (its hard limit)" in err
+    assert "max_open_connections lowered from 5000 to 768" in err
+
+
+@pytest.mark.parametrize(
+    ("name", "at", "past"),
+    [("max_header_seconds", "300", "301"), ("max_header_seconds", "1", "0"), ("max_body_seconds", "3600", "3601"),
+     ("max_body_seconds", "1", "0"), ("max_open_connections", "16", "15")],
+)  # fmt: skip
+def test_connection_settings_at_and_past_their_bounds(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    fd_limit: object,
+    name: str,
+    at: str,
+    past: str,
+) -> None:
+    calls: list[dict[str, Any]] = []
+    monkeypatch.setattr("uvicorn.run", lambda app, **kw: calls.append(kw))
+    assert main(["serve", "--db", str(tmp_path / "a.db"), "--setting", name, at]) == 0
+    assert main(["serve", "--db", str(tmp_path / "b.db"), "--setting", name, past]) == 2
+    assert f"bad_setting]: {name} must be" in capsys.readouterr().err
+    assert len(calls) == 1
+
+
+def test_raise_open_file_limit_reaches_the_hard_limit() -> None:
+    import resource
+
+    from server.http import raise_open_file_limit
+
+    limits = raise_open_file_limit()
+    assert limits is not None
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    assert limits[1] == soft and (hard == resource.RLIM_INFINITY or soft == hard)

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
 import pytest
 from fastapi.testclient import TestClient
+from uvicorn.config import Config
+from uvicorn.server import ServerState
 
 from server.docs import DOCS_CSP
+from server.http import ConnectionGuard, GuardedH11Protocol, protocol_class
 from server.middleware import (
     CSP,
     BodyLimit,
     CatchAll,
+    ConcurrencyLimit,
     CrossSiteCheck,
     HostCheck,
     JsonOnly,
@@ -244,6 +253,187 @@ def test_under_declared_length_is_still_counted() -> None:
     inner = Inner(read_body=True)
     sent, _ = run(BodyLimit(inner, max_bytes=10), scope("POST", headers=[("content-length", "5")]), [b"x" * 6] * 2)
     assert status(sent) == 413
+
+
+# ---- ConcurrencyLimit ----------------------------------------------------------------------------------------------
+
+
+def test_requests_past_the_limit_get_503_while_the_others_run() -> None:
+    release = asyncio.Event()
+
+    async def slow(scope: Scope, receive: Receive, send: Send) -> None:
+        await release.wait()
+        await Inner()(scope, receive, send)
+
+    limit = ConcurrencyLimit(slow, max_requests=2)
+
+    async def one() -> list[Any]:
+        sent: list[Any] = []
+
+        async def receive() -> Any:
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message: Any) -> None:
+            sent.append(message)
+
+        await limit(scope(), receive, send)
+        return sent
+
+    async def main() -> list[list[Any]]:
+        at_limit = [asyncio.create_task(one()) for _ in range(2)]
+        await asyncio.sleep(0)
+        past = await one()  # answered while the two are still in progress
+        assert limit.active == 2
+        release.set()
+        return [past, *await asyncio.gather(*at_limit)]
+
+    past, *served = asyncio.run(main())
+    assert status(past) == 503 and error_code(past) == "overloaded"
+    assert headers(past)[b"retry-after"] == b"1" and headers(past)[b"connection"] == b"close"
+    assert [status(s) for s in served] == [200, 200]
+    assert limit.active == 0
+    assert status(run(limit, scope())[0]) == 200  # the slots came back
+
+
+# ---- the connection layer (server/http.py) with a fake transport ----------------------------------------------
+
+
+class FakeTransport:
+    def __init__(self) -> None:
+        self.out = b""
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.out += data
+
+    def close(self) -> None:
+        self.closed = True
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"peername": ("127.0.0.1", 50000), "sockname": ("127.0.0.1", 8000)}.get(name, default)
+
+    def pause_reading(self) -> None: ...
+
+    def resume_reading(self) -> None: ...
+
+
+async def _never_answers(scope: Scope, receive: Receive, send: Send) -> None:
+    await asyncio.sleep(3600)
+
+
+@pytest.fixture
+def loop() -> Iterator[asyncio.AbstractEventLoop]:
+    loop = asyncio.new_event_loop()
+    yield loop
+    for task in asyncio.all_tasks(loop):
+        task.cancel()
+    loop.run_until_complete(asyncio.sleep(0.01))
+    loop.close()
+
+
+def _connect(
+    cls: type[GuardedH11Protocol], loop: asyncio.AbstractEventLoop, state: ServerState
+) -> tuple[GuardedH11Protocol, FakeTransport]:
+    config = Config(app=_never_answers, log_config=None, h11_max_incomplete_event_size=1024)
+    protocol = cls(config, state, {}, _loop=loop)
+    transport = FakeTransport()
+    protocol.connection_made(transport)  # type: ignore[arg-type]
+    return protocol, transport
+
+
+def _guarded(header_seconds: float = 5, body_seconds: float = 5, max_open: int = 64) -> type[GuardedH11Protocol]:
+    guard = ConnectionGuard(header_seconds, body_seconds, max_open, max_header_bytes=1024)
+    return type("Guarded", (GuardedH11Protocol,), {"guard": guard})
+
+
+def _parse(raw: bytes) -> tuple[int, dict[bytes, bytes], Any]:
+    head, _, body = raw.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    fields = dict(line.split(b": ", 1) for line in lines[1:])
+    return int(lines[0].split(b" ")[1]), {k.lower(): v for k, v in fields.items()}, orjson.loads(body)
+
+
+def _assert_ours(raw: bytes, status_code: int, code: str) -> None:
+    got, fields, body = _parse(raw)
+    assert got == status_code and set(body) == {"error"} and body["error"]["code"] == code, raw
+    assert body["error"]["message"] and body["error"]["hint"]
+    assert fields[b"content-type"] == b"application/json" and fields[b"connection"] == b"close"
+    assert fields[b"content-security-policy"] == CSP.encode() and fields[b"x-content-type-options"] == b"nosniff"
+    assert fields[b"referrer-policy"] == b"no-referrer" and fields[b"cross-origin-resource-policy"] == b"same-origin"
+    assert b"server" not in fields
+
+
+@pytest.mark.parametrize(
+    ("head", "status_code", "code"),
+    [
+        (b"garbage\r\n\r\n", 400, "bad_request"),
+        (b"GET / HTTP/1.1\r\n\r\n", 400, "bad_request"),  # no Host
+        (b"GET / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n", 400, "bad_request"),  # h11 hints 501
+        (b"GET / HTTP/1.1\r\nHost: a\r\nX: " + b"a" * 2048, 431, "too_large"),
+    ],
+    ids=["request-line", "no-host", "transfer-encoding", "oversized-head"],
+)
+def test_malformed_heads_are_answered_in_our_shape(
+    loop: asyncio.AbstractEventLoop, head: bytes, status_code: int, code: str
+) -> None:
+    protocol, transport = _connect(_guarded(), loop, ServerState())
+    protocol.data_received(head)
+    _assert_ours(transport.out, status_code, code)
+    assert transport.closed
+
+
+def test_a_late_head_gets_408_and_a_silent_socket_is_just_closed(loop: asyncio.AbstractEventLoop) -> None:
+    cls, state = _guarded(header_seconds=0.05), ServerState()
+    _, silent_t = _connect(cls, loop, state)
+    partial, partial_t = _connect(cls, loop, state)
+    partial.data_received(b"GET / HTTP/1.1\r\nHost: a\r\n")
+    loop.run_until_complete(asyncio.sleep(0.02))
+    assert not silent_t.closed and not partial_t.closed
+    loop.run_until_complete(asyncio.sleep(0.1))
+    assert silent_t.closed and silent_t.out == b""
+    _assert_ours(partial_t.out, 408, "request_timeout")
+    assert partial_t.closed
+
+
+def test_a_late_body_gets_408(loop: asyncio.AbstractEventLoop) -> None:
+    protocol, transport = _connect(_guarded(body_seconds=0.05), loop, ServerState())
+    protocol.data_received(b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n12345")
+    loop.run_until_complete(asyncio.sleep(0.1))
+    _assert_ours(transport.out, 408, "request_timeout")
+    assert "max_body_seconds" in _parse(transport.out)[2]["error"]["message"]
+
+
+def test_a_complete_head_stops_the_clock(loop: asyncio.AbstractEventLoop) -> None:
+    protocol, transport = _connect(_guarded(header_seconds=0.05), loop, ServerState())
+    protocol.data_received(b"GET / HTTP/1.1\r\n")
+    protocol.data_received(b"Host: a\r\n\r\n")  # the app now runs (and never answers)
+    loop.run_until_complete(asyncio.sleep(0.1))
+    assert not transport.closed and transport.out == b""
+
+
+def test_one_connection_too_many_closes_the_longest_idle_never_a_busy_one(loop: asyncio.AbstractEventLoop) -> None:
+    cls, state = _guarded(max_open=3), ServerState()
+    busy, busy_t = _connect(cls, loop, state)
+    busy.data_received(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")  # a request in progress
+    (_, old_t), (_, mid_t) = _connect(cls, loop, state), _connect(cls, loop, state)
+    assert not any(t.closed for t in (busy_t, old_t, mid_t))  # at the limit: nothing closed
+    _, new_t = _connect(cls, loop, state)  # one past it
+    assert old_t.closed and old_t.out == b""
+    assert not busy_t.closed and not mid_t.closed and not new_t.closed
+    assert len(state.connections) == 3
+
+
+def test_protocol_class_takes_the_settings() -> None:
+    from server.settings import Settings
+
+    settings = Settings().with_values([("max_header_seconds", 7), ("max_body_seconds", 9)])
+    cls = protocol_class(settings, max_open=100)
+    assert issubclass(cls, GuardedH11Protocol)
+    assert (cls.guard.header_seconds, cls.guard.body_seconds, cls.guard.max_open) == (7, 9, 100)
+    assert cls.guard.max_header_bytes == settings.max_header_bytes
 
 
 # ---- the stack, through the app ---------------------------------------------------------------------------------
