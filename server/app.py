@@ -17,6 +17,8 @@ from starlette.staticfiles import StaticFiles
 import shardscope
 from server import docs, vendor
 from server.api import ROUTERS
+from server.api.kernels import JOBS_PATH, RUN_PATH
+from server.api.links import LINKS_PATH
 from server.api.snapshots import SNAPSHOTS_PATH
 from server.errors import EXCEPTION_HANDLERS
 from server.jsonio import OrjsonResponse
@@ -46,6 +48,9 @@ FRONTEND_DIR = _PACKAGED if _PACKAGED.is_dir() else Path(__file__).resolve().par
 """The static dashboard (no build step), served at ``/``."""
 
 _METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+WRITE_PATHS = (LINKS_PATH, SNAPSHOTS_PATH, RUN_PATH, JOBS_PATH)
+"""The POSTs that store something or start work: with ``--token`` they need it; every read stays open."""
 
 
 class FrontendFiles:
@@ -96,7 +101,8 @@ def create_app(
     ``bind_host``: where the server listens; on a loopback address the ``Host`` header must be a
     loopback name (DNS-rebinding defence). ``allowed_hosts`` replaces that list (e.g. a reverse
     proxy's name); on a non-loopback bind without it, any Host is accepted. ``token``: when set,
-    publishing a snapshot (``POST /api/snapshots``) needs ``Authorization: Bearer <token>``.
+    every write (:data:`WRITE_PATHS`: share links, kernel runs, snapshots) needs it, as a bearer
+    header or the cookie that opening a page at ``?token=`` sets.
     ``settings``: the limits (default: every setting's default; ``shardscope serve --setting``).
     ``kernel_pool``: the kernel lab's worker processes (default: a pool with the settings' limits);
     its workers start on first use and stop with the app.
@@ -153,7 +159,7 @@ def create_app(
         path_limits={SNAPSHOTS_PATH: (settings.max_snapshot_bytes, "max_snapshot_bytes")},
     )
     app.add_middleware(JsonOnly)
-    app.add_middleware(TokenCheck, token=token, paths=(SNAPSHOTS_PATH,))  # before any body is read
+    app.add_middleware(TokenCheck, token=token, paths=WRITE_PATHS)  # before any body is read
     app.add_middleware(CrossSiteCheck)
     app.add_middleware(HostCheck, allowed=allowed_hosts)
     app.add_middleware(CatchAll)

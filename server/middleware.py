@@ -21,6 +21,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import logging
+import urllib.parse
 from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
 from typing import Any
 
@@ -381,13 +382,23 @@ class BodyLimit:
 # ---- 6. bearer token for writes -------------------------------------------------------------------
 
 
+TOKEN_COOKIE = "shardscope_token"  # noqa: S105 - the cookie's name, not a secret
+TOKEN_COOKIE_SECONDS = 30 * 24 * 3600
+
+
 class TokenCheck:
     """Technique: **bearer-token authentication with a constant-time comparison**, for shared servers
-    (``shardscope serve --token``). A POST to one of ``paths`` must carry ``Authorization: Bearer
-    <token>``: none gets 401 ``unauthorized`` with ``WWW-Authenticate: Bearer``, another token 403
-    ``bad_token``, checked with :func:`hmac.compare_digest` (no timing leak of how much matched) and
-    before any of the body is read. Reads need their unguessable link, as for links.
-    ``token=None`` disables the check (the loopback default).
+    (``shardscope serve --token``). A POST to one of ``paths`` (the writes: links, kernel runs,
+    snapshots) must carry the token, as ``Authorization: Bearer <token>`` (scripts, ``publish()``) or
+    as the ``shardscope_token`` cookie (the pages): none gets 401 ``unauthorized`` with
+    ``WWW-Authenticate: Bearer``, another token 403 ``bad_token``, checked with
+    :func:`hmac.compare_digest` (no timing leak of how much matched) before any of the body is read.
+    Reads stay open (a link is itself an unguessable secret).
+
+    A teammate's browser gets the token once, as Jupyter does: opening any page with ``?token=<token>``
+    sets the cookie (``HttpOnly``: no script reads it; ``SameSite=Strict``: no other site's request
+    carries it) and redirects to the same address without the token, so it leaves neither the address
+    bar, the history nor a copied link. ``token=None`` disables the check (the loopback default).
     """
 
     def __init__(self, app: ASGIApp, token: str | None, paths: Iterable[str]) -> None:
@@ -395,41 +406,90 @@ class TokenCheck:
         self.token = token.encode() if token else None
         self.paths = frozenset(paths)
 
+    def _matches(self, given: str) -> bool:
+        assert self.token is not None
+        return hmac.compare_digest(given.encode("utf-8", "surrogateescape"), self.token)
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (
-            self.token is None
-            or scope["type"] != "http"
-            or scope.get("method") != "POST"
-            or scope.get("path") not in self.paths
-        ):
+        if self.token is None or scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if scope.get("method") == "GET" and _query_has(scope, "token"):
+            await self._adopt(scope, send)
+            return
+        if scope.get("method") != "POST" or scope.get("path") not in self.paths:
             await self.app(scope, receive, send)
             return
         given = header(scope, b"authorization")
         scheme, _, credentials = (given or "").strip().partition(" ")
-        if given is None or scheme.lower() != "bearer" or not credentials.strip():
+        bearer = credentials.strip() if given is not None and scheme.lower() == "bearer" else ""
+        cookie = _cookie(scope, TOKEN_COOKIE)
+        if not bearer and not cookie:
             await send_error(
                 send,
                 ApiError(
                     401,
                     "unauthorized",
-                    "this server takes writes only with its token (Authorization: Bearer <token>)",
-                    hint="publish(..., token=...) or set $SHARDSCOPE_TOKEN to the token of `shardscope serve --token`",
+                    "this server takes writes (share links, kernel runs, snapshots) only with its token",
+                    hint="scripts: Authorization: Bearer <token> (publish(..., token=...) or $SHARDSCOPE_TOKEN); "
+                    "browsers: open the dashboard once at ?token=<token>",
                     headers={"www-authenticate": 'Bearer realm="shardscope"'},
                 ),
             )
             return
-        if not hmac.compare_digest(credentials.strip().encode("latin-1"), self.token):
+        if not self._matches(bearer or cookie or ""):
             await send_error(
                 send,
-                ApiError(
-                    403,
-                    "bad_token",
-                    "the token is not this server's",
-                    hint="use the token `shardscope serve --token` was started with",
-                ),
-            )
+                ApiError(403, "bad_token", "the token is not this server's",
+                         hint="use the token `shardscope serve --token` was started with"),
+            )  # fmt: skip
             return
         await self.app(scope, receive, send)
+
+    async def _adopt(self, scope: Scope, send: Send) -> None:
+        """``GET ...?token=T``: the right token becomes the cookie, and the address loses it."""
+        pairs = urllib.parse.parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+        given = next((v for k, v in pairs if k == "token"), "")
+        if not self._matches(given):
+            await send_error(
+                send,
+                ApiError(403, "bad_token", "the token in the address is not this server's",
+                         hint="ask for the link with the token `shardscope serve --token` was started with"),
+            )  # fmt: skip
+            return
+        rest = urllib.parse.urlencode([(k, v) for k, v in pairs if k != "token"])
+        location = urllib.parse.quote(scope.get("path", "/")) + (f"?{rest}" if rest else "")
+        cookie = (
+            f"{TOKEN_COOKIE}={urllib.parse.quote(given, safe='')}; Path=/; HttpOnly; SameSite=Strict; "
+            f"Max-Age={TOKEN_COOKIE_SECONDS}"
+        )
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 303,
+                "headers": [(b"location", location.encode("latin-1")), (b"set-cookie", cookie.encode("latin-1")),
+                            (b"cache-control", b"no-store"), (b"content-length", b"0")],
+            }
+        )  # fmt: skip
+        await send({"type": "http.response.body", "body": b""})
+
+
+def _query_has(scope: Scope, name: str) -> bool:
+    query = scope.get("query_string", b"")
+    if name.encode() not in query:
+        return False
+    return any(k == name for k, _ in urllib.parse.parse_qsl(query.decode("latin-1"), keep_blank_values=True))
+
+
+def _cookie(scope: Scope, name: str) -> str | None:
+    raw = header(scope, b"cookie")
+    if not raw:
+        return None
+    for part in raw.split(";"):
+        key, _, value = part.strip().partition("=")
+        if key == name:
+            return urllib.parse.unquote(value)
+    return None
 
 
 # ---- load shedding: requests in progress -----------------------------------------------------------

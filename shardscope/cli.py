@@ -39,8 +39,18 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--token",
         default=os.environ.get("SHARDSCOPE_TOKEN") or None,
-        help="require 'Authorization: Bearer TOKEN' to publish snapshots (POST /api/snapshots), for a shared "
-        "server; default $SHARDSCOPE_TOKEN (an environment variable keeps it out of the process list)",
+        help="for a shared server: every write (share links, kernel runs, snapshots) needs this token, as "
+        "'Authorization: Bearer TOKEN' or the cookie a browser gets by opening the dashboard once at ?token=TOKEN; "
+        "at least 16 printable ASCII characters; default $SHARDSCOPE_TOKEN (an environment variable keeps it out "
+        "of the process list)",
+    )
+    s.add_argument(
+        "--allowed-host",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="a Host name this server answers to (repeatable; e.g. the name a proxy or other containers use). "
+        "Loopback binds answer loopback names by default; a non-loopback bind without it answers any Host",
     )
     s.add_argument(
         "--setting",
@@ -111,6 +121,23 @@ def settings_table() -> int:
     return 0
 
 
+PLACEHOLDER_TOKENS = ("change-me", "changeme", "placeholder", "your-token", "secret")
+
+
+def token_problem(token: str | None) -> str | None:
+    """Why ``token`` cannot guard a server, or None: too short, not printable ASCII (an HTTP header can't
+    carry it everywhere), or a placeholder left in from an example."""
+    if token is None:
+        return None
+    if len(token) < 16:
+        return f"the token has {len(token)} characters; use at least 16 (random, e.g. secrets.token_urlsafe(32))"
+    if not token.isascii() or not token.isprintable() or " " in token:
+        return "the token must be printable ASCII without spaces (it travels in an HTTP Authorization header)"
+    if any(p in token.lower() for p in PLACEHOLDER_TOKENS):
+        return "the token is a placeholder from an example; set your own random one"
+    return None
+
+
 def serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -126,12 +153,19 @@ def serve(args: argparse.Namespace) -> int:
         if e.hint:
             print(f"hint: {e.hint}", file=sys.stderr)
         return 2
+    problem = token_problem(args.token)
+    if problem:
+        print(f"error [bad_token]: {problem}", file=sys.stderr)
+        print("hint: e.g. export SHARDSCOPE_TOKEN=$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))')",
+              file=sys.stderr)  # fmt: skip
+        return 2
     if not is_loopback(args.host):
-        print(
-            f"warning: binding {args.host}: the dashboard is reachable from other machines and has no login",
-            file=sys.stderr,
-        )
-    app = create_app(db_path=args.db, bind_host=args.host, token=args.token, settings=settings)
+        guard = "writes need the token" if args.token else "anyone who can reach it can write: consider --token"
+        hosts = ", ".join(args.allowed_host) if args.allowed_host else "any Host (consider --allowed-host)"
+        print(f"warning: binding {args.host}: reachable from other machines; {guard}; answers {hosts}", file=sys.stderr)
+    app = create_app(
+        db_path=args.db, bind_host=args.host, token=args.token, settings=settings, allowed_hosts=args.allowed_host
+    )
     max_open = settings.max_open_connections
     limits = raise_open_file_limit()
     if limits is not None:

@@ -16,6 +16,7 @@ import yaml
 
 from examples.multihost import parser as job_parser
 from shardscope.cli import _parser as cli_parser
+from shardscope.cli import token_problem
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
@@ -38,6 +39,17 @@ def test_dashboard_command_is_a_real_serve_with_its_store_on_a_volume() -> None:
     assert any(p.endswith(f":{args.port}") for p in dash["ports"])
     assert "SHARDSCOPE_TOKEN" in dash["environment"]  # serve --token defaults to it
     assert f"http://127.0.0.1:{args.port}/api/health" in " ".join(dash["healthcheck"]["test"])
+    # a non-loopback bind keeps the Host check on: the names the jobs, the healthcheck and the browser use
+    assert {"dashboard", "127.0.0.1", "localhost"} <= set(args.allowed_host)
+
+
+def test_there_is_no_placeholder_token_to_start_with() -> None:
+    # compose's ${VAR:?message} refuses to start when SHARDSCOPE_TOKEN is unset; serve refuses placeholders
+    value = COMPOSE["x-python"]["environment"]["SHARDSCOPE_TOKEN"]
+    assert re.fullmatch(r"\$\{SHARDSCOPE_TOKEN:\?[^}]+\}", value), value
+    assert token_problem("change-me-to-a-long-random-string") is not None
+    assert token_problem("s3cret") is not None and token_problem("tökén-tökén-tökén-tökén") is not None
+    assert token_problem("Zr4i0pC1VqkqzY3sX2m0JtQeZk8B5nT1") is None
 
 
 def test_the_job_processes_match_the_example_and_reach_the_dashboard() -> None:

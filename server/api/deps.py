@@ -40,6 +40,7 @@ def responses(*statuses: int, **meaning: str) -> dict[int | str, dict[str, Any]]
 GET_ERRORS = responses(400, 500)
 QUERY_ERRORS = responses(400, 422, 500)
 POST_ERRORS = responses(400, 403, 413, 415, 422, 500)
+WRITE_ERRORS = responses(400, 401, 403, 413, 415, 422, 500)  # writes need the token of `serve --token`
 # 422 cannot happen for a plain string path parameter, but FastAPI documents one for any parameter;
 # listing it keeps that entry in our error shape.
 ID_ERRORS = responses(400, 404, 422, 500)

@@ -58,6 +58,8 @@ else:
     ParamKind = vocab(PARAM_KINDS)
 
 KERNEL_ERROR_STATUS = 422
+RUN_PATH = "/api/kernels/run"
+JOBS_PATH = "/api/kernels/jobs"
 MAX_KERNEL_ARRAYS = 16  # inputs, out_specs and params per run; the catalog's kernels take at most 3
 KernelName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
 
@@ -378,10 +380,10 @@ def _failure(job: Job) -> ApiError:
     return ApiError(KERNEL_ERROR_STATUS, code, message, hint, **failure)
 
 
-RUN_ERRORS = responses(400, 403, 413, 415, 422, 429, 500, **_MEANING)
+RUN_ERRORS = responses(400, 401, 403, 413, 415, 422, 429, 500, **_MEANING)
 
 
-@router.post("/api/kernels/run", response_model=KernelRunResponse, responses=RUN_ERRORS)
+@router.post(RUN_PATH, response_model=KernelRunResponse, responses=RUN_ERRORS)
 async def run_kernel(body: KernelRunRequest, pool: PoolDep, settings: SettingsDep) -> Response:
     """Runs a kernel and answers when it is done: output layouts, collectives, memory, cost, errors, HLO."""
     job = await _submit(pool, body, settings)
@@ -391,7 +393,7 @@ async def run_kernel(body: KernelRunRequest, pool: PoolDep, settings: SettingsDe
     return Response(job.response_bytes(), media_type="application/json")
 
 
-@router.post("/api/kernels/jobs", status_code=202, response_model=KernelJobCreated, responses=RUN_ERRORS)
+@router.post(JOBS_PATH, status_code=202, response_model=KernelJobCreated, responses=RUN_ERRORS)
 async def start_job(body: KernelRunRequest, pool: PoolDep, settings: SettingsDep) -> Response:
     """Starts a run and answers at once; poll the job's url for its state and result."""
     job = await _submit(pool, body, settings)

@@ -18,7 +18,7 @@ from fastapi import APIRouter, Request
 from pydantic import Field
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from server.api.deps import ID_ERRORS, POST_ERRORS, SettingsDep, StoreDep
+from server.api.deps import ID_ERRORS, WRITE_ERRORS, SettingsDep, StoreDep
 from server.api.schema import Reply
 from server.api.schema import Request as RequestModel
 from server.errors import ApiError, not_found
@@ -26,6 +26,7 @@ from server.jsonio import OrjsonResponse, OrjsonRoute
 from server.settings import MAX_VIEW_CHARS
 
 LINKS = "links"
+LINKS_PATH = "/api/links"
 MAX_STATE_KEYS = 4096  # the byte limit (max_link_bytes) is the real bound; this stops absurd objects early
 
 VIEW_PAGES: dict[str, str] = {
@@ -79,7 +80,7 @@ def store_link(store: Any, view: str, state: dict[str, Any], max_bytes: int) -> 
     return link_id
 
 
-@router.post("/api/links", status_code=201, response_model=LinkCreated, responses=POST_ERRORS)
+@router.post(LINKS_PATH, status_code=201, response_model=LinkCreated, responses=WRITE_ERRORS)
 def create_link(body: LinkRequest, store: StoreDep, settings: SettingsDep) -> Response:
     """Stores a view and its state under a new unguessable id. Links are immutable; there is no listing."""
     link_id = store_link(store, body.view, body.state, settings.max_link_bytes)
