@@ -99,6 +99,13 @@ def post_json(base: str, path: str, payload: Any, *, token: str | None = None, t
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
     token = token if token is not None else os.environ.get(TOKEN_ENV) or None
     if token:
+        if not token.isascii() or not token.isprintable() or " " in token:
+            raise PublishError(
+                "bad_token",
+                "the token must be printable ASCII without spaces: it travels in an HTTP Authorization header",
+                hint="use the token `shardscope serve --token` was started with (serve refuses any other kind)",
+                url=base,
+            )
         headers["Authorization"] = f"Bearer {token}"
     request = urllib.request.Request(base + path, data=body, method="POST", headers=headers)  # noqa: S310 - http(s) only
     try:

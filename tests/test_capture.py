@@ -271,6 +271,13 @@ def test_inspect_jit_shardings_and_collectives_in_device_ids() -> None:
 # ---- publish and show without a dashboard -------------------------------------------------------------
 
 
+def test_a_token_publish_cannot_send_is_refused_in_words() -> None:
+    # Regression: a non-ASCII token could never be sent (HTTP headers are latin-1) and failed obscurely.
+    with pytest.raises(PublishError) as err:
+        sharding_core.publish({"x": jnp.ones(2)}, "x", url="http://127.0.0.1:9", token="tökén-tökén-tökén-tökén")
+    assert err.value.code == "bad_token" and "ASCII" in err.value.message
+
+
 def test_publish_to_an_unreachable_dashboard_says_what_to_do() -> None:
     with pytest.raises(PublishError) as err:
         sharding_core.publish({"x": jnp.ones(2)}, "x", url="http://127.0.0.1:9", timeout=5)

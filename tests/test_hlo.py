@@ -27,6 +27,7 @@ from sharding_core.hlo import axes as hlo_axes
 from sharding_core.hlo import origins
 from sharding_core.hlo import text as hlo
 from sharding_core.hlo.collectives import map_to_devices, read_collectives
+from sharding_core.kernels import runner
 
 DEVICES = np.array(jax.devices())
 RING = [0, 1, 2, 3, 6, 7, 4, 5]  # a v3 tray's ring order: device ids not in mesh order
@@ -394,3 +395,14 @@ def test_read_collectives_maps_every_spelling_to_device_ids() -> None:
     assert [c["groups"] for c in without_mesh] == [c["groups"] for c in got] and without_mesh[0]["axes"] is None
     per_slice = read_collectives(hlo_text, [devices, [20, 21, 22, 23]], None, ())
     assert per_slice[0]["groups"] == [[10, 11], [12, 13], [20, 21], [22, 23]]  # every copy of the program
+
+
+def test_results_name_source_files_relative_to_their_package() -> None:
+    text = (
+        'metadata={op_name="jit(f)" source_file="/srv/app/sharding_core/kernels/catalog.py" source_line=3} '
+        'metadata={source_file="/home/u/.venv/lib/python3.11/site-packages/optax/_src/base.py" source_line=9} '
+        'metadata={source_file="/tmp/x/user_script.py"}'
+    )
+    scrubbed = runner.scrub_paths(text)
+    assert '"sharding_core/kernels/catalog.py"' in scrubbed and '"site-packages/optax/_src/base.py"' in scrubbed
+    assert '"user_script.py"' in scrubbed and "/srv" not in scrubbed and "/home" not in scrubbed

@@ -162,6 +162,26 @@ def captured_stderr() -> Iterator[list[str]]:
                     lines.append(m.group(1)[:2000])
 
 
+_SOURCE_FILE = re.compile(r'(?P<key>source_file=|file_name=)"(?P<path>[^"]+)"')
+
+
+def scrub_paths(text: str) -> str:
+    """HLO metadata names source files by absolute path; a result shows them relative to the package they
+    are in (``sharding_core/kernels/catalog.py``, ``site-packages/optax/...``), never the server's paths."""
+
+    def relative(m: re.Match[str]) -> str:
+        path = m.group("path")
+        for marker in ("/site-packages/", "/dist-packages/"):
+            if marker in path:
+                return f'{m.group("key")}"site-packages/{path.split(marker, 1)[1]}"'
+        for package in ("/sharding_core/", "/server/", "/shardscope/", "/tests/"):
+            if package in path:
+                return f'{m.group("key")}"{package.strip("/")}/{path.rsplit(package, 1)[1]}"'
+        return f'{m.group("key")}"{os.path.basename(path)}"'
+
+    return _SOURCE_FILE.sub(relative, text)
+
+
 def _clip(text: str, limit: int) -> tuple[str, bool]:
     return (text, False) if len(text) <= limit else (text[:limit], True)
 
@@ -410,8 +430,8 @@ def _run(job: KernelJob, progress: Progress, max_text_chars: int) -> dict[str, A
     assignment = [sim_of_real[d.id] for d in device_assignment(compiled)]
     hlo_text = compiled.as_text()
     collectives = read_collectives(hlo_text, [assignment], job.id_grid, job.axis_names)
-    stablehlo_text, stablehlo_cut = _clip(stablehlo, max_text_chars)
-    hlo_clip, hlo_cut = _clip(hlo_text, max_text_chars)
+    stablehlo_text, stablehlo_cut = _clip(scrub_paths(stablehlo), max_text_chars)
+    hlo_clip, hlo_cut = _clip(scrub_paths(hlo_text), max_text_chars)
     input_names = [i.name for i in job.inputs] + [name for name, _ in extra]
     origin_report = origins.report_json(origins.parse_origins(mlir, input_names)) if mlir else None
 
@@ -523,7 +543,7 @@ def _tpu_compile(
 
     placed = device_assignment(compiled)
     hlo_text = compiled.as_text()
-    hlo_clip, hlo_cut = _clip(hlo_text, max_text_chars)
+    hlo_clip, hlo_cut = _clip(scrub_paths(hlo_text), max_text_chars)
     slices = job.tpu.slices
     # libtpu compiles one slice's program (num_partitions = devices per slice) and every slice runs
     # it on its own devices: partition p of slice s is the p-th device of slice s in the assignment.
