@@ -19,7 +19,7 @@ from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 from playwright.sync_api import Browser, Page, expect
 
-from sharding_core import inspect_jit, publish
+from sharding_core import capture, inspect_jit, publish
 from tests.plugins.browser import Watched, shot
 from tests.plugins.live import Server
 
@@ -173,6 +173,20 @@ def test_hostile_leaf_paths_and_names_render_as_text(server: Server, watched: Wa
     # the path shows as text; "/" in a path separates tree levels, so the closing tag splits there
     expect(page.locator("#leaf-rows")).to_contain_text('<img src=x onerror="window.XSS=1"><script>window.XSS=2<')
     shot(page, "snapshots-07-hostile-names")
+
+
+def test_a_snapshots_platform_is_text_in_the_memory_chart(server: Server, watched: Watched) -> None:
+    # Regression (issue 12): Plotly reads labels as HTML, so a snapshot's platform string became a
+    # clickable link in the per-device memory chart.
+    page = watched.page
+    snap = capture({"x": jax.device_put(jnp.ones((8, 8)), NamedSharding(mesh(), P("data")))})
+    snap["platform"] = '<a href="https://evil.example/">click</a>'
+    page.goto(publish(snap, "platform", f"http://127.0.0.1:{server.port}"))
+    loaded(page)
+    chart = page.locator("#memory-chart")
+    expect(chart).to_contain_text('<A HREF="HTTPS://EVIL.EXAMPLE/">CLICK</A> 0')  # the view upper-cases platforms
+    assert chart.locator("a[href*='evil']").count() == 0
+    shot(page, "snapshots-08-platform-as-text")
 
 
 def test_inspect_jit_collectives_use_the_kernel_labs_collectives_table(server: Server, watched: Watched) -> None:

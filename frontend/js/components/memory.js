@@ -3,7 +3,7 @@
 // the verdict in words.
 
 import { el } from "../lib/dom.js";
-import { compactIds, fmtBytes } from "../lib/format.js";
+import { compactIds, fmtBytes, plotlyText } from "../lib/format.js";
 import { loadPlotly } from "../lib/plotly.js";
 
 /**
@@ -50,7 +50,8 @@ export function memoryVerdict(container, mem, next, platform) {
  */
 export async function memoryChart(container, { mem, next, platform, hostOf, dark }) {
   const Plotly = await loadPlotly({ afterPaint: true });
-  const x = mem.device_ids.map((id) => `${platform} ${id}`);
+  // Category labels from the snapshot's own data: escaped, so a platform string is text, never a link.
+  const x = mem.device_ids.map((id) => plotlyText(`${platform} ${id}`));
   const fg = dark ? "#e6e8eb" : "#1b1f24";
   /** @param {Memory} m @param {string[]} base */
   const colour = (m, base) => m.bytes.map((b, k) => (m.imbalanced && b === m.max_bytes ? "#d62728" : base[(hostOf.get(m.device_ids[k]) ?? 0) % base.length]));

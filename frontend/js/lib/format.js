@@ -92,3 +92,12 @@ export function parseGroups(text) {
 export function groupsQuery(groups) {
   return groups.map((g) => g.join(",")).join(";");
 }
+
+/**
+ * Text Plotly shows as it is: Plotly reads labels as a small HTML dialect (<a href>, <b>, <br>), so a
+ * label that came from data (a snapshot's platform, a name) has its markup characters escaped.
+ * @param {string} text
+ */
+export function plotlyText(text) {
+  return String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+}
