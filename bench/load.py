@@ -1,10 +1,12 @@
-"""Load: 32 concurrent clients for 30 s on loopback, mixing layout, topology and share-link requests.
+"""Load: 32 concurrent clients for 30 s on loopback, mixing layout, topology, share-link and kernel-run requests.
 
 Starts its own ``shardscope serve`` (throwaway store) on a free 127.0.0.1 port; each client thread
 keeps one keep-alive connection and loops for a bounded time. Reports requests, errors (any status
 other than the expected one, or a socket error), p50/p99 per kind and overall, and the server's RSS
 before the load, after it, and after a second identical round (growth between the two rounds is
-what a leak would show; the first round fills the bounded caches). Prints a markdown table.
+what a leak would show; the first round fills the bounded caches), with its kernel workers' RSS.
+A kernel run answered 429 ``busy`` (every worker busy and the queue full) is counted apart: it is
+the documented answer under load, not an error. Prints a markdown table.
 
 Run: ``.venv/bin/python bench/load.py [--seconds 30] [--clients 32]``.
 """
@@ -12,6 +14,7 @@ Run: ``.venv/bin/python bench/load.py [--seconds 30] [--clients 32]``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import os
 import random
@@ -33,6 +36,16 @@ LAYOUTS = [
     ("cpu:4096", [64, 64], "P('x', 'y')", [64, 64]),
 ]
 TOPOLOGIES = ["tpu:v5e:16x16", "tpu:v4:4x4x4", "gpu:h100:4x8", "tpu:v5p:8x8x8"]
+KERNELS = [("elementwise", "P('x', 'y')"), ("sum_axis0", "P('x', 'y')"), ("matmul_xxt", "P('x', 'y')")]
+
+
+def worker_rss_mib(pid: int) -> float:
+    """The kernel workers' resident memory: the server's child processes."""
+    total = 0.0
+    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        with contextlib.suppress(OSError):
+            total += rss_mib(int(child))
+    return total
 
 
 def rss_mib(pid: int) -> float:
@@ -48,9 +61,10 @@ def pct(values: list[float], q: float) -> float:
 
 
 def run_round(port: int, seconds: float, clients: int) -> tuple[dict[str, list[float]], int, int]:
-    lat: dict[str, list[float]] = {"layout": [], "topology": [], "link write": [], "link read": []}
+    lat: dict[str, list[float]] = {"layout": [], "topology": [], "link write": [], "link read": [], "kernel run": []}
     lock = threading.Lock()
     errors = [0]
+    busy = [0]
     deadline = time.monotonic() + seconds
 
     def worker(seed: int) -> None:
@@ -58,9 +72,10 @@ def run_round(port: int, seconds: float, clients: int) -> tuple[dict[str, list[f
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         local: dict[str, list[float]] = {k: [] for k in lat}
         bad = 0
+        full = 0
         ids: list[str] = []
         while time.monotonic() < deadline:
-            kind = rng.choices(["layout", "topology", "link write", "link read"], [6, 2, 1, 1])[0]
+            kind = rng.choices(["layout", "topology", "link write", "link read", "kernel run"], [6, 2, 1, 1, 1])[0]
             if kind == "link read" and not ids:
                 kind = "link write"
             if kind == "layout":
@@ -78,6 +93,14 @@ def run_round(port: int, seconds: float, clients: int) -> tuple[dict[str, list[f
                 body = {"view": "layout", "state": {"devices": "cpu:8", "spec": f"P('x') #{rng.random()}"}}
                 args = ("POST", "/api/links", orjson.dumps(body), {"Content-Type": "application/json"})
                 want = 201
+            elif kind == "kernel run":
+                name, spec = rng.choice(KERNELS)
+                # a bounded set of runs: the first round fills the result cache, the second mostly hits it
+                x = {"shape": [8 * rng.randint(1, 4), 8], "spec": spec, "dtype": "float32"}
+                body = {"kernel": name, "devices": "cpu:8", "mesh": {"shape": [2, 4], "axis_names": ["x", "y"]},
+                        "inputs": [x]}  # fmt: skip
+                args = ("POST", "/api/kernels/run", orjson.dumps(body), {"Content-Type": "application/json"})
+                want = 200
             else:
                 args = ("GET", f"/api/links/{rng.choice(ids)}", None, {})
                 want = 200
@@ -87,6 +110,8 @@ def run_round(port: int, seconds: float, clients: int) -> tuple[dict[str, list[f
                 response = conn.getresponse()
                 data = response.read()
                 ok = response.status == want
+                if kind == "kernel run" and response.status == 429:
+                    ok, full = True, full + 1
                 if ok and kind == "link write":
                     ids.append(orjson.loads(data)["id"])
             except (OSError, http.client.HTTPException):
@@ -100,12 +125,14 @@ def run_round(port: int, seconds: float, clients: int) -> tuple[dict[str, list[f
             for k, v in local.items():
                 lat[k].extend(v)
             errors[0] += bad
+            busy[0] += full
 
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(clients)]
     for th in threads:
         th.start()
     for th in threads:
         th.join()
+    print(f"kernel runs answered 429 busy: {busy[0]}", file=sys.stderr)
     return lat, sum(len(v) for v in lat.values()), errors[0]
 
 
@@ -135,9 +162,9 @@ def main() -> int:
                     time.sleep(0.1)
             before = rss_mib(proc.pid)
             lat1, n1, err1 = run_round(port, args.seconds, args.clients)
-            after1 = rss_mib(proc.pid)
+            after1, workers1 = rss_mib(proc.pid), worker_rss_mib(proc.pid)
             lat2, n2, err2 = run_round(port, args.seconds, args.clients)
-            after2 = rss_mib(proc.pid)
+            after2, workers2 = rss_mib(proc.pid), worker_rss_mib(proc.pid)
         finally:
             proc.terminate()
             proc.wait(10)
@@ -151,7 +178,8 @@ def main() -> int:
         print(f"| {i} | {n} | {n / args.seconds:.0f} | {err} | {statistics.median(every):.1f} ms | "
               f"{pct(every, 0.99):.1f} ms | {rss:.0f} MiB |")  # fmt: skip
     print()
-    print(f"server RSS before load: {before:.0f} MiB; growth during round 2: {after2 - after1:+.1f} MiB")
+    print(f"server RSS before load: {before:.0f} MiB; growth during round 2: {after2 - after1:+.1f} MiB; "
+          f"kernel workers' RSS after each round: {workers1:.0f} / {workers2:.0f} MiB")  # fmt: skip
     print()
     print("| kind (round 2) | requests | p50 | p99 |")
     print("|---|---:|---:|---:|")
