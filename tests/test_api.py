@@ -277,7 +277,7 @@ def test_unknown_share_links_get_a_page_that_says_so(client: TestClient, link_id
 def test_static_frontend(client: TestClient) -> None:
     index = client.get("/")
     assert index.status_code == 200 and "Shardscope" in index.text
-    script = client.get("/js/main.js")
+    script = client.get("/js/views/layout.js")
     assert script.status_code == 200 and "javascript" in script.headers["content-type"]
     assert client.get("/css/app.css").status_code == 200
 

@@ -533,7 +533,7 @@ def test_the_servers_own_answers_have_our_shape_and_headers(deadlines: Server) -
     with _connect(srv.port) as s:
         s.sendall(b"GET /api/nope HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         _assert_ours(_until_closed(s), 404, "not_found")
-    for path in ("/api/health", "/", "/js/main.js"):
+    for path in ("/api/health", "/", "/js/views/layout.js"):
         status, fields, _ = srv.request("GET", path)
         assert status == 200 and "server" not in fields and fields["content-security-policy"] == CSP
 

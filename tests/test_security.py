@@ -444,7 +444,9 @@ def client(make_client: ClientFactory) -> TestClient:
     return make_client(base_url="http://localhost:8000")
 
 
-@pytest.mark.parametrize("path", ["/", "/js/main.js", "/css/app.css", "/api/health", "/openapi.json", "/nope", "/docs"])
+@pytest.mark.parametrize(
+    "path", ["/", "/js/views/layout.js", "/css/app.css", "/api/health", "/openapi.json", "/nope", "/docs"]
+)
 def test_every_response_has_the_headers(client: TestClient, path: str) -> None:
     response = client.get(path)
     assert response.headers["x-content-type-options"] == "nosniff"

@@ -1,0 +1,1 @@
+"""Pytest plugins for every test module: a real `shardscope serve` on a free port (live), Chromium (browser)."""

@@ -1,0 +1,4 @@
+"""Benchmarks: each script prints a markdown table of figures and ratios (README, Benchmarks).
+
+Run them from the repository root, e.g. `.venv/bin/python bench/load.py`.
+"""
