@@ -66,6 +66,17 @@ def wait_job(client: TestClient, job_id: str, timeout: float = 120) -> dict[str,
     pytest.fail(f"job {job_id} did not finish")
 
 
+def submit_all(client: TestClient, bodies: dict[Any, dict[str, Any]]) -> dict[Any, str]:
+    """Every kernel run submitted up front as a job (so the workers run them while a test computes JAX's
+    answers); the job ids by the caller's keys."""
+    out = {}
+    for key, body in bodies.items():
+        r = client.post("/api/kernels/jobs", content=orjson.dumps(body), headers=JSON)
+        assert r.status_code == 202, r.text
+        out[key] = r.json()["id"]
+    return out
+
+
 # ---- a fake ASGI request, for middleware on its own -----------------------------------------------
 
 

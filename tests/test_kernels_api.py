@@ -33,7 +33,7 @@ from sharding_core.kernels.plan import MAX_KERNEL_DEVICES, MAX_KERNEL_ELEMENTS, 
 from sharding_core.mesh import MeshSpec, build_mesh
 from sharding_core.spec import parse_spec
 from tests.conftest import ClientFactory
-from tests.helpers import JSON, wait_job
+from tests.helpers import JSON, submit_all, wait_job
 
 pytestmark = pytest.mark.slow  # a real server, worker processes or a browser: not in the fast inner loop
 
@@ -99,13 +99,7 @@ def client(make_client: ClientFactory) -> TestClient:
 
 @pytest.fixture(scope="module")
 def jobs(client: TestClient) -> dict[tuple[str, int], str]:
-    """Every case submitted up front, so the workers run them while the tests compute JAX's answers."""
-    out = {}
-    for name, variant in CASES:
-        r = client.post("/api/kernels/jobs", content=orjson.dumps(case_body(name, variant)), headers=JSON)
-        assert r.status_code == 202, r.text
-        out[(name, variant)] = r.json()["id"]
-    return out
+    return submit_all(client, {(name, variant): case_body(name, variant) for name, variant in CASES})
 
 
 def kinds(hlo_text: str) -> list[str]:

@@ -30,7 +30,7 @@ from sharding_core.kernels.plan import plan_run
 from sharding_core.mesh import MeshSpec, build_mesh
 from sharding_core.spec import parse_spec
 from tests.conftest import ClientFactory
-from tests.helpers import JSON, wait_job
+from tests.helpers import JSON, submit_all, wait_job
 
 pytestmark = [pytest.mark.tpu, pytest.mark.slow]
 
@@ -66,13 +66,7 @@ def client(make_client: ClientFactory) -> TestClient:
 
 @pytest.fixture(scope="module")
 def jobs(client: TestClient) -> dict[tuple[str, str], str]:
-    """Every case submitted up front, so the workers compile them while the tests compile JAX's answers."""
-    out = {}
-    for devices, name in CASES:
-        r = client.post("/api/kernels/jobs", content=orjson.dumps(case_body(devices, name)), headers=JSON)
-        assert r.status_code == 202, r.text
-        out[(devices, name)] = r.json()["id"]
-    return out
+    return submit_all(client, {(devices, name): case_body(devices, name) for devices, name in CASES})
 
 
 def direct_tpu_hlo(body: dict[str, Any]) -> str:
