@@ -401,8 +401,12 @@ def test_results_name_source_files_relative_to_their_package() -> None:
     text = (
         'metadata={op_name="jit(f)" source_file="/srv/app/sharding_core/kernels/catalog.py" source_line=3} '
         'metadata={source_file="/home/u/.venv/lib/python3.11/site-packages/optax/_src/base.py" source_line=9} '
-        'metadata={source_file="/tmp/x/user_script.py"}'
+        'metadata={source_file="/tmp/x/user_script.py"}\n'
+        "FileNames\n"
+        '1 "<string>"\n'
+        '2 "/srv/app/sharding_core/kernels/worker.py"\n'
     )
     scrubbed = runner.scrub_paths(text)
     assert '"sharding_core/kernels/catalog.py"' in scrubbed and '"site-packages/optax/_src/base.py"' in scrubbed
     assert '"user_script.py"' in scrubbed and "/srv" not in scrubbed and "/home" not in scrubbed
+    assert '2 "sharding_core/kernels/worker.py"' in scrubbed and '1 "<string>"' in scrubbed

@@ -162,12 +162,14 @@ def captured_stderr() -> Iterator[list[str]]:
                     lines.append(m.group(1)[:2000])
 
 
-_SOURCE_FILE = re.compile(r'(?P<key>source_file=|file_name=)"(?P<path>[^"]+)"')
+# source_file="..." in op metadata, and the module's stack-frame table (FileNames: `2 "/abs/path.py"`)
+_SOURCE_FILE = re.compile(r'(?P<key>source_file=|file_name=|^\s*\d+ )"(?P<path>/[^"\n]+)"', re.M)
 
 
 def scrub_paths(text: str) -> str:
-    """HLO metadata names source files by absolute path; a result shows them relative to the package they
-    are in (``sharding_core/kernels/catalog.py``, ``site-packages/optax/...``), never the server's paths."""
+    """HLO metadata and stack-frame tables name source files by absolute path; a result shows them relative
+    to the package they are in (``sharding_core/kernels/catalog.py``, ``site-packages/optax/...``), never
+    the server's paths."""
 
     def relative(m: re.Match[str]) -> str:
         path = m.group("path")
