@@ -470,7 +470,7 @@ def test_a_head_trickling_slower_than_the_deadline_is_cut(deadlines: Server) -> 
             except OSError:
                 break
         cut_after = time.monotonic() - began
-        assert 2 <= cut_after < 4, cut_after
+        assert 1.95 <= cut_after < 4, cut_after  # asyncio's timers may fire a clock tick early
         assert answer == b"" or _assert_ours(answer, 408, "request_timeout")
     # The same on a kept-alive connection: the clock starts at the next request's first byte.
     with _connect(srv.port) as s:
@@ -480,7 +480,7 @@ def test_a_head_trickling_slower_than_the_deadline_is_cut(deadlines: Server) -> 
         began = time.monotonic()
         s.sendall(b"GET /api/health HTTP/1.1\r\n")  # and then nothing more
         _assert_ours(_until_closed(s), 408, "request_timeout")
-        assert 2 <= time.monotonic() - began < 4
+        assert 1.95 <= time.monotonic() - began < 4
 
 
 def test_a_silent_socket_is_closed_at_the_head_deadline_and_not_before(deadlines: Server) -> None:
