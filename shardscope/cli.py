@@ -130,7 +130,11 @@ def serve(args: argparse.Namespace) -> int:
             f"warning: binding {args.host}: the dashboard is reachable from other machines and has no login",
             file=sys.stderr,
         )
-    app = create_app(db_path=args.db, bind_host=args.host, token=args.token, settings=settings)
+    try:
+        app = create_app(db_path=args.db, bind_host=args.host, token=args.token, settings=settings)
+    except ShardingError as e:  # the store cannot be opened (server.store.StoreUnavailable): one line, no traceback
+        print(f"error [{e.code}]: {e.message}", file=sys.stderr)
+        return 2
     uvicorn.run(
         app,
         host=args.host,
