@@ -272,6 +272,18 @@ def test_old_records_expire_and_free_their_bytes(tmp_path: Path) -> None:
         assert forever.expire() == 0 and forever.get("links", new_link) == b"new"
 
 
+@pytest.mark.parametrize(("table", "days"), [("links", 3), ("snapshots", 2)])
+def test_retention_at_the_limit_and_one_past(tmp_path: Path, table: str, days: int) -> None:
+    clock = Clock()
+    with Store(tmp_path / "s.db", max_days={table: days}, clock=clock) as store:
+        kept = store.put(table, b"{}")
+        clock.now += days * DAY  # exactly max_days old: kept
+        assert store.expire() == 0 and store.get(table, kept) == b"{}"
+        clock.now += 1  # one second past
+        assert store.expire() == 1 and store.get(table, kept) is None
+        assert store.usage()[0] == 0
+
+
 def test_expired_records_free_room_in_a_full_store(tmp_path: Path) -> None:
     clock = Clock()
     budget = 3 * (100 + RECORD_OVERHEAD)
