@@ -109,7 +109,11 @@ def create_app(
     """
     settings = settings if settings is not None else Settings()
     cache.configure(settings.max_cache_bytes)
-    store = Store(db_path)
+    store = Store(
+        db_path,
+        max_bytes=settings.max_store_bytes,
+        max_days={"links": settings.max_link_days, "snapshots": settings.max_snapshot_days},
+    )
     kernels = kernel_pool if kernel_pool is not None else kernel_worker_pool(settings)
     frontend = Path(frontend_dir) if frontend_dir is not None else FRONTEND_DIR
 

@@ -6,8 +6,9 @@ and the pure-ASGI middleware (:func:`send_error`) all answer through it. Status 
 
 * 400 ``invalid_json`` (the body is not JSON: syntax, NaN, lone surrogates), ``bad_host`` (the
   ``Host`` header is not one this server answers to), ``bad_request`` (anything else malformed);
-* 401 ``unauthorized`` (a write without the server's token), 403 ``bad_token``, ``cross_site_request``;
-* 404 ``not_found``; 405 ``method_not_allowed``; 409 ``run_conflict``;
+* 401 ``unauthorized`` (a write without the server's token), 403 ``bad_token``, ``cross_site_request``,
+  ``read_only_run`` (a run's read id sent where its write secret belongs);
+* 404 ``not_found``; 405 ``method_not_allowed``; 409 ``run_conflict``, ``run_mismatch``;
 * 413 ``too_large`` (the request body or a share link payload is over its limit);
 * 415 ``unsupported_media_type`` (a POST body that is not ``application/json``);
 * 422 ``validation_error`` (the JSON does not match the request model: the message names the
@@ -15,7 +16,9 @@ and the pure-ASGI middleware (:func:`send_error`) all answer through it. Status 
   ``unknown_axis``, ``indivisible``, ``too_large``, ``bad_devices``, ...): well-formed JSON whose
   content the domain cannot lay out. 422, not 400, because the request itself was understood;
 * 429 ``busy`` (with ``Retry-After``);
-* 500 ``internal_error``: a bug, never caused by input; the body carries no traceback.
+* 500 ``internal_error``: a bug, never caused by input; the body carries no traceback;
+* 503 ``store_unavailable`` (the store cannot be written: read-only, I/O error), 507
+  ``insufficient_storage`` (past ``max_store_bytes``, or a full disk): nothing was stored.
 """
 
 from __future__ import annotations

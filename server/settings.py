@@ -16,6 +16,7 @@ import difflib
 from collections.abc import Iterable
 from typing import Any
 
+from server.store import MAX_LINK_DAYS, MAX_SNAPSHOT_DAYS, MAX_STORE_BYTES, RECORD_OVERHEAD
 from sharding_core.cache import MAX_CACHE_BYTES
 from sharding_core.devices import MAX_DEVICES, MAX_SLICES
 from sharding_core.errors import ShardingError
@@ -120,6 +121,29 @@ class Settings:
         MAX_RUN_PROCESSES, "Processes of one multi-process run (process_count)", fixed=_DOMAIN
     )
     max_rules: int = _setting(MAX_RULES, "Logical → mesh axis rules in a snapshot or a what-if request", fixed=_DOMAIN)
+    # ---- the store (server/store.py): share links, snapshots, runs
+    max_store_bytes: int = _setting(
+        MAX_STORE_BYTES,
+        "Bytes the store may hold: share links, snapshots and run indexes, each record counted as its payload "
+        f"plus {RECORD_OVERHEAD} bytes, as a running total kept in the database. A write that would pass it gets "
+        "507 insufficient_storage naming this setting; nothing stored is dropped to make room (records go only "
+        "when max_link_days or max_snapshot_days expires them). The file is larger by SQLite's page slack and "
+        "its WAL (cut back to 64 MiB after each checkpoint)",
+        minimum=64 * 1024,
+    )
+    max_link_days: int = _setting(
+        MAX_LINK_DAYS,
+        "Days a share link is kept: older links are deleted at start-up and then hourly, freeing their bytes; "
+        "0 keeps them forever",
+        minimum=0,
+    )
+    max_snapshot_days: int = _setting(
+        MAX_SNAPSHOT_DAYS,
+        "Days a published snapshot, and each process's part of a run, is kept: older ones are deleted at "
+        "start-up and then hourly, freeing their bytes (a link to one then opens 'no such snapshot'); 0 keeps "
+        "them forever",
+        minimum=0,
+    )
     # ---- the kernel lab (server/pool.py, sharding_core/kernels)
     max_kernel_workers: int = _setting(
         MAX_KERNEL_WORKERS, "Worker processes that run kernels (each runs one at a time)", maximum=64

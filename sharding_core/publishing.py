@@ -41,7 +41,11 @@ class PublishError(ShardingError):
 
 
 def new_run_id() -> str:
-    """A fresh run id: 128 random bits, URL-safe (what every process of one job must share)."""
+    """A fresh run id: 128 random bits, URL-safe (what every process of one job must share).
+
+    It is the run's write secret: whoever has it can add a part to the run. The dashboard stores
+    the run under a read id derived from it (an HMAC), and links carry only that, so share the
+    link, never the run id."""
     return secrets.token_urlsafe(16)
 
 
@@ -67,7 +71,8 @@ def publish(
     (for a server started with ``shardscope serve --token``). In a ``jax.distributed`` job every
     process must call ``publish`` (it is a collective when ``run_id`` is not given: process 0 draws
     the run id and broadcasts it); each posts what it can address under that run id and gets the
-    link of the merged run. Raises :class:`PublishError` when the dashboard cannot be reached or
+    link of the merged run. The run id is the run's write secret: the link names the run by its
+    read id, which cannot add parts. Raises :class:`PublishError` when the dashboard cannot be reached or
     refuses the snapshot; :func:`sharding_core.capture` works without a dashboard.
     """
     from sharding_core.capturing import capture

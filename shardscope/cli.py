@@ -163,9 +163,13 @@ def serve(args: argparse.Namespace) -> int:
         guard = "writes need the token" if args.token else "anyone who can reach it can write: consider --token"
         hosts = ", ".join(args.allowed_host) if args.allowed_host else "any Host (consider --allowed-host)"
         print(f"warning: binding {args.host}: reachable from other machines; {guard}; answers {hosts}", file=sys.stderr)
-    app = create_app(
-        db_path=args.db, bind_host=args.host, token=args.token, settings=settings, allowed_hosts=args.allowed_host
-    )
+    try:
+        app = create_app(
+            db_path=args.db, bind_host=args.host, token=args.token, settings=settings, allowed_hosts=args.allowed_host
+        )
+    except ShardingError as e:  # the store cannot be opened (server.store.StoreUnavailable): one line, no traceback
+        print(f"error [{e.code}]: {e.message}", file=sys.stderr)
+        return 2
     max_open = settings.max_open_connections
     limits = raise_open_file_limit()
     if limits is not None:

@@ -35,6 +35,12 @@ def publish(tree, name, url, **kw):
     print("JAX " + json.dumps(out), flush=True)
     return real_publish(tree, name, url, **kw)
 pub.publish = publish
+real_shared = pub._shared_run_id
+def shared_run_id():
+    rid = real_shared()  # the run's write secret, drawn by process 0 and broadcast
+    print("SECRET " + rid, flush=True)
+    return rid
+pub._shared_run_id = shared_run_id
 import sharding_core
 sharding_core.publish = publish
 sys.exit(orig())
@@ -122,3 +128,16 @@ def test_two_processes_publish_one_merged_run(server: Server, tmp_path: Path) ->
         {"a": {"run": states[0]["run"], "process": 0}, "b": {"run": states[0]["run"], "process": 1}},
     )
     assert status == 200 and diff["summary"]["changed"] == 0 and diff["summary"]["bytes_to_move"] == 0
+    # The job's run id is its write secret: links, the merge and the parts carry the read id only,
+    # and the read id cannot add a part (issue 12: a read link could publish a fake process).
+    secrets = {line.split()[1] for _, text in outputs for line in text.splitlines() if line.startswith("SECRET ")}
+    assert len(secrets) == 1
+    secret = secrets.pop()
+    read_id = states[0]["run"]
+    assert read_id != secret and secret.encode() not in body
+    assert all(secret.encode() not in server.request("GET", f"/api/snapshots/{p['id']}")[2] for p in procs["snapshots"])
+    fake = {**own, "run": {**own["run"], "id": read_id}}
+    fake.pop("id")
+    fake.pop("memory")
+    status, refused = server.post_json("/api/snapshots", fake)
+    assert status == 403 and refused["error"]["code"] == "read_only_run", refused

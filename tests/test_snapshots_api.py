@@ -174,15 +174,150 @@ def test_diff_finds_resharded_leaves_and_bytes(client: TestClient) -> None:
 # ---- runs -------------------------------------------------------------------------------------------------
 
 
+def run_part(snap: dict[str, Any], process: int, count: int, secret: str) -> dict[str, Any]:
+    """``snap`` as process ``process`` of a ``count``-process run: devices split evenly between processes."""
+    out = copy.deepcopy(snap)
+    n = len(out["devices"]["id"])
+    out["devices"]["process_index"] = [i * count // n for i in range(n)]
+    out["process_index"], out["process_count"] = process, count
+    out["run"] = {"id": secret, "process_index": process, "process_count": count}
+    return out
+
+
 def test_a_process_publishes_to_a_run_once(client: TestClient) -> None:
     snap = capture({"x": jnp.ones(8)})
-    snap["run"] = {"id": new_run_id(), "process_index": 0, "process_count": 1}
+    secret = new_run_id()
+    snap["run"] = {"id": secret, "process_index": 0, "process_count": 1}
     created = publish(client, snap)
-    assert created["run"] == snap["run"]["id"]
-    merged = client.get(f"/api/snapshots/runs/{created['run']}").json()
+    read_id = created["run"]
+    assert read_id != secret and len(read_id) == 22  # the run is read under its own 128-bit id
+    merged = client.get(f"/api/snapshots/runs/{read_id}").json()
     assert merged["processes"]["reported"] == [0] and merged["processes"]["missing"] == []
+    assert merged["run"]["id"] == read_id
     assert_error(post(client, "/api/snapshots", snap), 409, "run_conflict")
+    assert_error(client.get(f"/api/snapshots/runs/{secret}"), 404, "not_found")  # the secret is not a read id
     assert_error(client.get(f"/api/snapshots/runs/{new_run_id()}"), 404, "not_found")
+
+
+def test_a_read_link_cannot_be_turned_into_a_write(client: TestClient) -> None:
+    # Issue 12: the share link carried the run id, which was also the run's write secret, so anyone
+    # who could read a link could publish a fake part into the run (and the real process got 409).
+    snap = capture({"x": jnp.ones(8)})
+    secret = new_run_id()
+    created = publish(client, run_part(snap, 0, 2, secret))
+    link = client.get("/api/links/" + created["url"].removeprefix("/s/")).json()
+    read_id = link["state"]["run"]
+    assert link == {"view": "snapshots", "state": {"run": read_id}} and read_id == created["run"]
+    fake = assert_error(post(client, "/api/snapshots", run_part(snap, 1, 2, read_id)), 403, "read_only_run")
+    assert "secret" in fake["message"]
+    assert client.get(f"/api/snapshots/runs/{read_id}").json()["processes"]["reported"] == [0]
+    # the real process 1, with the secret, is not blocked by the attempt
+    second = publish(client, run_part(snap, 1, 2, secret))
+    assert second["run"] == read_id
+    merged = client.get(f"/api/snapshots/runs/{read_id}")
+    assert merged.json()["processes"]["reported"] == [0, 1]
+    # nothing a reader can get gives the secret back: the merge, each stored part, the links
+    readable = [merged.content, client.get(f"/api/links/{second['url'].removeprefix('/s/')}").content]
+    readable += [client.get(f"/api/snapshots/{p['id']}").content for p in merged.json()["processes"]["snapshots"]]
+    assert all(secret.encode() not in body and read_id.encode() in body for body in readable)
+
+
+@pytest.mark.parametrize(
+    ("field", "change"),
+    [
+        ("process_count", lambda s: s.update(process_count=3, run={**s["run"], "process_count": 3})),
+        ("shape", lambda s: s["leaves"][0].update(shape=[4, 16])),
+        ("dtype", lambda s: s["leaves"][0].update(dtype="bfloat16")),
+        ("spec", lambda s: s["leaves"][0].update(spec="P('data', 'model')")),
+        ("devices.process_index", lambda s: s["devices"]["process_index"].reverse()),
+    ],
+)
+def test_parts_that_disagree_are_refused(client: TestClient, field: str, change: Any) -> None:
+    x = jax.device_put(jnp.ones((8, 16)), NamedSharding(mesh(), P("data")))
+    snap = capture({"x": x, "y": jnp.ones(4)})
+    secret = new_run_id()
+    read_id = publish(client, run_part(snap, 0, 2, secret))["run"]
+    bad = run_part(snap, 1, 2, secret)
+    change(bad)
+    if field in ("shape", "spec"):  # keep the part valid on its own: its layout follows the leaf
+        bad["leaves"][0]["layout"] = None
+    error = assert_error(post(client, "/api/snapshots", bad), 409, "run_mismatch")
+    assert error["field"] == field and field in error["message"] and "process 0" in error["message"]
+    if field not in ("process_count", "devices.process_index"):
+        assert error["leaf"] == "x" and "leaf 'x'" in error["message"]
+    assert client.get(f"/api/snapshots/runs/{read_id}").json()["processes"]["reported"] == [0]
+    assert publish(client, run_part(snap, 1, 2, secret))["run"] == read_id  # the consistent part is taken
+
+
+def test_runs_stored_before_read_ids_stay_readable(tmp_path: Any) -> None:
+    # A schema-2 store: the run's id (its secret then) is in its share link. After the migration the
+    # link still opens the run, and that id, being public, can no longer add parts.
+    import sqlite3
+
+    from server.app import create_app
+    from sharding_core.snapshot.memory import enrich
+    from tests.helpers import BASE
+    from tests.test_store import schema_2_store
+
+    old_id = new_run_id()
+    snap = run_part(capture({"x": jnp.ones(8)}), 0, 2, old_id)
+    db = tmp_path / "old.db"
+    link = schema_2_store(db, old_id, orjson.dumps(enrich(snap)))
+    with TestClient(create_app(str(db)), base_url=BASE) as c:
+        state = c.get(f"/api/links/{link}").json()["state"]
+        assert state == {"run": old_id}
+        merged = c.get(f"/api/snapshots/runs/{old_id}")
+        assert merged.status_code == 200 and merged.json()["processes"]["reported"] == [0]
+        assert_error(post(c, "/api/snapshots", run_part(snap, 1, 2, old_id)), 403, "read_only_run")
+        res = post(c, "/api/snapshots/diff", {"a": {"run": old_id, "process": 0}, "b": {"run": old_id}})
+        assert res.status_code == 200 and res.json()["summary"]["changed"] == 0
+    assert sqlite3.connect(db).execute("PRAGMA user_version").fetchone() == (3,)
+
+
+def big_part(process: int, count: int, secret: str, leaves: int) -> dict[str, Any]:
+    x = jax.device_put(jnp.ones((8, 16)), NamedSharding(mesh(), P("data", "model")))
+    snap = capture({"x": x})
+    leaf = snap["leaves"][0]
+    snap["leaves"] = [{**leaf, "path": f"layers/{i:05d}/kernel"} for i in range(leaves)]
+    return run_part(snap, process, count, secret)
+
+
+def test_a_merge_holds_one_part_at_a_time(make_client: ClientFactory) -> None:
+    # Issue 12: opening a run of 12 x 58 MiB parts parsed every part before merging (19 s, +1.8 GiB).
+    import tracemalloc
+
+    from sharding_core.snapshot.merge import merge_run
+
+    c = make_client()
+    secret, processes = new_run_id(), 12
+    for p in range(processes):
+        publish(c, big_part(p, processes, secret, leaves=1500))
+    store = c.app.state.store  # type: ignore[attr-defined]
+    read_id = store.run_read_id(secret)
+    parts = store.run_parts(read_id)
+    assert len(parts) == processes and len(store.get("snapshots", parts[0][1])) > 500_000
+
+    def traced(work: Any) -> tuple[int, int]:
+        """(bytes still held after ``work``, with its result kept; the peak while it ran)."""
+        tracemalloc.start()
+        try:
+            result = work()
+            held, peak = tracemalloc.get_traced_memory()
+            del result
+            return held, peak
+        finally:
+            tracemalloc.stop()
+
+    part, parse_peak = traced(lambda: api._part(store, parts[0][1]))  # orjson's parse buffer is most of the peak
+    _, all_at_once = traced(lambda: merge_run(read_id, [(p, sid, api._part(store, sid)) for p, sid in parts]))
+    api._merge_cached.cache_clear()
+    _, streamed = traced(lambda: api._merged_json(store, read_id))
+    # Streaming holds the merged result (about one part here: the parts' leaves are the same), its
+    # JSON and the part being parsed; all at once holds every part.
+    assert streamed - parse_peak < 4 * part, (part, parse_peak, streamed)
+    assert all_at_once - parse_peak > (processes - 2) * part, (part, parse_peak, all_at_once)
+    merged = orjson.loads(api._merged_json(store, read_id))
+    assert merged["processes"]["reported"] == list(range(processes)) and len(merged["leaves"]) == 1500
 
 
 # ---- token ------------------------------------------------------------------------------------------------

@@ -1,7 +1,9 @@
-"""The link store: round trips, ids, lifecycle, and durability across ``kill -9``."""
+"""The store: round trips, ids, lifecycle, durability across ``kill -9``, the byte budget and expiry, a
+full disk, start-up checks (read-only, corrupt, newer) and the schema 2 -> 3 migration."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
@@ -9,11 +11,33 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import numpy as np
+import orjson
 import pytest
 
-from server.store import TABLES, Store, StoreClosed, default_db_path, is_valid_id
+from server.errors import ApiError
+from server.settings import Settings
+from server.store import (
+    DAY,
+    KEY_OVERHEAD,
+    RECORD_OVERHEAD,
+    SCHEMA_VERSION,
+    TABLES,
+    Store,
+    StoreClosed,
+    StoreUnavailable,
+    default_db_path,
+    is_valid_id,
+)
+from sharding_core import capture
+from sharding_core.errors import ShardingError
+from tests.conftest import ClientFactory
+from tests.helpers import assert_error, post
+from tests.plugins.live import CLI, ROOT
 
 
 def test_round_trip_and_ids(tmp_path: Path) -> None:
@@ -172,3 +196,443 @@ def test_app_lifespans_leak_no_file_descriptors(tmp_path: Path) -> None:
             assert client.post("/api/links", json={"view": "v", "state": {}}).status_code == 201
         assert app.state.store.closed  # each shutdown closes it
     assert len(list(fds.iterdir())) == before
+
+
+# ---- the byte budget and expiry ------------------------------------------------------------------------
+
+
+def counted(db: Path) -> int:
+    """What the running total must equal: every record's size and every run key's, summed afresh."""
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        return sum(conn.execute(f"SELECT coalesce(sum(size), 0) FROM {t}").fetchone()[0] for t in (*TABLES, "run_keys"))
+
+
+def test_budget_at_the_limit_and_one_past(tmp_path: Path) -> None:
+    budget = 10 * (1000 + RECORD_OVERHEAD)
+    with Store(tmp_path / "s.db", max_bytes=budget) as store:
+        ids = [store.put("links", b"x" * 1000) for _ in range(9)]
+        assert store.usage() == (9 * (1000 + RECORD_OVERHEAD), budget)
+        with pytest.raises(ApiError) as over:  # one byte past the budget
+            store.put("links", b"x" * 1001)
+        error = over.value
+        assert (error.status, error.code) == (507, "insufficient_storage")
+        assert "max_store_bytes" in error.message and error.details["limit"] == budget
+        last = store.put("links", b"x" * 1000)  # exactly at the budget
+        assert store.usage()[0] == budget == counted(tmp_path / "s.db")
+        with pytest.raises(ApiError, match="max_store_bytes"):
+            store.put("links", b"")
+        assert all(store.get("links", i) == b"x" * 1000 for i in [*ids, last])  # nothing was dropped
+    with Store(tmp_path / "s.db", max_bytes=budget) as store:  # the total is kept in the file
+        assert store.usage()[0] == budget
+        with pytest.raises(ApiError, match="max_store_bytes"):
+            store.put("links", b"{}")
+
+
+def test_a_record_and_its_link_are_stored_together_or_not_at_all(tmp_path: Path) -> None:
+    budget = 2 * RECORD_OVERHEAD + 1000 + 50
+    with Store(tmp_path / "s.db", max_bytes=budget) as store:
+        with pytest.raises(ApiError, match="max_store_bytes"):
+            store.put_linked("snapshots", b"s" * 1000, lambda sid: b"l" * 51)
+        assert store.usage()[0] == 0
+        sid, link = store.put_linked("snapshots", b"s" * 1000, lambda sid: sid.encode() + b"l" * (50 - len(sid)))
+        assert store.get("snapshots", sid) == b"s" * 1000 and store.get("links", link).startswith(sid.encode())
+        assert store.usage()[0] == budget
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_old_records_expire_and_free_their_bytes(tmp_path: Path) -> None:
+    clock = Clock()
+    db = tmp_path / "s.db"
+    store = Store(db, max_days={"links": 2, "snapshots": 1}, clock=clock)
+    old_link = store.put("links", b"old")
+    old_snap = store.put("snapshots", b"old")
+    part = store.put_run_part("R" * 22, 0, b"part", keys={"process_count": "[2,0]", "leaf:x": "[null,[2],null,0]"})
+    assert part is not None
+    clock.now += 1.5 * DAY
+    assert store.expire() == 2  # the snapshot and the run part are past a day; links keep two
+    new_link = store.put("links", b"new")
+    assert store.get("snapshots", old_snap) is None and store.get("snapshots", part.snapshot_id) is None
+    assert store.run_parts("R" * 22) == [] and store.get("links", old_link) == b"old"
+    assert store.usage()[0] == counted(db) == 2 * (3 + RECORD_OVERHEAD)
+    clock.now += 1 * DAY
+    store.put("links", b"newer")  # an hour has passed since the last sweep: this write sweeps first
+    assert store.get("links", old_link) is None and store.get("links", new_link) == b"new"
+    assert store.usage()[0] == counted(db) == 2 * RECORD_OVERHEAD + 8
+    store.close()
+    # 0 keeps records forever
+    with Store(db, max_days={"links": 0, "snapshots": 0}, clock=clock) as forever:
+        clock.now += 10_000 * DAY
+        assert forever.expire() == 0 and forever.get("links", new_link) == b"new"
+
+
+@pytest.mark.parametrize(("table", "days"), [("links", 3), ("snapshots", 2)])
+def test_retention_at_the_limit_and_one_past(tmp_path: Path, table: str, days: int) -> None:
+    clock = Clock()
+    with Store(tmp_path / "s.db", max_days={table: days}, clock=clock) as store:
+        kept = store.put(table, b"{}")
+        clock.now += days * DAY  # exactly max_days old: kept
+        assert store.expire() == 0 and store.get(table, kept) == b"{}"
+        clock.now += 1  # one second past
+        assert store.expire() == 1 and store.get(table, kept) is None
+        assert store.usage()[0] == 0
+
+
+def test_expired_records_free_room_in_a_full_store(tmp_path: Path) -> None:
+    clock = Clock()
+    budget = 3 * (100 + RECORD_OVERHEAD)
+    with Store(tmp_path / "s.db", max_bytes=budget, max_days={"links": 1}, clock=clock) as store:
+        for _ in range(3):
+            store.put("links", b"x" * 100)
+        with pytest.raises(ApiError, match="max_store_bytes"):
+            store.put("links", b"x" * 100)
+        clock.now += 2 * DAY
+        assert is_valid_id(store.put("links", b"x" * 100))  # the sweep before the write made room
+        assert store.usage()[0] == 100 + RECORD_OVERHEAD
+
+
+def test_run_parts_count_their_keys_and_a_failed_check_stores_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    with Store(db) as store:
+        keys = {"process_count": "[2,0]", "leaf:w": '["P()",[4],"float32",0]'}
+        first = store.put_run_part("R" * 22, 0, b"{}", keys=keys, link=b"link")
+        assert first is not None and store.get("links", first.link_id or "") == b"link"
+        want = (
+            2 + 2 * RECORD_OVERHEAD + 4 + RECORD_OVERHEAD + sum(len(k) + len(v) + KEY_OVERHEAD for k, v in keys.items())
+        )
+        assert store.usage()[0] == counted(db) == want
+        assert store.put_run_part("R" * 22, 0, b"{}", keys=keys) is None  # write-once per process
+
+        def refuse(run: Any) -> None:
+            assert dict(run) == keys
+            raise ApiError(409, "run_mismatch", "no")
+
+        with pytest.raises(ApiError, match="no"):
+            store.put_run_part("R" * 22, 1, b"{}", keys=keys, check=refuse, link=b"link")
+        assert store.run_parts("R" * 22) == [(0, first.snapshot_id)] and store.usage()[0] == want
+
+
+# ---- a full disk ---------------------------------------------------------------------------------------
+
+
+class FullDisk:
+    """The store's writer connection, but every INSERT fails as SQLite does on a full disk (SQLITE_FULL)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        if sql.lstrip().upper().startswith("INSERT"):
+            raise sqlite3.OperationalError("database or disk is full")
+        return self.conn.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.conn, name)
+
+
+def test_sqlite_full_is_507_and_acknowledged_writes_survive_a_restart(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    store = Store(db)
+    acked = {store.put("links", b'{"n":%d}' % i): i for i in range(20)}
+    real = store._conn
+    assert real is not None
+    store._conn = FullDisk(real)  # type: ignore[assignment]
+    for attempt in (lambda: store.put("links", b"lost"), lambda: store.put_linked("snapshots", b"s", lambda _: b"l")):
+        with pytest.raises(ApiError) as full:
+            attempt()
+        assert (full.value.status, full.value.code) == (507, "insufficient_storage")
+        assert "disk" in full.value.message and "nothing was stored" in full.value.message
+    assert not real.in_transaction
+    store._conn = real  # space is back: the same connection writes again
+    acked[store.put("links", b'{"n":20}')] = 20
+    store.close()
+    with Store(db) as again:
+        assert {i: again.get("links", i) for i in acked} == {i: b'{"n":%d}' % n for i, n in acked.items()}
+        assert again.usage()[0] == counted(db) == sum(len(b'{"n":%d}' % n) + RECORD_OVERHEAD for n in acked.values())
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("SELECT count(*) FROM links").fetchone() == (21,)
+        assert conn.execute("SELECT count(*) FROM snapshots").fetchone() == (0,)
+
+
+def test_a_real_sqlite_full_is_507(tmp_path: Path) -> None:
+    # SQLite's own SQLITE_FULL (the file may not grow past max_page_count), not a raised imitation.
+    db = tmp_path / "s.db"
+    store = Store(db, max_bytes=None)
+    conn = store._connection()
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.execute(f"PRAGMA max_page_count = {pages + 8}")
+    acked = []
+    with pytest.raises(ApiError) as full:
+        for _ in range(100):
+            acked.append(store.put("links", b"x" * 3000))
+    assert full.value.status == 507 and 0 < len(acked) < 100
+    store.close()
+    with Store(db) as again:
+        assert all(again.get("links", i) == b"x" * 3000 for i in acked)
+        assert again.usage()[0] == counted(db) == len(acked) * (3000 + RECORD_OVERHEAD)
+
+
+@contextlib.contextmanager
+def tmpfs(where: Path, size: str) -> Iterator[Path]:
+    """A real filesystem of ``size`` at ``where`` (root only; skips where mounting is not allowed)."""
+    where.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def test_a_really_full_disk_is_507_and_loses_nothing_acknowledged(tmp_path: Path) -> None:
+    with tmpfs(tmp_path / "disk", "1m") as disk:
+        db = disk / "s.db"
+        store = Store(db, max_bytes=None)  # no budget: the disk is the limit
+        acked: list[str] = []
+        with pytest.raises(ApiError) as full:
+            for _ in range(1000):
+                acked.append(store.put("links", os.urandom(8192).hex().encode()[:8192]))
+        assert full.value.status == 507 and len(acked) > 10
+        payloads = {i: store.get("links", i) for i in acked}
+        store.close()
+        with Store(db, max_bytes=None) as again:
+            assert {i: again.get("links", i) for i in acked} == payloads
+            assert all(p is not None and len(p) == 8192 for p in payloads.values())
+        with contextlib.closing(sqlite3.connect(db)) as conn:
+            assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+# ---- start-up: read-only, corrupt, newer ----------------------------------------------------------------
+
+
+def corrupt_middle(db: Path) -> None:
+    """Overwrites one page in the middle of a closed store's file (its WAL already checkpointed)."""
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        page = conn.execute("PRAGMA page_size").fetchone()[0]
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    assert pages > 20 and not Path(f"{db}-wal").exists()
+    with db.open("r+b") as f:
+        f.seek(page * (pages // 2))
+        f.write(b"\xa5" * page)
+
+
+def filled(db: Path) -> list[str]:
+    with Store(db) as store:
+        return [
+            store.put("links", orjson.dumps({"view": "layout", "state": {"n": i, "pad": "p" * 400}}))
+            for i in range(500)
+        ]
+
+
+def test_a_store_corrupted_mid_file_is_refused_at_start(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    filled(db)
+    corrupt_middle(db)
+    # The bug this guards: opening, reading the schema and the version all still work on such a file,
+    # so without PRAGMA quick_check the damage showed only as a 500 on the links stored on that page.
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+    with pytest.raises(StoreUnavailable) as refused:
+        Store(db)
+    message = refused.value.message
+    assert str(db) in message and "corrupt" in message and "backup" in message and "\n" not in message
+
+
+def test_not_a_database_and_newer_schema_are_refused(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"this is not SQLite" * 1000)
+    with pytest.raises(StoreUnavailable, match="is not a SQLite database") as refused:
+        Store(junk)
+    assert str(junk) in refused.value.message
+    newer = tmp_path / "newer.db"
+    Store(newer).close()
+    with contextlib.closing(sqlite3.connect(newer)) as conn:
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    with pytest.raises(StoreUnavailable, match="newer Shardscope"):
+        Store(newer)
+
+
+@contextlib.contextmanager
+def read_only(directory: Path) -> Iterator[None]:
+    """Makes ``directory`` read-only for this process: a read-only remount of a tmpfs for root (who
+    ignores permissions), plain permissions otherwise."""
+    if os.geteuid() == 0:
+        done = subprocess.run(["mount", "-o", "remount,ro", str(directory)], capture_output=True)
+        if done.returncode != 0:
+            pytest.skip(f"cannot remount read-only: {done.stderr.decode().strip()}")
+        try:
+            yield
+        finally:
+            subprocess.run(["mount", "-o", "remount,rw", str(directory)], check=False)
+    else:
+        for p in directory.iterdir():
+            p.chmod(0o444)
+        directory.chmod(0o555)
+        try:
+            yield
+        finally:
+            directory.chmod(0o755)
+
+
+def store_dir(tmp_path: Path) -> contextlib.AbstractContextManager[Path]:
+    if os.geteuid() == 0:
+        return tmpfs(tmp_path / "disk", "4m")
+    (tmp_path / "disk").mkdir()
+    return contextlib.nullcontext(tmp_path / "disk")
+
+
+def test_a_read_only_store_is_refused_at_start(tmp_path: Path) -> None:
+    with store_dir(tmp_path) as disk:
+        db = disk / "s.db"
+        Store(db).close()
+        with read_only(disk), pytest.raises(StoreUnavailable) as refused:
+            Store(db)
+        message = refused.value.message
+        assert str(db) in message and "read-only" in message and "--db" in message
+
+
+# ---- `shardscope serve` on a store it cannot use: one line, non-zero exit --------------------------------
+
+
+def serve_fails(db: Path) -> str:
+    done = subprocess.run(
+        [str(CLI), "serve", "--port", "0", "--db", str(db)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+        cwd=ROOT,
+    )
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode != 0, done.stderr
+    assert "Traceback" not in done.stderr and len(lines) == 1, done.stderr
+    assert lines[0].startswith("error [store_unavailable]: ") and str(db) in lines[0]
+    return lines[0]
+
+
+@pytest.mark.slow  # a subprocess that imports the server stack
+def test_serve_refuses_a_corrupt_store_in_one_line(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    filled(db)
+    corrupt_middle(db)
+    assert "corrupt" in serve_fails(db)
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"x" * 10000)
+    assert "is not a SQLite database" in serve_fails(junk)
+
+
+@pytest.mark.slow  # a subprocess that imports the server stack
+def test_serve_refuses_a_read_only_store_in_one_line(tmp_path: Path) -> None:
+    with store_dir(tmp_path) as disk:
+        db = disk / "s.db"
+        Store(db).close()
+        with read_only(disk):
+            assert "read-only" in serve_fails(db)
+
+
+# ---- schema 2 -> 3 ---------------------------------------------------------------------------------------
+
+SCHEMA_2 = (
+    "CREATE TABLE links (id TEXT PRIMARY KEY, created REAL NOT NULL, payload BLOB NOT NULL);"
+    "CREATE TABLE snapshots (id TEXT PRIMARY KEY, created REAL NOT NULL, payload BLOB NOT NULL);"
+    "CREATE TABLE runs (run_id TEXT NOT NULL, process_index INTEGER NOT NULL, "
+    "snapshot_id TEXT NOT NULL, created REAL NOT NULL, PRIMARY KEY (run_id, process_index));"
+    "PRAGMA user_version=2;"
+)
+
+
+def schema_2_store(db: Path, run_id: str, part: bytes) -> str:
+    """A store as schema 2 wrote it: one run part and its share link (which carried the run id)."""
+    now = time.time()
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        conn.executescript(SCHEMA_2)
+        link = orjson.dumps({"view": "snapshots", "state": {"run": run_id}})
+        conn.execute("INSERT INTO links VALUES (?, ?, ?)", ("L" * 22, now, link))
+        conn.execute("INSERT INTO snapshots VALUES (?, ?, ?)", ("S" * 22, now, part))
+        conn.execute("INSERT INTO runs VALUES (?, ?, ?, ?)", (run_id, 0, "S" * 22, now))
+        conn.commit()
+    return "L" * 22
+
+
+def test_schema_2_migrates_and_keeps_old_runs_readable(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    link = schema_2_store(db, "r" * 22, b'{"part":0}')
+    with Store(db) as store:
+        assert store.get("links", link) == b'{"view":"snapshots","state":{"run":"' + b"r" * 22 + b'"}}'
+        assert store.run_parts("r" * 22) == [(0, "S" * 22)]  # the old id is the read id
+        assert store.run_read_id("r" * 22) != "r" * 22
+        link_bytes = len(store.get("links", link) or b"") + RECORD_OVERHEAD
+        assert store.usage()[0] == counted(db) == link_bytes + len(b'{"part":0}') + 2 * RECORD_OVERHEAD
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        key = conn.execute("SELECT value FROM meta WHERE key = 'run_key'").fetchone()[0]
+    with Store(db) as store:  # opening again changes nothing: same key, same total
+        with contextlib.closing(sqlite3.connect(db)) as conn:
+            assert conn.execute("SELECT value FROM meta WHERE key = 'run_key'").fetchone()[0] == key
+        assert store.usage()[0] == counted(db)
+
+
+# ---- through the API: 507 with the one error shape -------------------------------------------------------
+
+
+def link_of_size(size: int) -> dict[str, Any]:
+    """A link request whose stored payload is ``size`` bytes."""
+    empty = len(orjson.dumps({"view": "layout", "state": {"s": ""}}))
+    return {"view": "layout", "state": {"s": "a" * (size - empty)}}
+
+
+@pytest.mark.parametrize("extra", [0, 1], ids=["at the budget", "one past"])
+def test_a_full_store_answers_507_naming_the_setting(make_client: ClientFactory, extra: int) -> None:
+    budget = 64 * 1024  # the setting's minimum
+    c = make_client(settings=Settings().with_values([("max_store_bytes", budget)]))
+    first = post(c, "/api/links", link_of_size(budget - RECORD_OVERHEAD + extra))
+    if extra:
+        error = assert_error(first, 507, "insufficient_storage")
+        assert "max_store_bytes" in error["message"] and error["limit"] == budget
+        return
+    assert first.status_code == 201
+    for path, body in (("/api/links", link_of_size(2)), ("/api/snapshots", capture({"x": np.ones(2)}))):
+        error = assert_error(post(c, path, body), 507, "insufficient_storage")
+        assert "max_store_bytes" in error["message"] and "max_snapshot_days" in error["hint"]
+    assert c.get(f"/api/links/{first.json()['id']}").status_code == 200  # reads go on
+
+
+def test_a_full_disk_answers_507_and_keeps_what_it_acknowledged(make_client: ClientFactory) -> None:
+    c = make_client()
+    store = c.app.state.store  # type: ignore[attr-defined]
+    acked = [post(c, "/api/links", link_of_size(100 + i)).json()["id"] for i in range(5)]
+    snapshot = post(c, "/api/snapshots", capture({"x": np.ones(2)})).json()
+    real = store._conn
+    store._conn = FullDisk(real)
+    try:
+        for path, body in (("/api/links", link_of_size(50)), ("/api/snapshots", capture({"y": np.ones(2)}))):
+            error = assert_error(post(c, path, body), 507, "insufficient_storage")
+            assert "nothing was stored" in error["message"] and str(store.path) not in error["message"]
+    finally:
+        store._conn = real
+    with Store(store.path) as again:  # what a restart reads
+        assert [len(again.get("links", i) or b"") for i in acked] == [100 + i for i in range(5)]
+        assert again.get("snapshots", snapshot["id"]) is not None
+        assert again.usage()[0] == counted(store.path)
+
+
+def test_store_settings_reach_the_store_and_are_bounded(make_client: ClientFactory) -> None:
+    settings = Settings().with_values([("max_store_bytes", 65536), ("max_link_days", 0), ("max_snapshot_days", 7)])
+    store = make_client(settings=settings).app.state.store  # type: ignore[attr-defined]
+    assert store.max_bytes == 65536 and store.max_days == {"links": 0, "snapshots": 7}
+    defaults = Settings()
+    assert (defaults.max_store_bytes, defaults.max_link_days, defaults.max_snapshot_days) == (2**30, 365, 90)
+    with pytest.raises(ShardingError, match="max_store_bytes must be 65536 or more"):
+        Settings().with_values([("max_store_bytes", 65535)])
+    with pytest.raises(ShardingError, match="max_link_days must be 0 or more"):
+        Settings().with_values([("max_link_days", -1)])
