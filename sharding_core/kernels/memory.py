@@ -20,7 +20,7 @@ from collections.abc import Mapping
 MIB = 1024 * 1024
 WORKER_BASELINE_BYTES = 320 * MIB
 """A worker's resident memory with JAX imported and its CPU client started (measured: 250–300 MiB)."""
-PER_DEVICE_BYTES = 1 * MIB
+PER_DEVICE_BYTES = 3 * MIB // 2
 """Resident memory each CPU device adds: its runtime state and its share of compiling (measured: 2048 devices
  add 0.2 GiB on an elementwise program and about 1.5 GiB on the Flax train step)."""
 
