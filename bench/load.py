@@ -40,11 +40,13 @@ KERNELS = [("elementwise", "P('x', 'y')"), ("sum_axis0", "P('x', 'y')"), ("matmu
 
 
 def worker_rss_mib(pid: int) -> float:
-    """The kernel workers' resident memory: the server's child processes."""
+    """The kernel workers' resident memory: the server's child processes (any thread may have started them)."""
     total = 0.0
-    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
-        with contextlib.suppress(OSError):
-            total += rss_mib(int(child))
+    for status in Path("/proc").glob("[0-9]*/status"):
+        with contextlib.suppress(OSError, ValueError):
+            fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
+            if int(fields["PPid"]) == pid:
+                total += int(fields["VmRSS"].split()[0]) / 1024
     return total
 
 
@@ -97,8 +99,8 @@ def run_round(port: int, seconds: float, clients: int) -> tuple[dict[str, list[f
                 name, spec = rng.choice(KERNELS)
                 # a bounded set of runs: the first round fills the result cache, the second mostly hits it
                 x = {"shape": [8 * rng.randint(1, 4), 8], "spec": spec, "dtype": "float32"}
-                body = {"kernel": name, "devices": "cpu:8", "mesh": {"shape": [2, 4], "axis_names": ["x", "y"]},
-                        "inputs": [x]}  # fmt: skip
+                mesh = {"shape": [2, 4], "axis_names": ["x", "y"], "axis_types": ["auto", "auto"]}
+                body = {"kernel": name, "devices": "cpu:8", "mesh": mesh, "inputs": [x]}
                 args = ("POST", "/api/kernels/run", orjson.dumps(body), {"Content-Type": "application/json"})
                 want = 200
             else:
