@@ -4,9 +4,12 @@ the in-process client, the fuzz scale, job polling, and a fake ASGI scope for mi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import sqlite3
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -75,6 +78,30 @@ def submit_all(client: TestClient, bodies: dict[Any, dict[str, Any]]) -> dict[An
         assert r.status_code == 202, r.text
         out[key] = r.json()["id"]
     return out
+
+
+# ---- a store as an older Shardscope wrote it -----------------------------------------------------------
+
+SCHEMA_2 = (
+    "CREATE TABLE links (id TEXT PRIMARY KEY, created REAL NOT NULL, payload BLOB NOT NULL);"
+    "CREATE TABLE snapshots (id TEXT PRIMARY KEY, created REAL NOT NULL, payload BLOB NOT NULL);"
+    "CREATE TABLE runs (run_id TEXT NOT NULL, process_index INTEGER NOT NULL, "
+    "snapshot_id TEXT NOT NULL, created REAL NOT NULL, PRIMARY KEY (run_id, process_index));"
+    "PRAGMA user_version=2;"
+)
+
+
+def schema_2_store(db: Path, run_id: str, part: bytes) -> str:
+    """A store as schema 2 wrote it: one run part and its share link (which carried the run id)."""
+    now = time.time()
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        conn.executescript(SCHEMA_2)
+        link = orjson.dumps({"view": "snapshots", "state": {"run": run_id}})
+        conn.execute("INSERT INTO links VALUES (?, ?, ?)", ("L" * 22, now, link))
+        conn.execute("INSERT INTO snapshots VALUES (?, ?, ?)", ("S" * 22, now, part))
+        conn.execute("INSERT INTO runs VALUES (?, ?, ?, ?)", (run_id, 0, "S" * 22, now))
+        conn.commit()
+    return "L" * 22
 
 
 # ---- a fake ASGI request, for middleware on its own -----------------------------------------------

@@ -13,7 +13,6 @@ import os
 import time
 from typing import Any
 
-import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
@@ -21,10 +20,10 @@ from server.app import kernel_worker_pool
 from server.pool import WorkerPool
 from server.settings import Settings
 from sharding_core.kernels import catalog
-from sharding_core.kernels.catalog import Built, Kernel, KernelContext, KernelInput
 from sharding_core.kernels.memory import fmt_bytes
 from tests.conftest import ClientFactory
 from tests.helpers import assert_error, post, wait_job
+from tests.kernel_hooks import HOOKS, register
 
 pytestmark = pytest.mark.slow  # worker processes
 
@@ -71,30 +70,14 @@ def test_a_run_that_fits_stays_under_the_budget(client: TestClient) -> None:
 # ---- the hard cap ------------------------------------------------------------------------------------------
 
 
-def _hog(ctx: KernelContext) -> Built:
-    """Allocates (and touches) memory its estimate knows nothing of, 64 MiB at a time, up to 4 GiB."""
-    held = []
-    for _ in range(64):
-        held.append(np.ones(8 * 1024 * 1024))  # 64 MiB of float64, resident
-        time.sleep(0.01)
-    raise AssertionError(f"the cap should have stopped this worker ({len(held)} blocks held)")
-
-
-HOG = Kernel("test_hog", "test: a runaway", "Allocates until it is stopped.", _hog, (KernelInput("x", (8,), "P('x')"),))
-
-
-def register_hog() -> None:
-    if catalog.get_kernel(HOG.name) is None:
-        catalog.register(HOG)
-
-
 @pytest.fixture(scope="module")
 def capped(make_client: ClientFactory) -> Any:
-    register_hog()
+    register()
     settings = Settings().with_values([("max_kernel_workers", 1), ("max_worker_memory", CAP)])
-    pool = kernel_worker_pool(settings, setup=("tests.test_kernels_memory:register_hog",))
+    pool = kernel_worker_pool(settings, setup=("tests.kernel_hooks:register",))
     yield make_client(settings=settings, kernel_pool=pool), pool
-    catalog.unregister(HOG.name)
+    for hook in HOOKS:
+        catalog.unregister(hook.name)
 
 
 def _worker(pool: WorkerPool) -> int:

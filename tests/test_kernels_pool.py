@@ -1,8 +1,8 @@
 """The worker pool's bounds: a hung kernel times out and its worker is replaced, a crashing one
 likewise, and a full queue answers 429 with Retry-After — each followed by runs that succeed.
 
-The kernels that hang or crash exist only here: :func:`register_hooks` adds them to the catalog of
-this process (for planning) and of every worker (``WorkerPool(setup=...)``).
+The kernels that hang or crash are in ``tests/kernel_hooks.py``: its ``register`` adds them to the
+catalog of this process (for planning) and of every worker (``kernel_worker_pool(setup=...)``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import jax
 import pytest
 from fastapi.testclient import TestClient
 
@@ -20,9 +19,9 @@ from server.app import kernel_worker_pool
 from server.pool import WorkerPool
 from server.settings import Settings
 from sharding_core.kernels import catalog
-from sharding_core.kernels.catalog import Built, Kernel, KernelContext, KernelInput, KernelParam
 from tests.conftest import ClientFactory
 from tests.helpers import post
+from tests.kernel_hooks import HOOKS, register
 
 pytestmark = pytest.mark.slow  # a real server, worker processes or a browser: not in the fast inner loop
 
@@ -31,46 +30,13 @@ WORKERS = 2
 QUEUE = 1
 
 
-def _sleep(ctx: KernelContext) -> Built:
-    time.sleep(ctx.params["tenths"] / 10)  # while "compiling": tracing is where a Python kernel hangs
-
-    def f(x: jax.Array) -> jax.Array:
-        return x + 1
-
-    return Built(f)
-
-
-def _crash(ctx: KernelContext) -> Built:
-    os._exit(3)  # what a segfault or the OOM killer looks like from outside
-
-
-HOOKS = (
-    Kernel(
-        "test_sleep",
-        "test: sleeps",
-        "Sleeps for a number of tenths of a second before building.",
-        _sleep,
-        (KernelInput("x", (8,), "P('x')"),),
-        params=(KernelParam("tenths", "int", "1", "How long to sleep", 0, 100_000),),
-        reference=lambda ctx, x: x + 1,
-    ),
-    Kernel("test_crash", "test: crashes", "Exits its process.", _crash, (KernelInput("x", (8,), "P('x')"),)),
-)
-
-
-def register_hooks() -> None:
-    for k in HOOKS:
-        if catalog.get_kernel(k.name) is None:
-            catalog.register(k)
-
-
 @pytest.fixture(scope="module")
 def pool() -> Iterator[WorkerPool]:
-    register_hooks()
+    register()
     settings = Settings().with_values(
         [("max_kernel_workers", WORKERS), ("max_kernel_queue", QUEUE), ("max_kernel_seconds", TIMEOUT_S)]
     )
-    p = kernel_worker_pool(settings, setup=("tests.test_kernels_pool:register_hooks",))
+    p = kernel_worker_pool(settings, setup=("tests.kernel_hooks:register",))
     yield p
     pids, threads = p.worker_pids(), p.slot_threads()
     p.close()

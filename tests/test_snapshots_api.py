@@ -29,7 +29,7 @@ from server.settings import MAX_BODY_BYTES, MAX_SNAPSHOT_BYTES, SETTINGS
 from sharding_core import capture, new_run_id
 from sharding_core.snapshot.format import MAX_LEAF_PATH_CHARS, MAX_RULES, MAX_SNAPSHOT_NAME_CHARS
 from tests.conftest import ClientFactory
-from tests.helpers import Inner, assert_error, error_code, post, run, scope, status
+from tests.helpers import Inner, assert_error, error_code, post, run, schema_2_store, scope, status
 
 TOKEN = "s3cret-token-for-tests"
 RULES = (("batch", "data"), ("hidden", "model"), ("embed", None))
@@ -257,7 +257,6 @@ def test_runs_stored_before_read_ids_stay_readable(tmp_path: Any) -> None:
     from server.app import create_app
     from sharding_core.snapshot.memory import enrich
     from tests.helpers import BASE
-    from tests.test_store import schema_2_store
 
     old_id = new_run_id()
     snap = run_part(capture({"x": jnp.ones(8)}), 0, 2, old_id)

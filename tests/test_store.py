@@ -36,7 +36,7 @@ from server.store import (
 from sharding_core import capture
 from sharding_core.errors import ShardingError
 from tests.conftest import ClientFactory
-from tests.helpers import assert_error, post
+from tests.helpers import assert_error, post, schema_2_store
 from tests.plugins.live import CLI, ROOT
 
 
@@ -540,27 +540,6 @@ def test_serve_refuses_a_read_only_store_in_one_line(tmp_path: Path) -> None:
 
 
 # ---- schema 2 -> 3 ---------------------------------------------------------------------------------------
-
-SCHEMA_2 = (
-    "CREATE TABLE links (id TEXT PRIMARY KEY, created REAL NOT NULL, payload BLOB NOT NULL);"
-    "CREATE TABLE snapshots (id TEXT PRIMARY KEY, created REAL NOT NULL, payload BLOB NOT NULL);"
-    "CREATE TABLE runs (run_id TEXT NOT NULL, process_index INTEGER NOT NULL, "
-    "snapshot_id TEXT NOT NULL, created REAL NOT NULL, PRIMARY KEY (run_id, process_index));"
-    "PRAGMA user_version=2;"
-)
-
-
-def schema_2_store(db: Path, run_id: str, part: bytes) -> str:
-    """A store as schema 2 wrote it: one run part and its share link (which carried the run id)."""
-    now = time.time()
-    with contextlib.closing(sqlite3.connect(db)) as conn:
-        conn.executescript(SCHEMA_2)
-        link = orjson.dumps({"view": "snapshots", "state": {"run": run_id}})
-        conn.execute("INSERT INTO links VALUES (?, ?, ?)", ("L" * 22, now, link))
-        conn.execute("INSERT INTO snapshots VALUES (?, ?, ?)", ("S" * 22, now, part))
-        conn.execute("INSERT INTO runs VALUES (?, ?, ?, ?)", (run_id, 0, "S" * 22, now))
-        conn.commit()
-    return "L" * 22
 
 
 def test_schema_2_migrates_and_keeps_old_runs_readable(tmp_path: Path) -> None:
