@@ -596,11 +596,18 @@ BAD_REQUESTS: list[tuple[str, str, dict[str, Any], int, str]] = [
     (
         "POST",
         "/api/reshard",
-        {"json": {"devices": "cpu:8", "mesh": {"shape": [2, 4], "axis_names": ["x", "y"]}, "shape": [16, 16],
-                  "from": "P('x', None)", "to": "P('z')"}},
+        {
+            "json": {
+                "devices": "cpu:8",
+                "mesh": {"shape": [2, 4], "axis_names": ["x", "y"]},
+                "shape": [16, 16],
+                "from": "P('x', None)",
+                "to": "P('z')",
+            }
+        },
         422,
         "unknown_axis",
-    ),  # fmt: skip
+    ),
     ("POST", "/api/compare", {"json": {"a": {}, "b": {}}}, 422, "bad_compare"),
     ("GET", "/api/hardware", {"headers": {"host": "evil.example"}}, 400, "bad_host"),
     ("DELETE", "/api/links/{link_id}", {}, 405, "method_not_allowed"),
