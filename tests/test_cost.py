@@ -92,6 +92,31 @@ def test_book_gpu_pop_quiz_1_and_all_to_all() -> None:
     assert close(cc.switched_all_to_all(total / 8, 8, h100), total * 7 / (h100 * 64))
 
 
+def test_v5p_axes_with_and_without_wraparound() -> None:
+    """The book's formulas on v5p (9e10 bytes/s a link one way): a full cube wraps, a 2x4x4 slice does not."""
+    nbytes = 1 << 24
+    cube = context_for(parse_devices("tpu:v5p:4x4x4"))
+    small = context_for(parse_devices("tpu:v5p:2x4x4"))
+    z_cube = [[x + 4 * y + 16 * z for z in range(4)] for x in range(4) for y in range(4)]  # along z, 4 chips
+    z_small = [[x + 2 * y + 8 * z for z in range(4)] for x in range(2) for y in range(4)]
+    w = TPU_FIGURES["v5p"].ici_link_bandwidth.value
+    assert w == 9e10
+    want = {  # op: (with wraparound: ⌊4/2⌋ steps, without: 3 steps), V as each op defines it
+        "all-gather": (nbytes / (2 * w), 3 * (nbytes / 4) / w),
+        "reduce-scatter": (4 * nbytes / (2 * w), 3 * nbytes / w),
+        "all-reduce": (2 * nbytes / (2 * w), 2 * 3 * (nbytes / 4) / w),
+        "all-to-all": (4 * nbytes / (4 * 2 * w), 3 * nbytes / (4 * w)),
+    }
+    for op, (wrapped, line) in want.items():
+        e_cube = estimate_collective({"op": op, "bytes": nbytes, "groups": z_cube}, cube)
+        e_small = estimate_collective({"op": op, "bytes": nbytes, "groups": z_small}, small)
+        assert e_cube["inputs"]["axes"] == [{"axis": "z", "members": 4, "wraparound": True, "stride": 1, "steps": 2}]
+        assert e_small["inputs"]["axes"][0]["wraparound"] is False
+        assert close(e_cube["seconds"], wrapped), op
+        assert close(e_small["seconds"], line), op
+        assert e_cube["seconds"] < e_small["seconds"]
+
+
 # ---------------------------------------------------------------- hand-computed rings
 
 
