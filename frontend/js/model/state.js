@@ -91,7 +91,7 @@ export function layoutHref(s) {
   return `${pageOf("layout")}?${toQuery({ ...s, axis: "", groups: "", glabel: "" })}`;
 }
 
-/** The topology view at this state. @param {State} s */
+/** The topology view at this state (the layout explorer's reshard target stays behind). @param {State} s */
 export function topologyHref(s) {
-  return `${pageOf("topology")}?${toQuery(s)}`;
+  return `${pageOf("topology")}?${toQuery({ ...s, reshard: "" })}`;
 }

@@ -448,9 +448,10 @@ function renderTpu(r) {
   );
   // the TPU program's collectives (ICI) and, for multi-slice sets, its cross-slice steps (DCN)
   const steps = [...tpu.collectives, ...(tpu.dcn || []).map((/** @type {any} */ d) => ({ ...d, shape: "cross-slice step (DCN)" }))];
-  if (steps.length) collectivesTable(wrap, steps);
-  if (steps.length) estimateTotal(byId("tpu-total"), steps);
-  else byId("tpu-total").replaceChildren();
+  if (steps.length) {
+    collectivesTable(wrap, steps);
+    estimateTotal(byId("tpu-total"), steps);
+  }
   rooflinePanel(byId("tpu-roofline"), tpu.roofline, "TPU roofline");
   byId("tpu-hlo").textContent = tpu.hlo + (tpu.hlo_truncated ? CUT : "");
 }
