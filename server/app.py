@@ -17,8 +17,10 @@ from starlette.staticfiles import StaticFiles
 import shardscope
 from server import docs, vendor
 from server.api import ROUTERS
+from server.api.compare import COMPARE_PATH
 from server.api.kernels import JOBS_PATH, RUN_PATH
 from server.api.links import LINKS_PATH
+from server.api.reshard import RESHARD_PATH
 from server.api.snapshots import SNAPSHOTS_PATH
 from server.errors import EXCEPTION_HANDLERS
 from server.jsonio import OrjsonResponse
@@ -49,7 +51,7 @@ FRONTEND_DIR = _PACKAGED if _PACKAGED.is_dir() else Path(__file__).resolve().par
 
 _METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
-WRITE_PATHS = (LINKS_PATH, SNAPSHOTS_PATH, RUN_PATH, JOBS_PATH)
+WRITE_PATHS = (LINKS_PATH, SNAPSHOTS_PATH, RUN_PATH, JOBS_PATH, RESHARD_PATH, COMPARE_PATH)
 """The POSTs that store something or start work: with ``--token`` they need it; every read stays open."""
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from sharding_core.cost.context import context_for_devices
 from sharding_core.errors import TOO_LARGE, ShardingError
 from sharding_core.hlo.collectives import device_assignment, read_collectives
 from sharding_core.layout import Layout
@@ -70,7 +71,9 @@ def inspect_jit(f: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, A
     ``f`` is a function or a ``jax.jit``-wrapped one (keep static arguments in its ``jax.jit``). The
     snapshot's leaves are ``inputs/args/...``, ``inputs/kwargs/...`` and ``outputs/...`` with the
     compiled executable's shardings; ``collectives`` lists every collective in the optimized HLO with
-    its device groups (device ids), and ``jit`` the memory XLA plans per device. Nothing runs.
+    its device groups (device ids) and its estimate on this hardware (TPU and GPU devices, from their
+    ``device_kind``; CPU devices say there are no figures), and ``jit`` the memory XLA plans per device.
+    Nothing runs.
     """
     import jax
 
@@ -88,12 +91,16 @@ def inspect_jit(f: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, A
     name = getattr(f, "__name__", None) or getattr(getattr(f, "__wrapped__", None), "__name__", None) or "jit"
     snap = capture(tree, f"jit({name})")
     mesh = _program_mesh([*jax.tree.leaves(in_shardings), *jax.tree.leaves(compiled.output_shardings)])
-    assignment = [int(d.id) for d in device_assignment(compiled)]
+    placed = device_assignment(compiled)
+    assignment = [int(d.id) for d in placed]
+    # The whole slice (every device of the platform), so its shape and wraparound are the slice's.
+    hardware = context_for_devices(jax.devices(placed[0].platform) if placed else [])
     snap["collectives"] = read_collectives(
         compiled.as_text() or "",
         [assignment],
         mesh.device_ids.tolist() if mesh is not None else None,
         [str(a) for a in mesh.axis_names] if mesh is not None else (),
+        hardware,
     )
     stats = compiled.memory_analysis()
     memory = None

@@ -1,13 +1,9 @@
 """The physical interconnect of a device set: ICI links between TPU chips, NVLink within GPU hosts.
 
-Wraparound rules (which torus axes close into rings), per generation:
-
-* v4, v5p, 7x: 3-D torus; an axis wraps only when the slice is made of full 4x4x4 cubes (every
-  side a multiple of 4). Source: Cloud TPU docs, "TPU v4" / "TPU v5p" system architecture — slices
-  smaller than a cube are meshes without wraparound; 7x is taken to follow the same cube rule.
-* v5e, v6e: 2-D; an axis wraps only when it spans 16 chips (the full pod side). Source: Cloud TPU
-  docs, "TPU v5e" / "TPU v6e" system architecture (wraparound only on 16-chip axes).
-* v2, v3: 2-D torus; an axis wraps only when it spans the full pod side (16 for v2, 32 for v3).
+Wraparound rules (which torus axes close into rings) are the hardware table's
+(:func:`sharding_core.hardware.wraparound`, each rule with its source): v4, v5p and 7x wrap an axis only
+when the slice is made of full 4x4x4 cubes; v5e and v6e only along an axis of 16 chips; v2 and v3 only
+along a full pod side.
 
 Cores of one chip are joined by an ``on_chip`` link. Multi-slice sets join slices over DCN (not
 drawn as device links; ``slices`` lists them). GPU sets: every pair of GPUs within a host shares
@@ -23,18 +19,7 @@ import numpy as np
 
 from sharding_core.cache import bounded_cache
 from sharding_core.devices import DeviceSet, device_info
-
-_POD_SIDE = {"v2": 16, "v3": 32}
-
-
-def _wraps(gen_name: str, topo: tuple[int, ...]) -> tuple[bool, ...]:
-    if gen_name in ("v4", "v5p", "7x"):
-        cube = all(d % 4 == 0 for d in topo)
-        return tuple(cube and d > 2 for d in topo)
-    if gen_name in ("v5e", "v6e"):
-        return tuple(d == 16 for d in topo)
-    side = _POD_SIDE.get(gen_name, 0)
-    return tuple(d == side and d > 2 for d in topo)
+from sharding_core.hardware import wraparound as _wraps
 
 
 def topology(devset: DeviceSet) -> dict[str, Any]:

@@ -592,6 +592,24 @@ BAD_REQUESTS: list[tuple[str, str, dict[str, Any], int, str]] = [
     ),
     ("POST", "/api/kernels/jobs", {"json": {"kernel": "sum_axis0"}}, 422, "validation_error"),
     ("GET", "/api/kernels/jobs/{job_id}", {}, 404, "not_found"),
+    # cost estimates (tests/test_cost_api.py covers them in depth)
+    (
+        "POST",
+        "/api/reshard",
+        {
+            "json": {
+                "devices": "cpu:8",
+                "mesh": {"shape": [2, 4], "axis_names": ["x", "y"]},
+                "shape": [16, 16],
+                "from": "P('x', None)",
+                "to": "P('z')",
+            }
+        },
+        422,
+        "unknown_axis",
+    ),
+    ("POST", "/api/compare", {"json": {"a": {}, "b": {}}}, 422, "bad_compare"),
+    ("GET", "/api/hardware", {"headers": {"host": "evil.example"}}, 400, "bad_host"),
     ("DELETE", "/api/links/{link_id}", {}, 405, "method_not_allowed"),
     ("GET", "/s/{link_id}", {}, 404, "not_found"),
     ("GET", "/no/such/page", {}, 404, "not_found"),

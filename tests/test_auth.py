@@ -23,6 +23,7 @@ from tests.helpers import assert_error, layout_request, post
 
 TOKEN = "Zr4i0pC1VqkqzY3sX2m0JtQeZk8B5nT1"
 KERNEL = {"kernel": "elementwise", "devices": "cpu:8", "mesh": {"shape": [2, 4], "axis_names": ["x", "y"]}}
+RESHARD = {"devices": "cpu:8", "mesh": KERNEL["mesh"], "shape": [8, 8], "from": "P('x')", "to": "P('y')"}
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +43,9 @@ def writes() -> list[tuple[str, Any, int]]:
         ("/api/snapshots", capture({"x": jnp.ones(8)}), 201),
         ("/api/kernels/run", KERNEL, 200),
         ("/api/kernels/jobs", KERNEL, 202),
+        # reshards and comparisons start kernel runs; with the token they get as far as their checks
+        ("/api/reshard", {**RESHARD, "to": "P('z')"}, 422),
+        ("/api/compare", {"a": {}, "b": {}}, 422),
     ]
 
 

@@ -28,11 +28,13 @@ from server.api.schema import (
     Collective,
     DevicesText,
     ErrorDetail,
+    Estimate,
     Layout,
     MeshInfo,
     MeshRequest,
     Reply,
     Request,
+    Roofline,
     Slices,
     SpecText,
     vocab,
@@ -212,6 +214,7 @@ class DcnStep(Reply):
     slices: list[int]
     axes: list[str] | None
     axes_text: str
+    estimate: Estimate = Field(description="The step's time over DCN (an estimate: formula and inputs)")
 
 
 class MegascaleTransfer(Reply):
@@ -242,6 +245,7 @@ class KernelTpu(Reply):
     memory: KernelMemory | None = Field(None, description="compiled.memory_analysis() on TPU, per device")
     cost: KernelCost | None = Field(None, description="compiled.cost_analysis() on TPU, per device")
     compile_ms: float | None = None
+    roofline: Roofline | None = Field(None, description="The TPU compile's roofline and HBM fit (estimates)")
 
 
 class KernelRunResponse(Reply):
@@ -271,6 +275,10 @@ class KernelRunResponse(Reply):
     origins: KernelOrigins | None
     origins_note: str
     compiler_log: list[str] = Field(description="XLA's warnings while compiling")
+    roofline: Roofline = Field(
+        description="Compute, memory and communication time of the compiled program on the device set's hardware, "
+        "the bound, a lower bound on run time and HBM fit (estimates; CPU sets say why there are none)"
+    )
     tpu: KernelTpu | None = Field(
         None, description="tpu: sets with the optional tpu extra: the kernel compiled for libtpu's topology"
     )
@@ -332,7 +340,7 @@ async def kernel_catalog(pool: PoolDep, settings: SettingsDep) -> Response:
     return OrjsonResponse(_catalog(tuple(k.name for k in kernels()), settings))
 
 
-def _plan(body: KernelRunRequest, settings: Settings) -> KernelPlan:
+def plan_request(body: KernelRunRequest, settings: Settings) -> KernelPlan:
     device_set(settings, body.devices, body.slices, body.chips_per_host)  # the server's max_devices
     inputs = [RunInput(tuple(i.shape), i.spec, i.dtype) for i in body.inputs] if body.inputs is not None else None
     return plan_run(
@@ -365,11 +373,24 @@ def _busy(e: Busy) -> ApiError:
 
 async def _submit(pool: WorkerPool, body: KernelRunRequest, settings: Settings) -> Job:
     # Planning computes layouts on the simulated devices (JAX work): off the event loop.
-    plan = await run_in_threadpool(_plan, body, settings)
+    plan = await run_in_threadpool(plan_request, body, settings)
+    return submit_plan(pool, plan)
+
+
+def submit_plan(pool: WorkerPool, plan: KernelPlan) -> Job:
+    """Hands a checked run to the worker pool (its cache, queue and limits); 429 when it is full."""
     try:
         return pool.submit(plan)
     except Busy as e:
         raise _busy(e) from None
+
+
+async def finished(job: Job) -> bytes:
+    """Waits for a run and answers its response bytes (``{"cached", ...the run}``), or raises its failure."""
+    await asyncio.wrap_future(job.future)
+    if job.result is None:
+        raise _failure(job)
+    return job.response_bytes()
 
 
 def _failure(job: Job) -> ApiError:
@@ -387,10 +408,7 @@ RUN_ERRORS = responses(400, 401, 403, 413, 415, 422, 429, 500, **_MEANING)
 async def run_kernel(body: KernelRunRequest, pool: PoolDep, settings: SettingsDep) -> Response:
     """Runs a kernel and answers when it is done: output layouts, collectives, memory, cost, errors, HLO."""
     job = await _submit(pool, body, settings)
-    await asyncio.wrap_future(job.future)
-    if job.result is None:
-        raise _failure(job)
-    return Response(job.response_bytes(), media_type="application/json")
+    return Response(await finished(job), media_type="application/json")
 
 
 @router.post(JOBS_PATH, status_code=202, response_model=KernelJobCreated, responses=RUN_ERRORS)

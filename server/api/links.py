@@ -35,6 +35,7 @@ VIEW_PAGES: dict[str, str] = {
     "topology": "/topology.html",
     "snapshots": "/snapshots.html",
     "kernels": "/kernels.html",
+    "compare": "/compare.html",
 }
 """Which page opens a link of each view (a link of an unknown view opens the layout page)."""
 

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, with_config
 from typing_extensions import TypedDict
 
 from server.settings import MAX_DEVICES_CHARS
+from sharding_core.cost.collectives import FABRICS
 from sharding_core.devices import MAX_DEVICES, MAX_SLICES
 from sharding_core.hlo.text import COLLECTIVE_OPS
 from sharding_core.layout import DTYPES, MAX_ARRAY_ELEMENTS, MAX_RANK
@@ -37,12 +38,14 @@ if TYPE_CHECKING:
     MeshOrder = str
     AxisTypeOfMesh = str
     CollectiveOp = str
+    Fabric = str
 else:
     DType = vocab(DTYPES)
     AxisTypeName = vocab([*AXIS_TYPES, *AXIS_TYPE_NAMES])  # "auto" or "Auto": either spelling
     MeshOrder = vocab(ORDERS)
     AxisTypeOfMesh = vocab(AXIS_TYPE_NAMES)
     CollectiveOp = vocab(COLLECTIVE_OPS)
+    Fabric = vocab(FABRICS)
 
 MAX_DEVICE_ID = 2**31 - 1  # multi-slice ids reach (slices + 1) * 100000; int32 covers them with room
 
@@ -214,6 +217,49 @@ class Layout(ArrayLayout):
 
 MAX_COLLECTIVES = 4096  # an HLO module with more collectives than this is refused in a snapshot
 ShortText = Annotated[str, Field(max_length=256)]
+Seconds = Annotated[float | None, Field(ge=0, description="Seconds (an estimate); null when there is none")]
+
+
+@with_config(CLOSED)
+class Estimate(TypedDict):
+    """A collective's time on the device set's hardware (sharding_core.cost.collectives): an estimate
+    with its formula and inputs, or ``seconds: null`` and why there is none."""
+
+    seconds: Seconds
+    formula: NotRequired[Annotated[str, Field(max_length=4000, description="The formula, as the model uses it")]]
+    inputs: NotRequired[
+        Annotated[dict[str, Any], Field(description="What went into it: bytes, group size, bandwidth, hops...")]
+    ]
+    fabric: NotRequired[Annotated[Fabric, Field(description="What the data crosses: ici, dcn, nvlink or network")]]
+    why: NotRequired[Annotated[str, Field(max_length=1000, description="Why there is no estimate")]]
+
+
+@with_config(CLOSED)
+class HbmFit(TypedDict):
+    bytes_per_device: Annotated[ByteCount | None, Field(description="The program's peak memory per device")]
+    capacity_bytes: Annotated[ByteCount | None, Field(description="HBM per device")]
+    fits: bool | None
+    over_bytes: ByteCount | None
+    text: Annotated[str, Field(max_length=1000, description="fits: ... of ..., or over by ...")]
+
+
+@with_config(CLOSED)
+class Roofline(TypedDict):
+    """A compiled program's roofline on the device set's hardware (sharding_core.cost.roofline), per device."""
+
+    source: Annotated[str, Field(max_length=1000, description="Which program: the CPU run's or the TPU compile")]
+    hardware: Annotated[str | None, Field(max_length=256)]
+    dtype: Annotated[str, Field(max_length=64, description="Whose peak FLOP/s is used")]
+    compute_seconds: Seconds
+    memory_seconds: Seconds
+    communication_seconds: Seconds
+    bound: Literal["compute", "memory", "communication"] | None
+    lower_bound_seconds: Seconds
+    serial_seconds: Seconds
+    formula: Annotated[str, Field(max_length=2000)]
+    inputs: dict[str, Any]
+    hbm: HbmFit
+    why: Annotated[str | None, Field(max_length=2000, description="What the model has no figures for")]
 
 
 @with_config(CLOSED)
@@ -249,3 +295,4 @@ class Collective(TypedDict):
     ]
     source: NotRequired[Annotated[str | None, Field(max_length=4096, description="The JAX op that asked for it")]]
     raw: NotRequired[Annotated[str | None, Field(max_length=400, description="Snapshots before 0.2: groups' text")]]
+    estimate: NotRequired[Annotated[Estimate, Field(description="Its time on the device set's hardware")]]

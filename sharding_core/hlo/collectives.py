@@ -5,11 +5,14 @@ partition id, :func:`device_assignment`) and the mesh, and gives one JSON-ready 
 instruction::
 
     {"op", "name", "is_async", "shape", "bytes", "groups", "pairs", "axes", "exact_axes", "axes_text",
-     "replica_groups", "dimensions", "source"}
+     "replica_groups", "dimensions", "source", "estimate"}
 
 ``groups`` are device ids (a collective-permute's rings or chains in send order, its ``pairs`` the
 source -> target pairs); ``axes`` the mesh axes the groups run along (:mod:`sharding_core.hlo.axes`).
-Every spelling of replica groups XLA prints is read by :mod:`sharding_core.hlo.text`.
+Every spelling of replica groups XLA prints is read by :mod:`sharding_core.hlo.text`. ``estimate`` is
+the collective's time on the device set's hardware (:func:`sharding_core.cost.collectives.estimate_collective`:
+``{"seconds", "formula", "inputs", "fabric"}``, or ``{"seconds": None, "why"}``), for the cost context
+passed in.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from sharding_core.cost.collectives import estimate_collective, estimate_dcn_step
+from sharding_core.cost.context import CostContext
 from sharding_core.hlo.axes import AxesReport, group_axes, mesh_coords, pair_axes
 from sharding_core.hlo.text import Collective, HloParseError, parse_collectives
 
@@ -60,10 +65,15 @@ def map_to_devices(collective: Collective, assignment: Sequence[int]) -> tuple[l
 
 
 def collective_json(
-    c: Collective, groups: list[list[int]], pairs: list[list[int]] | None, axes: AxesReport | None
+    c: Collective,
+    groups: list[list[int]],
+    pairs: list[list[int]] | None,
+    axes: AxesReport | None,
+    hardware: CostContext | None = None,
 ) -> dict[str, Any]:
-    """One collective with its device groups: the shape every view and the snapshot format read."""
-    return {
+    """One collective with its device groups and its estimate: the shape every view and the snapshot
+    format read."""
+    out = {
         "op": c.op,
         "name": c.name,
         "is_async": c.is_async,
@@ -78,6 +88,8 @@ def collective_json(
         "dimensions": list(c.dimensions) if c.dimensions is not None else None,
         "source": c.source,
     }
+    out["estimate"] = estimate_collective(out, hardware)
+    return out
 
 
 def axes_of(
@@ -94,7 +106,11 @@ def axes_of(
 
 
 def read_collectives(
-    hlo_text: str, assignments: Sequence[Sequence[int]], id_grid: Any | None, axis_names: Sequence[str]
+    hlo_text: str,
+    assignments: Sequence[Sequence[int]],
+    id_grid: Any | None,
+    axis_names: Sequence[str],
+    hardware: CostContext | None = None,
 ) -> list[dict[str, Any]]:
     """Every collective of a compiled HLO module, its partitions mapped to device ids.
 
@@ -103,7 +119,8 @@ def read_collectives(
     slice's program that every slice runs on its own devices (each collective then lists its
     groups in every slice). ``id_grid`` (the mesh's device ids, nested in mesh order, as
     ``Mesh.device_ids`` gives them) and ``axis_names`` name the axes each collective runs along;
-    without a mesh ``axes`` is None.
+    without a mesh ``axes`` is None. ``hardware``: the device set's cost context, for each collective's
+    ``estimate`` (without one, the estimate says so).
     """
     coords = mesh_coords(id_grid) if id_grid is not None else None
     out = []
@@ -116,7 +133,7 @@ def read_collectives(
             if p is not None:
                 pairs = [*(pairs or []), *p]
         axes = axes_of(groups, pairs, coords, axis_names) if coords is not None else None
-        out.append(collective_json(c, groups, pairs, axes))
+        out.append(collective_json(c, groups, pairs, axes, hardware))
     return out
 
 
@@ -128,13 +145,15 @@ DCN_NOTE = (
 )
 
 
-def cross_slice_steps(collectives: Sequence[dict[str, Any]], slice_of: dict[int, int]) -> list[dict[str, Any]]:
+def cross_slice_steps(
+    collectives: Sequence[dict[str, Any]], slice_of: dict[int, int], hardware: CostContext | None = None
+) -> list[dict[str, Any]]:
     """The DCN steps of a multi-slice program, from collectives with global groups (the CPU run's).
 
     A global group that spans slices is carried out as a step inside each slice (ICI) and a step
     between slices: the k-th member of the group in each slice exchanges with the k-th member in
     the others. Each such collective gives one entry with those cross-slice groups (``groups``),
-    the global ones it came from (``global_groups``) and ``fabric`` ``"dcn"``.
+    the global ones it came from (``global_groups``), ``fabric`` ``"dcn"`` and its DCN ``estimate``.
     """
     out: list[dict[str, Any]] = []
     for c in collectives:
@@ -152,17 +171,17 @@ def cross_slice_steps(collectives: Sequence[dict[str, Any]], slice_of: dict[int,
                 steps.extend([p[k] for p in by_slice] for k in range(len(by_slice[0])))
             else:
                 steps.append(list(group))  # uneven parts: the whole group crosses
-        out.append(
-            {
-                "op": c["op"],
-                "name": c["name"],
-                "fabric": "dcn",
-                "bytes": c["bytes"],
-                "groups": steps,
-                "global_groups": crossing,
-                "slices": sorted({slice_of.get(d, 0) for g in crossing for d in g}),
-                "axes": c["axes"],
-                "axes_text": c["axes_text"],
-            }
-        )
+        step = {
+            "op": c["op"],
+            "name": c["name"],
+            "fabric": "dcn",
+            "bytes": c["bytes"],
+            "groups": steps,
+            "global_groups": crossing,
+            "slices": sorted({slice_of.get(d, 0) for g in crossing for d in g}),
+            "axes": c["axes"],
+            "axes_text": c["axes_text"],
+        }
+        step["estimate"] = estimate_dcn_step(step, hardware)
+        out.append(step)
     return out

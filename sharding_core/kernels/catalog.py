@@ -252,6 +252,17 @@ def get_kernel(name: str) -> Kernel | None:
 # ------------------------------------------------------------------------------- jit kernels
 
 
+def _reshard(ctx: KernelContext) -> Built:
+    import jax
+
+    # The run's out_specs are the target: jax.jit(move, out_shardings=NamedSharding(mesh, to)) on x placed
+    # with its input spec. Moving x there is all the compiled program does (POST /api/reshard).
+    def move(x: jax.Array) -> jax.Array:
+        return x
+
+    return Built(move)
+
+
 def _elementwise(ctx: KernelContext) -> Built:
     import jax
     import jax.numpy as jnp
@@ -751,6 +762,18 @@ BUILTIN: tuple[Kernel, ...] = (
         reference=_ref_ppermute,
         reference_doc="NumPy: x rolled by one block along dimension 0",
         tutorial=SHARD_MAP,
+    ),
+    Kernel(
+        "reshard",
+        "reshard (move to another sharding)",
+        "The identity, jitted with out_shardings: x is placed with its input spec and comes out with the output "
+        "spec, so the compiled program is exactly the collectives that move an array from one sharding to the "
+        "other (give the target as the output spec; without one nothing moves). POST /api/reshard runs it.",
+        _reshard,
+        (KernelInput("x", (16, 16), "P('x', None)"),),
+        reference=lambda ctx, x: x,
+        reference_doc="NumPy: x itself (resharding moves values, never changes them)",
+        tutorial=EXPLICIT,
     ),
     Kernel(
         "all_to_all",

@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from sharding_core.cost.context import NO_CPU_FIGURES, CostContext, context_for, no_figures
+from sharding_core.devices import parse_devices
 from sharding_core.errors import ShardingError
 from sharding_core.hlo import origins
 from sharding_core.hlo.collectives import DCN_NOTE, cross_slice_steps, device_assignment, read_collectives
@@ -379,6 +381,14 @@ def _jit(job: KernelJob, kernel: Kernel, built: Built, mesh: Any, in_specs: tupl
     return jitted, structs
 
 
+def cost_context(job: KernelJob) -> CostContext:
+    """The job's device set as cost estimates see it (hardware figures and where each device sits)."""
+    text, slices, chips_per_host = job.device_set
+    if job.platform == "cpu" or not text:
+        return no_figures(job.devices_key, "cpu", NO_CPU_FIGURES)
+    return context_for(parse_devices(text, slices=slices, chips_per_host=chips_per_host))
+
+
 def _run(job: KernelJob, progress: Progress, max_text_chars: int) -> dict[str, Any]:
     import jax
     from jax.sharding import NamedSharding
@@ -431,7 +441,8 @@ def _run(job: KernelJob, progress: Progress, max_text_chars: int) -> dict[str, A
 
     assignment = [sim_of_real[d.id] for d in device_assignment(compiled)]
     hlo_text = compiled.as_text()
-    collectives = read_collectives(hlo_text, [assignment], job.id_grid, job.axis_names)
+    hardware = cost_context(job)
+    collectives = read_collectives(hlo_text, [assignment], job.id_grid, job.axis_names, hardware)
     stablehlo_text, stablehlo_cut = _clip(scrub_paths(stablehlo), max_text_chars)
     hlo_clip, hlo_cut = _clip(scrub_paths(hlo_text), max_text_chars)
     input_names = [i.name for i in job.inputs] + [name for name, _ in extra]
@@ -473,7 +484,7 @@ def _run(job: KernelJob, progress: Progress, max_text_chars: int) -> dict[str, A
         "compiler_log": log,
         "reference": kernel.reference_doc,
         "executed_on": f"{job.size} CPU device{'s' if job.size != 1 else ''} in a worker process",
-        "tpu": _tpu_section(job, kernel, built, max_text_chars, collectives),
+        "tpu": _tpu_section(job, kernel, built, max_text_chars, collectives, hardware),
     }
 
 
@@ -488,7 +499,12 @@ def libtpu_available() -> bool:
 
 
 def _tpu_section(
-    job: KernelJob, kernel: Kernel, built: Built, max_text_chars: int, cpu_collectives: list[dict[str, Any]]
+    job: KernelJob,
+    kernel: Kernel,
+    built: Built,
+    max_text_chars: int,
+    cpu_collectives: list[dict[str, Any]],
+    hardware: CostContext | None = None,
 ) -> dict[str, Any]:
     """The kernel compiled (never run) for libtpu's real topology of a ``tpu:`` set, or why not.
 
@@ -505,7 +521,7 @@ def _tpu_section(
     # Several workers (and a test process) load libtpu at once, compile-only: no device to guard.
     os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
     try:
-        return _tpu_compile(job, kernel, built, max_text_chars, cpu_collectives)
+        return _tpu_compile(job, kernel, built, max_text_chars, cpu_collectives, hardware)
     except KernelRunError as e:
         return {"error": e.to_dict()}
     except Exception as e:  # noqa: BLE001 - libtpu's and JAX's refusals are many types; each becomes data
@@ -513,7 +529,12 @@ def _tpu_section(
 
 
 def _tpu_compile(
-    job: KernelJob, kernel: Kernel, built: Built, max_text_chars: int, cpu_collectives: list[dict[str, Any]]
+    job: KernelJob,
+    kernel: Kernel,
+    built: Built,
+    max_text_chars: int,
+    cpu_collectives: list[dict[str, Any]],
+    hardware: CostContext | None = None,
 ) -> dict[str, Any]:
     import jax
     from jax.experimental import topologies
@@ -556,7 +577,7 @@ def _tpu_compile(
         "slices": slices,
         "hlo": hlo_clip,
         "hlo_truncated": hlo_cut,
-        "collectives": read_collectives(hlo_text, per_slice, job.id_grid, job.axis_names),
+        "collectives": read_collectives(hlo_text, per_slice, job.id_grid, job.axis_names, hardware),
         "device_assignment": [int(d.id) for d in placed],
         "memory": _memory(compiled),
         "cost": _cost(compiled),
@@ -567,7 +588,7 @@ def _tpu_compile(
     }
     if slices > 1:
         slice_of = {i: int(getattr(d, "slice_index", 0) or 0) for i, d in devices.items()}
-        section["dcn"] = cross_slice_steps(cpu_collectives, slice_of)
+        section["dcn"] = cross_slice_steps(cpu_collectives, slice_of, hardware)
         section["megascale_transfers"] = megascale_transfers(hlo_text)
         section["dcn_note"] = DCN_NOTE
     return section

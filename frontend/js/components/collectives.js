@@ -1,10 +1,11 @@
 // The collectives table (one row per collective in compiled HLO: op, shape, bytes, mesh axes, device
-// groups, where it came from) for kernel runs and snapshots' inspect_jit captures alike, and a
-// collective's groups laid on the mesh table.
+// groups, its estimated time when the API gives one, where it came from) for kernel runs and snapshots'
+// inspect_jit captures alike, and a collective's groups laid on the mesh table.
 
 import { actionable, headedTable } from "../lib/dom.js";
 import { fmtBytes } from "../lib/format.js";
 import { groupsSummary, groupsText, groupsTitle, opText } from "../model/collective.js";
+import { estimateCell } from "./estimates.js";
 import { paletteColour } from "../model/layout.js";
 import { meshTable } from "./mesh_table.js";
 
@@ -22,7 +23,8 @@ import { meshTable } from "./mesh_table.js";
 export function collectivesTable(container, collectives, opts = {}) {
   const axes = collectives.some((c) => c.axes_text !== undefined);
   const source = collectives.some((c) => c.source);
-  const headers = ["#", "op", "shape / device", "bytes", ...(axes ? ["mesh axes"] : []), "groups (device ids)", ...(source ? ["from"] : [])];
+  const estimates = collectives.some((c) => c.estimate); // cost estimates (components/estimates.js)
+  const headers = ["#", "op", "shape / device", "bytes", ...(axes ? ["mesh axes"] : []), "groups (device ids)", ...(estimates ? ["estimate"] : []), ...(source ? ["from"] : [])];
   const { table, body } = headedTable("hops collectives", headers);
   /** @type {HTMLTableRowElement[]} */
   const rows = collectives.map((c, i) => {
@@ -40,6 +42,7 @@ export function collectivesTable(container, collectives, opts = {}) {
     cell(c.bytes === null || c.bytes === undefined ? "—" : fmtBytes(c.bytes));
     if (axes) cell(c.axes_text ?? "");
     cell(groupsText(c), "groups").title = groupsTitle(c);
+    if (estimates) estimateCell(row.insertCell(), c.estimate);
     if (source) cell(c.source || "", "source");
     if (opts.onSelect) {
       const onSelect = opts.onSelect;

@@ -10,6 +10,7 @@ export const VIEWS = [
   { name: "topology", label: "Topology", href: "/topology.html" },
   { name: "snapshots", label: "Snapshots", href: "/snapshots.html" },
   { name: "kernels", label: "Kernels", href: "/kernels.html" },
+  { name: "compare", label: "Compare", href: "/compare.html" },
 ];
 
 /**

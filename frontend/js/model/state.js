@@ -7,11 +7,12 @@ import { VIEWS } from "../lib/page.js";
 
 /** @typedef {{devices: string, slices: number, mesh: string, axes: string, order: string,
  *   types: string, spec: string, shape: string, dtype: string, dims: string, axis: string,
- *   groups: string, glabel: string}} State
+ *   groups: string, glabel: string, reshard: string}} State
  *   mesh "4x4"; axes "x,y"; order make_mesh | iota; types "" (JAX's default) | auto | explicit;
  *   shape "16,16"; dims: the two array dimensions the grid shows ("0,2", rank > 2); axis: the mesh axis
  *   the topology view highlights; groups "0,4;1,5" and glabel: device groups handed over by another
- *   view (a collective's), drawn and measured on the topology */
+ *   view (a collective's), drawn and measured on the topology; reshard: the layout explorer's "Reshard to…"
+ *   target spec */
 
 /** @type {Readonly<State>} */
 export const DEFAULTS = Object.freeze({
@@ -28,6 +29,7 @@ export const DEFAULTS = Object.freeze({
   axis: "",
   groups: "",
   glabel: "",
+  reshard: "",
 });
 
 const KEYS = /** @type {(keyof State)[]} */ (Object.keys(DEFAULTS));
@@ -89,7 +91,7 @@ export function layoutHref(s) {
   return `${pageOf("layout")}?${toQuery({ ...s, axis: "", groups: "", glabel: "" })}`;
 }
 
-/** The topology view at this state. @param {State} s */
+/** The topology view at this state (the layout explorer's reshard target stays behind). @param {State} s */
 export function topologyHref(s) {
-  return `${pageOf("topology")}?${toQuery(s)}`;
+  return `${pageOf("topology")}?${toQuery({ ...s, reshard: "" })}`;
 }

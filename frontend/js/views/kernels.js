@@ -11,6 +11,7 @@ import { bootPage, bump, byId, isDark, onThemeChange } from "../lib/page.js";
 import { shareControl } from "../lib/share.js";
 import { onBackForward, pageQuery, writeUrl } from "../lib/url.js";
 import { collectiveOnMesh, collectivesTable } from "../components/collectives.js";
+import { estimateTotal, rooflinePanel } from "../components/estimates.js";
 import { layoutGrid } from "../components/grid.js";
 import { devicePicker, meshPicker } from "../components/pickers.js";
 import { topologyGroups } from "../model/collective.js";
@@ -379,9 +380,11 @@ function renderCollectives(r) {
   byId("collective-count").textContent = r.collectives.length ? `(${r.collectives.length})` : "(none: every device works on its own blocks)";
   if (!r.collectives.length) {
     byId("collectives").replaceChildren();
+    byId("collective-total").replaceChildren();
     byId("collective-mesh").replaceChildren();
     return;
   }
+  estimateTotal(byId("collective-total"), r.collectives);
   const i = Math.min(selectedCollective, r.collectives.length - 1);
   collectivesTable(byId("collectives"), r.collectives, { selected: i, onSelect: (k) => selectCollective(r, k) });
   selectCollective(r, i);
@@ -428,6 +431,8 @@ function renderTpu(r) {
   byId("tpu-topology").textContent = tpu.topology ? `(${tpu.topology}${tpu.device_kind ? `, ${tpu.device_kind}` : ""})` : "";
   const wrap = byId("tpu-collectives");
   wrap.replaceChildren();
+  byId("tpu-total").replaceChildren();
+  byId("tpu-roofline").replaceChildren();
   if (tpu.error) {
     byId("tpu-summary").replaceChildren(el("p", "error", `${tpu.error.message}${tpu.error.hint ? ` — ${tpu.error.hint}` : ""}`));
     byId("tpu-hlo").textContent = "";
@@ -441,7 +446,13 @@ function renderTpu(r) {
       ["collectives", tpu.collectives.length ? tpu.collectives.map((/** @type {any} */ c) => c.op).join(", ") : "none"],
     ]),
   );
-  if (tpu.collectives.length) collectivesTable(wrap, tpu.collectives);
+  // the TPU program's collectives (ICI) and, for multi-slice sets, its cross-slice steps (DCN)
+  const steps = [...tpu.collectives, ...(tpu.dcn || []).map((/** @type {any} */ d) => ({ ...d, shape: "cross-slice step (DCN)" }))];
+  if (steps.length) {
+    collectivesTable(wrap, steps);
+    estimateTotal(byId("tpu-total"), steps);
+  }
+  rooflinePanel(byId("tpu-roofline"), tpu.roofline, "TPU roofline");
   byId("tpu-hlo").textContent = tpu.hlo + (tpu.hlo_truncated ? CUT : "");
 }
 
@@ -452,6 +463,8 @@ function render(r) {
   results.hidden = false;
   results.classList.remove("stale");
   renderSummary(r);
+  rooflinePanel(byId("roofline"), r.roofline, "Roofline");
+  /** @type {HTMLAnchorElement} */ (byId("compare-link")).href = `/compare.html?a=${encodeURIComponent(`/kernels.html?${toQuery(ranWith)}`)}`;
   renderArrays(byId("outputs"), r.outputs, true);
   renderCollectives(r);
   renderArrays(byId("inputs-placed"), r.inputs, false);

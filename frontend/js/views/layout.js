@@ -12,6 +12,7 @@ import { onBackForward, pageQuery, writeUrl } from "../lib/url.js";
 import { gridDims, layoutGrid } from "../components/grid.js";
 import { meshTable } from "../components/mesh_table.js";
 import { layoutControls } from "../components/pickers.js";
+import { reshardBox } from "../components/reshard.js";
 import { Layout } from "../model/layout.js";
 import { DEFAULTS, fromQuery, layoutRequest, toQuery } from "../model/state.js";
 
@@ -41,6 +42,10 @@ let mesh = null;
 let keystrokeAt = 0;
 /** @type {ReturnType<typeof layoutControls> | null} */
 let controls = null;
+/** "Reshard to…" (components/reshard.js); runs once the first layout is drawn when the URL names a target */
+/** @type {ReturnType<typeof reshardBox> | null} */
+let reshard = null;
+let reshardPending = Boolean(state.reshard);
 
 // ---------------------------------------------------------------- controls <-> state
 
@@ -145,6 +150,10 @@ async function refresh(signal) {
   performance.measure("fetch-layout", { start: t0, end: t1 });
   performance.measure("build-dom", { start: t1, end: t2 });
   status.textContent = "";
+  if (reshardPending) {
+    reshardPending = false;
+    reshard?.run();
+  } else reshard?.stale();
   requestAnimationFrame(() => {
     performance.mark("grid-painted");
     if (keystrokeAt) {
@@ -243,6 +252,8 @@ function wire() {
   onBackForward((q) => {
     state = fromQuery(q);
     stateToControls();
+    reshard?.set(state.reshard);
+    reshardPending = Boolean(state.reshard);
     schedule(0);
   });
   onThemeChange(() => layout && render(layout));
@@ -264,6 +275,16 @@ async function main() {
     onInput: onControlInput,
   });
   stateToControls();
+  reshard = reshardBox(byId("reshard"), {
+    target: state.reshard,
+    request: () => layoutRequest(state),
+    onTarget: (target) => {
+      state.reshard = target;
+      pushUrl(false);
+    },
+    address: (target) => `/?${toQuery({ ...state, reshard: target })}`,
+    onDone: () => bump("reshards"),
+  });
   schedule(0);
 }
 

@@ -1,0 +1,209 @@
+"""Two runs (kernel lab results, reshards) or snapshots side by side: which is cheaper, and why.
+
+Each side is summarised (:func:`kernel_summary`, :func:`snapshot_summary`): the program whose costs
+count (a TPU set's TPU compile when there is one, else the compiled program the run has), its
+collectives with their estimates, the communication total, the roofline and HBM fit. :func:`compare`
+matches the collectives up (same op along the same mesh axes, in program order), puts the numbers side
+by side and gives a verdict by the best measure both sides have: the roofline's lower bound on run
+time, else the communication estimate, else — without hardware figures — the bytes the collectives
+move. Every number is an estimate and says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sharding_core.cost.collectives import communication, fmt_seconds
+from sharding_core.cost.context import NO_CPU_FIGURES, figures_only
+from sharding_core.cost.roofline import hbm_fit
+from sharding_core.hardware import figures_for_kind
+from sharding_core.kernels.memory import fmt_bytes
+
+TIE = 0.01
+"""Relative difference under which two sides are "about the same"."""
+
+NOTE = (
+    "Estimates from public hardware figures and the formulas of How to Scale Your Model: a lower bound on "
+    "run time assumes compute, memory traffic and communication overlap perfectly. Compare them with each "
+    "other, not with a stopwatch."
+)
+
+
+def _slim(c: Mapping[str, Any]) -> dict[str, Any]:
+    est = c.get("estimate") or {"seconds": None, "why": "captured before estimates existed"}
+    groups = c.get("groups") or []
+    pairs = c.get("pairs")
+    if pairs:
+        shape = f"{len(pairs)} source → target pairs"
+    else:
+        shape = f"{len(groups)} group{'s' if len(groups) != 1 else ''} of {len(groups[0]) if groups else 0}"
+    return {
+        "op": c.get("op"),
+        "name": c.get("name"),
+        "shape": c.get("shape"),
+        "bytes": c.get("bytes"),
+        "axes_text": c.get("axes_text"),
+        "groups": shape,
+        "fabric": est.get("fabric") or c.get("fabric"),
+        "seconds": est.get("seconds"),
+        "formula": est.get("formula"),
+        "why": est.get("why"),
+    }
+
+
+def kernel_summary(result: Mapping[str, Any], label: str) -> dict[str, Any]:
+    """A kernel run's (or a reshard's) costs, from its result (``POST /api/kernels/run``'s answer)."""
+    tpu = result.get("tpu") or {}
+    mesh = result.get("mesh") or {}
+    if tpu.get("collectives") is not None:
+        program = f"TPU compile-only ({tpu.get('topology')})"
+        collectives = [*tpu["collectives"], *(tpu.get("dcn") or [])]
+        roof = tpu.get("roofline")
+    else:
+        program = "the compiled program of the run"
+        collectives = list(result.get("collectives") or [])
+        roof = result.get("roofline")
+    shape = mesh.get("shape") or []
+    names = mesh.get("axis_names") or []
+    return {
+        "label": label,
+        "kind": "kernel",
+        "title": f"{result.get('kernel')} on {result.get('devices_key')}",
+        "program": program,
+        "mesh": ", ".join(f"{n}={s}" for n, s in zip(names, shape, strict=False)),
+        "specs": [i.get("spec") for i in result.get("inputs") or []]
+        + [o.get("spec") for o in result.get("outputs") or []],
+        "collectives": [_slim(c) for c in collectives],
+        "communication": communication(collectives),
+        "roofline": roof,
+        "hbm": (roof or {}).get("hbm"),
+        "lower_bound_seconds": (roof or {}).get("lower_bound_seconds"),
+    }
+
+
+def snapshot_summary(snap: Mapping[str, Any], label: str) -> dict[str, Any]:
+    """A snapshot's costs: its ``inspect_jit`` collectives and the memory XLA planned per device.
+
+    Snapshots carry no ``cost_analysis``, so there is no compute or memory time (``roofline`` is None);
+    without an ``inspect_jit`` capture the memory is the captured arrays' on the busiest device.
+    """
+    collectives = list(snap.get("collectives") or [])
+    jit = snap.get("jit") or {}
+    per_device = jit.get("memory_per_device") or None
+    nbytes = None
+    if per_device:
+        nbytes = int(
+            sum(int(per_device.get(k) or 0) for k in ("argument_size_in_bytes", "output_size_in_bytes",
+                                                      "temp_size_in_bytes"))
+            - int(per_device.get("alias_size_in_bytes") or 0)
+        )  # fmt: skip
+    elif snap.get("leaves"):
+        from sharding_core.snapshot.memory import memory
+
+        nbytes = int(memory(snap)["max_bytes"])  # the arrays the snapshot holds, on the busiest device
+    platform, kind = str(snap.get("platform") or ""), str(snap.get("device_kind") or "")
+    hw = figures_for_kind(platform, kind)
+    why = NO_CPU_FIGURES if platform == "cpu" else f"no hardware figures for {platform} devices of kind {kind!r}"
+    ctx = figures_only(kind, platform, hw, why)
+    hbm = hbm_fit(nbytes, ctx)
+    totals = communication(collectives)
+    return {
+        "label": label,
+        "kind": "snapshot",
+        "title": str(snap.get("name") or "snapshot"),
+        "program": f"inspect_jit capture on {kind or platform}" if collectives else f"captured arrays on {kind}",
+        "mesh": "",
+        "specs": [],
+        "collectives": [_slim(c) for c in collectives],
+        "communication": totals,
+        "roofline": None,
+        "hbm": hbm,
+        "lower_bound_seconds": None,
+    }
+
+
+def _match(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Collectives paired by (op, mesh axes), else by op, in program order; the rest alone on their side."""
+    used = [False] * len(b)
+
+    def find(ca: dict[str, Any], same_axes: bool) -> int | None:
+        for k, cb in enumerate(b):
+            if not used[k] and cb["op"] == ca["op"] and (not same_axes or cb["axes_text"] == ca["axes_text"]):
+                return k
+        return None
+
+    rows: list[dict[str, Any]] = []
+    for ca in a:
+        j = find(ca, True)
+        j = find(ca, False) if j is None else j
+        if j is not None:
+            used[j] = True
+        rows.append(_row(ca, b[j] if j is not None else None))
+    rows.extend(_row(None, cb) for k, cb in enumerate(b) if not used[k])
+    return rows
+
+
+def _row(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any]:
+    def delta(key: str) -> float | None:
+        if a is None or b is None or a.get(key) is None or b.get(key) is None:
+            return None
+        return float(b[key]) - float(a[key])
+
+    first = a or b or {}
+    return {
+        "op": first.get("op"),
+        "axes_text": first.get("axes_text"),
+        "a": a,
+        "b": b,
+        "delta_seconds": delta("seconds"),
+        "delta_bytes": delta("bytes"),
+    }
+
+
+def _verdict(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
+    """Which side is cheaper, by the best measure both have; a side that does not fit in HBM loses."""
+    notes: list[str] = []
+    measures: list[tuple[str, str, float | None, float | None]] = [
+        ("lower bound on run time", "seconds", a.get("lower_bound_seconds"), b.get("lower_bound_seconds")),
+        ("communication estimate", "seconds", a["communication"]["seconds"], b["communication"]["seconds"]),
+        ("bytes the collectives move", "bytes", a["communication"]["bytes"], b["communication"]["bytes"]),
+    ]
+    by, unit, ra, rb = next((m for m in measures if m[2] is not None and m[3] is not None), measures[-1])
+    va, vb = float(ra or 0), float(rb or 0)
+    if by == measures[-1][0]:
+        notes.append("no hardware figures for both sides: compared by the bytes their collectives move")
+
+    def fmt(v: float) -> str:
+        return fmt_seconds(v) if unit == "seconds" else fmt_bytes(int(v))
+
+    fits = [(side.get("hbm") or {}).get("fits") for side in (a, b)]
+    hi = max(va, vb)
+    cheaper: str | None = None if hi == 0 or abs(va - vb) <= TIE * hi else ("a" if va < vb else "b")
+    ratio = (max(va, vb) / min(va, vb)) if min(va, vb) > 0 and cheaper is not None else None
+    if cheaper is None:
+        text = f"about the same by {by}: A {fmt(va)}, B {fmt(vb)}"
+    else:
+        win, lose = (va, vb) if cheaper == "a" else (vb, va)
+        times = f"{ratio:.2g}× " if ratio is not None else ""
+        text = f"{cheaper.upper()} is {times}cheaper by {by}: {fmt(win)} vs {fmt(lose)}"
+    if fits[0] is not None and fits[1] is not None and fits[0] != fits[1]:
+        cheaper = "a" if fits[0] else "b"
+        loser = b if cheaper == "a" else a
+        text = f"only {cheaper.upper()} fits in HBM ({loser['hbm']['text']}); by {by}: A {fmt(va)}, B {fmt(vb)}"
+    for key, side in (("A", a), ("B", b)):
+        roof = side.get("roofline") or {}
+        if roof.get("bound"):
+            notes.append(f"{key} is {roof['bound']}-bound (an estimate)")
+    return {"cheaper": cheaper, "by": by, "a": va, "b": vb, "ratio": ratio, "text": text, "notes": notes}
+
+
+def compare(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"a", "b", "collectives", "verdict", "note"}``: two summaries side by side."""
+    return {
+        "a": dict(a),
+        "b": dict(b),
+        "collectives": _match(a["collectives"], b["collectives"]),
+        "verdict": _verdict(a, b),
+        "note": NOTE,
+    }

@@ -1,0 +1,134 @@
+"""A compiled program's roofline on the device set's hardware, and whether it fits in HBM.
+
+Per device (XLA's ``cost_analysis`` and ``memory_analysis`` describe one device's program)::
+
+    compute        = flops / peak FLOP/s for the kernel's dtype
+    memory         = bytes accessed / HBM bandwidth
+    communication  = Σ the collectives' estimates (ICI, DCN, NVLink, network)
+    lower bound    = max(compute, memory, communication)   — everything overlapped
+    serial         = compute + memory + communication      — nothing overlapped
+
+``bound`` names the largest term. HBM fit compares the program's peak memory per device
+(``peak_memory_in_bytes``, else arguments + outputs + temporaries − aliased) with the device's HBM.
+All of it is an estimate with its formula and inputs; without hardware figures (CPU sets) it says why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sharding_core.cost.collectives import total_seconds
+from sharding_core.cost.context import CostContext
+from sharding_core.hardware import hbm_bandwidth_per_device, hbm_per_device, peak_flops
+from sharding_core.kernels.memory import fmt_bytes
+
+FORMULA = (
+    "lower bound = max(flops / peak FLOP/s, bytes accessed / HBM bandwidth, Σ collective estimates), "
+    "all per device and overlapped; serial = their sum"
+)
+
+
+def program_bytes(memory: Mapping[str, Any] | None) -> int | None:
+    """A program's memory per device: XLA's peak, else arguments + outputs + temporaries − aliased."""
+    if not memory:
+        return None
+    peak = memory.get("peak_bytes")
+    if peak is not None:
+        return int(peak)
+    parts = [memory.get(k) for k in ("argument_bytes", "output_bytes", "temp_bytes")]
+    if all(p is None for p in parts):
+        return None
+    return int(sum(p or 0 for p in parts) - (memory.get("alias_bytes") or 0))
+
+
+def hbm_fit(nbytes: int | None, ctx: CostContext) -> dict[str, Any]:
+    """``{"bytes_per_device", "capacity_bytes", "fits", "over_bytes", "text"}``: fits, or over by how much."""
+    out: dict[str, Any] = {"bytes_per_device": nbytes, "capacity_bytes": None, "fits": None, "over_bytes": None}
+    if ctx.hardware is None:
+        out["text"] = ctx.why or "no hardware figures"
+        return out
+    cap = hbm_per_device(ctx.hardware)
+    if cap.value is None:
+        out["text"] = f"no HBM capacity for {ctx.hardware.title}: {cap.note}"
+        return out
+    out["capacity_bytes"] = int(cap.value)
+    if nbytes is None:
+        out["text"] = "XLA reported no memory for this program"
+        return out
+    over = nbytes - int(cap.value)
+    out["fits"] = over <= 0
+    out["over_bytes"] = max(0, over)
+    share = nbytes / cap.value
+    out["text"] = (
+        f"fits: {fmt_bytes(nbytes)} of {fmt_bytes(int(cap.value))} HBM per device ({share:.1%})"
+        if over <= 0
+        else f"over by {fmt_bytes(over)}: {fmt_bytes(nbytes)} needed, {fmt_bytes(int(cap.value))} HBM per device"
+    )
+    return out
+
+
+def roofline(
+    cost: Mapping[str, Any] | None,
+    memory: Mapping[str, Any] | None,
+    collectives: Sequence[Mapping[str, Any]],
+    ctx: CostContext,
+    dtype: str,
+    source: str,
+) -> dict[str, Any]:
+    """The roofline of one compiled program (``source`` says which: the CPU run's or the TPU compile)."""
+    comm, missing = total_seconds(collectives)
+    out: dict[str, Any] = {
+        "source": source,
+        "hardware": ctx.hardware.title if ctx.hardware is not None else None,
+        "dtype": dtype,
+        "compute_seconds": None,
+        "memory_seconds": None,
+        "communication_seconds": None,
+        "bound": None,
+        "lower_bound_seconds": None,
+        "serial_seconds": None,
+        "formula": FORMULA,
+        "inputs": {
+            "flops": (cost or {}).get("flops"),
+            "bytes_accessed": (cost or {}).get("bytes_accessed"),
+            "collectives": len(collectives),
+            "collectives_without_estimate": missing,
+        },
+        "hbm": hbm_fit(program_bytes(memory), ctx),
+        "why": None,
+    }
+    hw = ctx.hardware
+    if hw is None:
+        out["why"] = ctx.why or "no hardware figures"
+        return out
+    notes: list[str] = []
+    peak, peak_note = peak_flops(hw, dtype)
+    flops = out["inputs"]["flops"]
+    if peak is not None and peak.value:
+        out["inputs"].update(peak_flops=peak.value, peak_note=peak_note or peak.note)
+        if flops is not None:
+            out["compute_seconds"] = float(flops) / peak.value
+    else:
+        notes.append(f"compute: {peak_note}")
+    bandwidth = hbm_bandwidth_per_device(hw)
+    accessed = out["inputs"]["bytes_accessed"]
+    if bandwidth.value:
+        out["inputs"]["hbm_bandwidth"] = bandwidth.value
+        if accessed is not None:
+            out["memory_seconds"] = float(accessed) / bandwidth.value
+    else:
+        notes.append(f"memory: {bandwidth.note}")
+    if missing:
+        notes.append(f"{missing} of {len(collectives)} collectives have no estimate; the sum leaves them out")
+    out["communication_seconds"] = comm if len(collectives) > missing or not collectives else None
+    terms = {k: out[f"{k}_seconds"] for k in ("compute", "memory", "communication")}
+    known = {k: v for k, v in terms.items() if v is not None}
+    if known:
+        out["bound"] = max(known, key=lambda k: known[k])
+        out["lower_bound_seconds"] = max(known.values())
+        out["serial_seconds"] = sum(known.values())
+    if flops is None:
+        notes.append("XLA reported no flops for this program")
+    out["why"] = "; ".join(notes) or None
+    return out

@@ -1,0 +1,85 @@
+"""Resharding cost: what moving an array from one sharding to another compiles to.
+
+A reshard is the catalog's ``reshard`` kernel — the identity, jitted with ``out_shardings=NamedSharding(mesh,
+to)`` on an input placed with ``from`` — so it goes through the kernel lab's checks, worker pool, cache,
+limits and TPU compile-only section, and its collectives carry estimates like any run's.
+:func:`reshard_json` keeps what a reshard answer needs from the run's result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sharding_core.cost.collectives import communication
+from sharding_core.kernels.plan import MAX_KERNEL_DEVICES, MAX_KERNEL_ELEMENTS, KernelPlan, RunInput, plan_run
+from sharding_core.mesh import MeshSpec
+
+RESHARD_KERNEL = "reshard"
+
+TPU_KEYS = ("skipped", "error", "topology", "device_kind", "slices", "collectives", "dcn", "dcn_note",
+            "megascale_transfers", "memory",
+            "cost", "compile_ms", "roofline")  # fmt: skip
+
+
+def plan_reshard(
+    devices: str,
+    mesh_spec: MeshSpec,
+    shape: Sequence[int],
+    dtype: str,
+    source: str,
+    target: str,
+    *,
+    slices: int = 1,
+    chips_per_host: Sequence[int] | None = None,
+    max_devices: int = MAX_KERNEL_DEVICES,
+    max_elements: int = MAX_KERNEL_ELEMENTS,
+    max_bytes: int | None = None,
+) -> KernelPlan:
+    """The run that moves a ``shape`` ``dtype`` array from spec ``source`` to spec ``target`` on the mesh."""
+    return plan_run(
+        RESHARD_KERNEL,
+        devices,
+        mesh_spec,
+        [RunInput(tuple(shape), source, dtype)],
+        [target],
+        slices=slices,
+        chips_per_host=chips_per_host,
+        max_devices=max_devices,
+        max_elements=max_elements,
+        max_bytes=max_bytes,
+    )
+
+
+def reshard_json(result: Mapping[str, Any]) -> dict[str, Any]:
+    """A reshard's answer from its run's result (``POST /api/kernels/run``'s shape)."""
+    source, target = result["inputs"][0], result["outputs"][0]
+    tpu = result.get("tpu")
+    tpu_out: dict[str, Any] | None = None
+    if tpu is not None:
+        tpu_out = {k: tpu.get(k) for k in TPU_KEYS}
+        if tpu.get("collectives") is not None:
+            tpu_out["communication"] = communication([*tpu["collectives"], *(tpu.get("dcn") or [])])
+    return {
+        "cached": result.get("cached", False),
+        "kernel": result["kernel"],
+        "devices_key": result["devices_key"],
+        "platform": result["platform"],
+        "executed_on": result["executed_on"],
+        "jax_version": result["jax_version"],
+        "mesh": result["mesh"],
+        "shape": source["shape"],
+        "dtype": source["dtype"],
+        "from": source["spec"],
+        "to": target["spec"],
+        "from_bytes_per_device": source["bytes_per_device"],
+        "to_bytes_per_device": target["bytes_per_device"],
+        "max_abs_error": result["max_abs_error"],
+        "collectives": result["collectives"],
+        "communication": communication(result["collectives"]),
+        "roofline": result["roofline"],
+        "memory": result["memory"],
+        "timing": result["timing"],
+        "compiler_log": result["compiler_log"],
+        "tpu": tpu_out,
+    }

@@ -1,0 +1,364 @@
+"""Cost estimates: each formula against the worked examples of "How to Scale Your Model" and hand-computed
+cases, the estimates of collectives on real device sets' topologies, rooflines, comparisons, and the
+hardware table (every figure sourced, the README's copy current).
+
+Book examples (https://jax-ml.github.io/scaling-book/sharding/ and /gpus/):
+
+* Pop quiz 2 (sharding): AllGather_Y([E_Y, F]) on a TPU v5e, mesh {'X': 8, 'Y': 4}, E = 2048, F = 8192 bf16:
+  no wraparound on an axis of 4, so ``T = 3 · 8.4e6 / 4.5e10 ≈ 560 us``.
+* Question 2 (sharding): TPU v4p 4x4x4 (wraparound everywhere), B = 1024, D = 4096 bf16:
+  AllGather_X([B_X, D_Y]) = ``2BD / (9e10 · 4) = 23 us``; AllGather_XY = ``2BD / (2 · 9e10) = 46 us``.
+* Question 3 (sharding): AllGather_X([B_X]) with B = 128 bf16 on the same slice is latency-bound: 2 hops,
+  ``≈ 2 us``.
+* The summary table (sharding): ReduceScatter costs what an AllGather does, AllReduce twice, AllToAll a
+  quarter on a bidirectional ring.
+* Pop quiz 1 (GPUs): AllGather(bf16[B_X, F]) on an 8xH100 node, B = 1024, F = 16384:
+  ``2BF · 7 / (8 · 450e9) ≈ 65 us``; AllToAll within a node: ``B · (N − 1) / (W · N²)``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from sharding_core.cost import collectives as cc
+from sharding_core.cost.collectives import RingAxis, estimate_collective
+from sharding_core.cost.compare import compare, kernel_summary, snapshot_summary
+from sharding_core.cost.context import NO_CPU_FIGURES, context_for
+from sharding_core.cost.roofline import roofline
+from sharding_core.devices import parse_devices
+from sharding_core.hardware import GPU_FIGURES, SOURCES, TPU_FIGURES, Figure, markdown_table, peak_flops
+from sharding_core.hlo.collectives import cross_slice_steps
+
+V5E_LINK = 4.5e10
+V4_LINK = 4.5e10
+HOP = 1e-6
+
+
+def close(a: float, b: float, rel: float = 1e-9) -> bool:
+    return math.isclose(a, b, rel_tol=rel)
+
+
+# ---------------------------------------------------------------- the book's worked examples
+
+
+def test_book_pop_quiz_2_v5e_axis_of_4_without_wraparound() -> None:
+    v = 2048 * 8192 * 2  # bf16[E, F] gathered: 33.5e6 bytes, 8.4e6 per shard
+    t = cc.ici_all_gather(v, [RingAxis(4, wraparound=False)], V5E_LINK, HOP)
+    assert close(t.seconds, 3 * (v / 4) / 4.5e10)
+    assert 555e-6 < t.seconds < 565e-6  # the book: 3 * 8.4e6 / 4.5e10 = 560 us
+    assert t.bound == "bandwidth" and t.hops == 3
+
+
+def test_book_question_2_v4_cube_with_wraparound() -> None:
+    b, d = 1024, 4096
+    x = cc.ici_all_gather(2 * b * d / 4, [RingAxis(4, True)], V4_LINK, HOP)
+    assert close(x.seconds, 2 * b * d / (9e10 * 4))  # V / W_bidi
+    assert round(x.seconds * 1e6) == 23
+    xy = cc.ici_all_gather(2 * b * d, [RingAxis(4, True), RingAxis(4, True)], V4_LINK, HOP)
+    assert close(xy.seconds, 2 * b * d / (2 * 9e10))  # twice the axes, twice the bandwidth
+    assert round(xy.seconds * 1e6) == 47  # the book rounds 46.6 us to 46
+    # AllReduce_Z([B_X, D_Y]{U_Z}), hand-computed: each device holds bf16[B/4, D/4]; twice an all-gather of it
+    z = cc.ici_all_reduce(2 * (b // 4) * (d // 4), [RingAxis(4, True)], V4_LINK, HOP)
+    assert close(z.seconds, 2 * 2 * (b // 4) * (d // 4) / 9e10)
+
+
+def test_book_question_3_latency_bound() -> None:
+    t = cc.ici_all_gather(128 * 2, [RingAxis(4, True)], V4_LINK, HOP)
+    assert t.bound == "latency" and close(t.seconds, 2e-6)  # 2 hops of ~1 us
+
+
+def test_book_summary_reduce_scatter_all_reduce_all_to_all() -> None:
+    axes = [RingAxis(16, True)]
+    b, n = 1 << 20, 16
+    gather = cc.ici_all_gather(b * n, axes, V5E_LINK, HOP).seconds
+    assert close(cc.ici_reduce_scatter(b, n, axes, V5E_LINK, HOP).seconds, gather)  # same as AllGather
+    assert close(cc.ici_all_reduce(b * n, axes, V5E_LINK, HOP).seconds, 2 * gather)  # 2 x AllGather
+    assert close(cc.ici_all_to_all(b, n, axes, V5E_LINK, HOP).seconds, gather / 4)  # AllGather / 4
+
+
+def test_book_gpu_pop_quiz_1_and_all_to_all() -> None:
+    h100 = GPU_FIGURES["h100"].nvlink_bandwidth.value
+    assert h100 == 450e9
+    v = 2 * 1024 * 16384
+    t = cc.switched_all_gather(v, 8, h100)
+    assert close(t, v * 7 / (8 * 450e9)) and round(t * 1e6) == 65
+    total = 8 * (1 << 20)  # B bytes in all, B / N per GPU
+    assert close(cc.switched_all_to_all(total / 8, 8, h100), total * 7 / (h100 * 64))
+
+
+def test_v5p_axes_with_and_without_wraparound() -> None:
+    """The book's formulas on v5p (9e10 bytes/s a link one way): a full cube wraps, a 2x4x4 slice does not."""
+    nbytes = 1 << 24
+    cube = context_for(parse_devices("tpu:v5p:4x4x4"))
+    small = context_for(parse_devices("tpu:v5p:2x4x4"))
+    z_cube = [[x + 4 * y + 16 * z for z in range(4)] for x in range(4) for y in range(4)]  # along z, 4 chips
+    z_small = [[x + 2 * y + 8 * z for z in range(4)] for x in range(2) for y in range(4)]
+    w = TPU_FIGURES["v5p"].ici_link_bandwidth.value
+    assert w == 9e10
+    want = {  # op: (with wraparound: ⌊4/2⌋ steps, without: 3 steps), V as each op defines it
+        "all-gather": (nbytes / (2 * w), 3 * (nbytes / 4) / w),
+        "reduce-scatter": (4 * nbytes / (2 * w), 3 * nbytes / w),
+        "all-reduce": (2 * nbytes / (2 * w), 2 * 3 * (nbytes / 4) / w),
+        "all-to-all": (4 * nbytes / (4 * 2 * w), 3 * nbytes / (4 * w)),
+    }
+    for op, (wrapped, line) in want.items():
+        e_cube = estimate_collective({"op": op, "bytes": nbytes, "groups": z_cube}, cube)
+        e_small = estimate_collective({"op": op, "bytes": nbytes, "groups": z_small}, small)
+        assert e_cube["inputs"]["axes"] == [{"axis": "z", "members": 4, "wraparound": True, "stride": 1, "steps": 2}]
+        assert e_small["inputs"]["axes"][0]["wraparound"] is False
+        assert close(e_cube["seconds"], wrapped), op
+        assert close(e_small["seconds"], line), op
+        assert e_cube["seconds"] < e_small["seconds"]
+
+
+# ---------------------------------------------------------------- hand-computed rings
+
+
+@pytest.mark.parametrize(
+    ("k", "wrap", "steps"), [(4, True, 2), (4, False, 3), (5, True, 2), (16, True, 8), (8, False, 7)]
+)
+def test_ring_steps(k: int, wrap: bool, steps: int) -> None:
+    a = RingAxis(k, wrap)
+    assert a.steps == steps and close(a.links, k / steps)
+
+
+def test_a_sub_axis_shares_its_links() -> None:
+    # every other chip along an axis of 8: 4 members 2 links apart; the interleaved group shares the links
+    dense = cc.ici_all_gather(1e8, [RingAxis(4, False)], V5E_LINK, HOP).seconds
+    strided = cc.ici_all_gather(1e8, [RingAxis(4, False, stride=2)], V5E_LINK, HOP).seconds
+    assert close(strided, 2 * dense)
+
+
+def test_doubling_the_bytes_doubles_the_estimate() -> None:
+    ctx = context_for(parse_devices("tpu:v5e:16x16"))
+    gpu = context_for(parse_devices("gpu:h100:4x8"))
+    row = [list(range(16))]
+    for op in ("all-gather", "reduce-scatter", "all-reduce", "all-to-all"):
+        one = estimate_collective({"op": op, "bytes": 1 << 24, "groups": row}, ctx)["seconds"]
+        two = estimate_collective({"op": op, "bytes": 2 << 24, "groups": row}, ctx)["seconds"]
+        assert close(two, 2 * one), op
+        g_one = estimate_collective({"op": op, "bytes": 1 << 24, "groups": [list(range(32))]}, gpu)["seconds"]
+        g_two = estimate_collective({"op": op, "bytes": 2 << 24, "groups": [list(range(32))]}, gpu)["seconds"]
+        assert close(g_two, 2 * g_one), op
+    pairs = [[i, (i + 1) % 16] for i in range(16)]
+    p1 = estimate_collective({"op": "collective-permute", "bytes": 1 << 24, "pairs": pairs}, ctx)["seconds"]
+    p2 = estimate_collective({"op": "collective-permute", "bytes": 2 << 24, "pairs": pairs}, ctx)["seconds"]
+    assert close(p2, 2 * p1)
+
+
+def test_a_16_chip_v5e_axis_with_wraparound_beats_an_8_chip_one_per_byte() -> None:
+    nbytes = 1 << 26
+    wide = context_for(parse_devices("tpu:v5e:16x16"))  # an axis of 16 wraps
+    narrow = context_for(parse_devices("tpu:v5e:8x8"))  # an axis of 8 does not
+    e16 = estimate_collective({"op": "all-gather", "bytes": nbytes, "groups": [list(range(16))]}, wide)
+    e8 = estimate_collective({"op": "all-gather", "bytes": nbytes, "groups": [list(range(8))]}, narrow)
+    assert e16["inputs"]["axes"] == [{"axis": "x", "members": 16, "wraparound": True, "stride": 1, "steps": 8}]
+    assert e8["inputs"]["axes"][0]["wraparound"] is False
+    assert close(e16["seconds"], nbytes / (2 * V5E_LINK))  # ⌊16/2⌋ · (V/16) / W
+    assert close(e8["seconds"], 7 * (nbytes / 8) / V5E_LINK)  # 7 · (V/8) / W
+    assert e16["seconds"] < e8["seconds"]
+
+
+def test_a_dcn_step_is_slower_than_the_same_bytes_over_ici() -> None:
+    two_slices = parse_devices("tpu:v5p:2x2x1", slices=2)
+    ctx = context_for(two_slices)
+    ids = [d.id for d in two_slices.devices]
+    nbytes = 1 << 24
+    over_ici = estimate_collective({"op": "all-reduce", "bytes": nbytes, "groups": [ids[:2]]}, ctx)
+    over_dcn = estimate_collective({"op": "all-reduce", "bytes": nbytes, "groups": [[ids[0], ids[4]]]}, ctx)
+    assert over_ici["fabric"] == "ici" and over_dcn["fabric"] == "dcn"
+    assert over_dcn["seconds"] > 10 * over_ici["seconds"]
+    # the DCN step of the multi-slice program: 2 (S - 1) / S · V / W_dcn, W_dcn = 50 Gbps a chip
+    steps = cross_slice_steps(
+        [{"op": "all-reduce", "name": "ar", "bytes": nbytes, "groups": [[ids[0], ids[4]]], "pairs": None,
+          "axes": None, "axes_text": ""}],
+        {d.id: d.slice_index for d in two_slices.devices},
+        ctx,
+    )  # fmt: skip
+    assert steps[0]["estimate"]["fabric"] == "dcn"
+    assert close(steps[0]["estimate"]["seconds"], 2 * nbytes * 0.5 / (50e9 / 8))
+    assert close(steps[0]["estimate"]["seconds"], over_dcn["inputs"]["parts"]["dcn"])
+
+
+def test_two_level_all_reduce_inside_then_across_slices() -> None:
+    devset = parse_devices("tpu:v5e:2x2", slices=2)
+    ctx = context_for(devset)
+    ids = [d.id for d in devset.devices]
+    nbytes = 1 << 24
+    est = estimate_collective({"op": "all-reduce", "bytes": nbytes, "groups": [ids]}, ctx)
+    inner = cc.ici_all_reduce(nbytes, [RingAxis(2, False), RingAxis(2, False)], V5E_LINK, HOP).seconds
+    outer = cc.switched_all_reduce(nbytes / 4, 2, 200e9 / 8 / 8)  # V / n over S = 2, 25 Gbps a chip
+    assert close(est["seconds"], inner + outer) and est["fabric"] == "dcn"
+    assert est["inputs"]["islands"] == 2 and est["inputs"]["per_island"] == 4
+
+
+def test_gpu_hosts_nvlink_then_network() -> None:
+    ctx = context_for(parse_devices("gpu:h100:4x8"))
+    nbytes = 1 << 24
+    inside = estimate_collective({"op": "all-gather", "bytes": nbytes, "groups": [list(range(8))]}, ctx)
+    assert inside["fabric"] == "nvlink" and close(inside["seconds"], nbytes * 7 / (8 * 450e9))
+    across = estimate_collective({"op": "all-gather", "bytes": nbytes, "groups": [list(range(32))]}, ctx)
+    assert across["fabric"] == "network"
+    want = nbytes * 7 / (8 * 450e9) + (nbytes / 8) * 3 / (4 * 50e9)
+    assert close(across["seconds"], want)
+    # the L4 has no NVLink figure: no estimate, and why
+    l4 = estimate_collective(
+        {"op": "all-gather", "bytes": nbytes, "groups": [[0, 1]]}, context_for(parse_devices("gpu:l4:1x2"))
+    )
+    assert l4["seconds"] is None and "NVLink" in l4["why"]
+
+
+def test_permute_routes_pairs_on_the_torus() -> None:
+    ctx = context_for(parse_devices("tpu:v5e:4x4"))
+    nbytes = 1 << 20
+    # a ring shift along a line of 4: the closing pair crosses 3 links, but alone in its direction
+    ring = [[i, (i + 1) % 4] for i in range(4)]
+    est = estimate_collective({"op": "collective-permute", "bytes": nbytes, "pairs": ring}, ctx)
+    assert est["inputs"]["busiest_link"] == 1 and est["inputs"]["hops"] == 3
+    assert close(est["seconds"], nbytes / V5E_LINK)
+    # everyone sends 2 chips to the right along x: the middle links carry 2 transfers
+    shift = [[i, i + 2] for i in range(2)] + [[4 + i, 4 + i + 2] for i in range(2)]
+    two = estimate_collective({"op": "collective-permute", "bytes": nbytes, "pairs": shift}, ctx)
+    assert two["inputs"]["busiest_link"] == 2 and close(two["seconds"], 2 * nbytes / V5E_LINK)
+    same = estimate_collective({"op": "collective-permute", "bytes": nbytes, "pairs": [[3, 3]]}, ctx)
+    assert same["seconds"] == 0.0
+
+
+def test_cores_of_one_chip_share_its_links() -> None:
+    ctx = context_for(parse_devices("tpu:7x:2x2x1"))  # two devices a chip
+    nbytes = 1 << 24
+    # devices 0 and 2 are core 0 of chips (0,0) and (1,0); the cores 1 run the same collective at once
+    est = estimate_collective({"op": "all-gather", "bytes": nbytes, "groups": [[0, 2], [1, 3]]}, ctx)
+    assert est["inputs"]["share"] == 2
+    on_chip = estimate_collective({"op": "all-gather", "bytes": nbytes, "groups": [[0, 1], [2, 3]]}, ctx)
+    assert on_chip["seconds"] == 0.0 and "one chip" in on_chip["formula"]
+
+
+def test_no_figures_say_why() -> None:
+    c = {"op": "all-reduce", "bytes": 64, "groups": [[0, 1]]}
+    assert estimate_collective(c, context_for(parse_devices("cpu:8"))) == {"seconds": None, "why": NO_CPU_FIGURES}
+    v2 = estimate_collective(c, context_for(parse_devices("tpu:v2:2x2")))
+    assert v2["seconds"] is None and "v2" in v2["why"]
+    unknown = estimate_collective(
+        {"op": "all-reduce", "bytes": 64, "groups": [[0, 99]]}, context_for(parse_devices("tpu:v5e:2x2"))
+    )
+    assert unknown["seconds"] is None and "not in" in unknown["why"]
+    assert estimate_collective(c, None)["seconds"] is None
+
+
+def test_estimate_has_the_contract_shape() -> None:
+    est = estimate_collective({"op": "all-gather", "bytes": 4096, "groups": [[0, 1, 2, 3]]},
+                              context_for(parse_devices("tpu:v5p:2x2x1")))  # fmt: skip
+    assert set(est) == {"seconds", "formula", "inputs", "fabric"}
+    assert est["fabric"] in cc.FABRICS and isinstance(est["seconds"], float) and est["formula"]
+
+
+def test_a_6144_chip_collective_is_estimated_quickly() -> None:
+    import time
+
+    ctx = context_for(parse_devices("tpu:v5p:16x16x24"))
+    ids = np.asarray([d.id for d in parse_devices("tpu:v5p:16x16x24").devices]).reshape(24, 256)
+    c = {"op": "all-reduce", "bytes": 1 << 20, "groups": ids.T.tolist()}  # 256 groups of 24 along z
+    t0 = time.perf_counter()
+    est = estimate_collective(c, ctx)
+    assert time.perf_counter() - t0 < 0.5
+    assert est["inputs"]["groups"] == 256 and est["seconds"] > 0
+
+
+# ---------------------------------------------------------------- roofline
+
+
+def test_roofline_bound_and_hbm_fit() -> None:
+    ctx = context_for(parse_devices("tpu:v5e:2x2"))
+    cost = {"flops": 197e12 * 1e-3, "bytes_accessed": 819e9 * 2e-3}
+    coll = [{"estimate": {"seconds": 5e-4}}]
+    r = roofline(cost, {"peak_bytes": 1 << 30}, coll, ctx, "bfloat16", "test")
+    assert close(r["compute_seconds"], 1e-3) and close(r["memory_seconds"], 2e-3)
+    assert r["communication_seconds"] == 5e-4 and r["bound"] == "memory"
+    assert close(r["lower_bound_seconds"], 2e-3) and close(r["serial_seconds"], 3.5e-3)
+    assert r["hbm"]["fits"] is True and r["hbm"]["text"].startswith("fits:")
+    over = roofline(cost, {"peak_bytes": 16 * 10**9 + 3 * 2**30}, coll, ctx, "bfloat16", "test")
+    assert over["hbm"]["fits"] is False and over["hbm"]["text"].startswith("over by 3.0 GiB")
+    cpu = roofline(cost, {"peak_bytes": 1}, coll, context_for(parse_devices("cpu:4")), "float32", "test")
+    assert cpu["why"] == NO_CPU_FIGURES and cpu["lower_bound_seconds"] is None and cpu["hbm"]["fits"] is None
+
+
+def test_peak_per_dtype_is_labelled() -> None:
+    v5e = TPU_FIGURES["v5e"]
+    fig, note = peak_flops(v5e, "float32")
+    assert fig is not None and fig.value == 197e12 and "bf16" in note
+    assert peak_flops(v5e, "int32")[0] is None
+    fig7, _ = peak_flops(TPU_FIGURES["7x"], "bfloat16")
+    assert fig7 is not None and fig7.value == 2307e12 / 2  # per device: two devices a chip
+    v100, note = peak_flops(GPU_FIGURES["v100"], "float32")
+    assert v100 is not None and v100.value == 15.7e12 and "TF32" in note
+
+
+# ---------------------------------------------------------------- compare
+
+
+def _run(seconds: float | None, nbytes: int, fits: bool = True) -> dict[str, Any]:
+    est = {"seconds": seconds, "formula": "f", "inputs": {}, "fabric": "ici"} if seconds is not None else {
+        "seconds": None, "why": NO_CPU_FIGURES}  # fmt: skip
+    roof = {"lower_bound_seconds": seconds, "bound": "communication", "hbm": {"fits": fits, "text": "x"}}
+    return {
+        "kernel": "k", "devices_key": "d", "mesh": {"shape": [2], "axis_names": ["x"]}, "inputs": [], "outputs": [],
+        "collectives": [{"op": "all-gather", "bytes": nbytes, "groups": [[0, 1]], "axes_text": "x", "estimate": est}],
+        "roofline": roof if seconds is not None else {"lower_bound_seconds": None, "hbm": {"fits": None}}, "tpu": None,
+    }  # fmt: skip
+
+
+def test_compare_verdicts() -> None:
+    faster = compare(kernel_summary(_run(1e-3, 100), "A"), kernel_summary(_run(4e-3, 400), "B"))
+    assert faster["verdict"]["cheaper"] == "a" and faster["verdict"]["by"] == "lower bound on run time"
+    assert close(faster["verdict"]["ratio"], 4) and faster["collectives"][0]["delta_bytes"] == 300
+    same = compare(kernel_summary(_run(1e-3, 100), "A"), kernel_summary(_run(1.001e-3, 100), "B"))
+    assert same["verdict"]["cheaper"] is None
+    cpu = compare(kernel_summary(_run(None, 800), "A"), kernel_summary(_run(None, 100), "B"))
+    assert cpu["verdict"]["cheaper"] == "b" and cpu["verdict"]["by"] == "bytes the collectives move"
+    fits = compare(kernel_summary(_run(1e-3, 100, fits=False), "A"), kernel_summary(_run(4e-3, 400), "B"))
+    assert fits["verdict"]["cheaper"] == "b" and "fits in HBM" in fits["verdict"]["text"]
+
+
+def test_compare_snapshot_sides() -> None:
+    snap = {"name": "s", "platform": "cpu", "device_kind": "cpu", "collectives": [], "leaves": [], "layouts": [],
+            "jit": {"memory_per_device": {"argument_size_in_bytes": 10, "output_size_in_bytes": 5,
+                                          "temp_size_in_bytes": 1, "alias_size_in_bytes": 0}}}  # fmt: skip
+    s = snapshot_summary(snap, "A")
+    assert s["hbm"]["bytes_per_device"] == 16 and s["roofline"] is None
+    assert compare(s, s)["verdict"]["cheaper"] is None
+
+
+# ---------------------------------------------------------------- the hardware table
+
+
+def test_every_figure_names_a_source() -> None:
+    figures: list[Figure] = []
+    for hw in [*TPU_FIGURES.values(), *GPU_FIGURES.values()]:
+        figures += list(hw.peak.values())
+        figures += [getattr(hw, f) for f in vars(hw) if isinstance(getattr(hw, f), Figure)]
+    for fig in figures:
+        assert fig.source in SOURCES, fig
+        assert fig.value is not None or fig.note, "a missing figure says why"
+        assert fig.value is None or fig.value > 0
+
+
+def test_readme_has_the_hardware_table() -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert markdown_table() in readme, "README's hardware table is stale: paste sharding_core.hardware.markdown_table()"
+    for src in SOURCES.values():
+        assert src.url in readme
+
+
+def test_topology_reads_wraparound_from_the_table() -> None:
+    from sharding_core.topology import topology
+
+    assert topology(parse_devices("tpu:v5e:8x16"))["wraparound"] == [False, True]
+    assert topology(parse_devices("tpu:v4:4x4x8"))["wraparound"] == [True, True, True]
+    assert re.search("16 chips", TPU_FIGURES["v5e"].wraparound_rule)

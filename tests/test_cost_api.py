@@ -1,0 +1,228 @@
+"""Cost estimates through the API: ``POST /api/reshard`` against JAX's own compiled HLO, estimates and
+rooflines in kernel-lab results (CPU, TPU compile-only and multi-slice DCN steps), ``POST /api/compare``
+over reshards, kernel runs and snapshots, ``GET /api/hardware``, and ``inspect_jit``'s estimates.
+
+The reshard check: this test process compiles ``jax.jit(lambda x: x, out_shardings=NamedSharding(mesh,
+to))`` on an input placed with ``from``, on its own 8 CPU devices at the simulated mesh's positions, and the
+API's collectives (op, groups as device ids, bytes) must be exactly those of that HLO.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import orjson
+import pytest
+from fastapi.testclient import TestClient
+from jax.sharding import AxisType, Mesh, NamedSharding
+
+from server.settings import Settings
+from sharding_core import capture, inspect_jit
+from sharding_core.cost.context import NO_CPU_FIGURES
+from sharding_core.devices import parse_devices
+from sharding_core.hardware import SOURCES, TPU_FIGURES
+from sharding_core.hlo.collectives import device_assignment, read_collectives
+from sharding_core.kernels.runner import libtpu_available
+from sharding_core.mesh import MeshSpec, build_mesh
+from sharding_core.spec import parse_spec
+from tests.conftest import ClientFactory
+from tests.helpers import JSON, assert_error
+
+pytestmark = pytest.mark.slow  # worker processes
+
+# (devices, mesh shape, axis names, array shape, from, to)
+RESHARDS = [
+    ("cpu:8", (2, 4), ("x", "y"), (16, 16), "P('x', None)", "P(None, 'y')"),
+    ("cpu:8", (2, 4), ("x", "y"), (16, 16), "P('x', 'y')", "P()"),
+    ("cpu:8", (2, 4), ("x", "y"), (16, 16), "P('x', 'y')", "P('y', 'x')"),
+    ("cpu:8", (8,), ("x",), (16, 16), "P('x', None)", "P(None, 'x')"),
+    ("tpu:v5e:2x4", (2, 4), ("x", "y"), (16, 32), "P(('x', 'y'), None)", "P(None, ('x', 'y'))"),
+    ("tpu:v5e:2x4", (2, 4), ("x", "y"), (16, 32), "P('x', 'y')", "P('y', None)"),
+]
+
+
+def reshard_body(case: tuple[Any, ...], dtype: str = "float32") -> dict[str, Any]:
+    devices, mesh, names, shape, source, target = case
+    return {
+        "devices": devices,
+        "mesh": {"shape": list(mesh), "axis_names": list(names), "axis_types": ["auto"] * len(mesh)},
+        "shape": list(shape),
+        "dtype": dtype,
+        "from": source,
+        "to": target,
+    }
+
+
+@pytest.fixture(scope="module")
+def client(make_client: ClientFactory) -> TestClient:
+    return make_client(settings=Settings().with_values([("max_kernel_queue", 32)]))
+
+
+def post(client: TestClient, path: str, body: Any) -> Any:
+    return client.post(path, content=orjson.dumps(body), headers=JSON)
+
+
+def direct(case: tuple[Any, ...]) -> list[tuple[str, list[list[int]], int]]:
+    """The reshard compiled by this process: (op, groups as simulated device ids, bytes) per collective."""
+    devices, mesh_shape, names, shape, source, target = case
+    devset = parse_devices(devices)
+    assert [d.id for d in devset.devices] == list(range(len(devset)))  # real device i stands for id i
+    sim = build_mesh(devset, MeshSpec(tuple(mesh_shape), tuple(names), axis_types=("auto",) * len(names)))
+    ids = np.vectorize(lambda d: d.id)(sim.devices)
+    mesh = Mesh(np.array(jax.devices())[ids], tuple(names), axis_types=(AxisType.Auto,) * len(names))
+    x = jax.device_put(jnp.zeros(shape, jnp.float32), NamedSharding(mesh, parse_spec(source)))
+    compiled = jax.jit(lambda a: a, out_shardings=NamedSharding(mesh, parse_spec(target))).lower(x).compile()
+    assignment = [int(d.id) for d in device_assignment(compiled)]
+    got = read_collectives(compiled.as_text(), [assignment], ids.tolist(), names)
+    return [(c["op"], c["groups"] or c["pairs"], c["bytes"]) for c in got]
+
+
+@pytest.mark.parametrize("case", RESHARDS, ids=[f"{c[0]}-{c[4]}->{c[5]}" for c in RESHARDS])
+def test_reshard_is_what_jax_compiles(client: TestClient, case: tuple[Any, ...]) -> None:
+    r = post(client, "/api/reshard", reshard_body(case))
+    assert r.status_code == 200, r.text
+    data = r.json()
+    want = direct(case)
+    assert [(c["op"], c["groups"] or c["pairs"], c["bytes"]) for c in data["collectives"]] == want
+    assert data["from"] == repr(parse_spec(case[4])) and data["to"] == repr(parse_spec(case[5]))
+    assert data["max_abs_error"] == 0.0  # moved, never changed
+    assert data["communication"]["count"] == len(want)
+    assert data["communication"]["bytes"] == sum(b for _, _, b in want)
+    for c in data["collectives"]:
+        est = c["estimate"]
+        if case[0].startswith("cpu"):
+            assert est == {"seconds": None, "why": NO_CPU_FIGURES}
+        else:
+            assert est["seconds"] > 0 and est["fabric"] == "ici" and est["formula"]
+            assert est["inputs"]["hardware"] == "TPU v5e"
+    if case[0].startswith("cpu"):
+        assert data["roofline"]["why"] == NO_CPU_FIGURES and data["communication"]["seconds"] in (None, 0.0)
+    else:
+        total = sum(c["estimate"]["seconds"] for c in data["collectives"])
+        assert data["communication"]["seconds"] == pytest.approx(total)
+        assert data["roofline"]["communication_seconds"] == pytest.approx(total)
+        assert data["roofline"]["hbm"]["fits"] is True
+
+
+def test_reshard_refusals(client: TestClient) -> None:
+    body = reshard_body(RESHARDS[0])
+    assert_error(post(client, "/api/reshard", {**body, "to": "P('z')"}), 422, "unknown_axis")
+    assert_error(post(client, "/api/reshard", {**body, "shape": [15, 16]}), 422, "indivisible")
+    assert_error(post(client, "/api/reshard", {**body, "from": "P("}), 422, "parse_error")
+    refused = post(client, "/api/reshard", {k: v for k, v in body.items() if k != "from"})
+    assert_error(refused, 422, "validation_error")
+
+
+@pytest.mark.tpu
+@pytest.mark.skipif(not libtpu_available(), reason="needs the tpu extra (libtpu)")
+def test_reshard_on_libtpu_carries_estimates_and_a_tpu_roofline(client: TestClient) -> None:
+    r = post(client, "/api/reshard", reshard_body(RESHARDS[4], "bfloat16"))
+    assert r.status_code == 200, r.text
+    tpu = r.json()["tpu"]
+    assert tpu["topology"] == "v5e:2x4" and tpu["collectives"]
+    for c in tpu["collectives"]:
+        assert c["estimate"]["seconds"] > 0 and c["estimate"]["fabric"] == "ici"
+    assert tpu["communication"]["seconds"] == pytest.approx(sum(c["estimate"]["seconds"] for c in tpu["collectives"]))
+    roof = tpu["roofline"]
+    assert roof["hardware"] == "TPU v5e" and roof["dtype"] == "bfloat16" and roof["hbm"]["fits"] is True
+    assert roof["lower_bound_seconds"] >= roof["communication_seconds"] > 0
+
+
+def test_kernel_results_carry_estimates_and_rooflines(client: TestClient) -> None:
+    body = {"kernel": "matmul_xxt", "devices": "tpu:v5p:2x2x2", "mesh": {"shape": [2, 4], "axis_names": ["x", "y"],
+            "axis_types": ["auto", "auto"]}}  # fmt: skip
+    r = post(client, "/api/kernels/run", body)
+    assert r.status_code == 200, r.text
+    result = r.json()
+    assert result["collectives"]
+    for c in result["collectives"]:
+        assert c["estimate"]["seconds"] is not None and c["estimate"]["fabric"] == "ici"
+    roof = result["roofline"]
+    assert roof["hardware"] == "TPU v5p" and roof["bound"] in ("compute", "memory", "communication")
+    assert roof["lower_bound_seconds"] == max(
+        v for v in (roof["compute_seconds"], roof["memory_seconds"], roof["communication_seconds"]) if v is not None
+    )
+    if libtpu_available():
+        tpu = result["tpu"]
+        assert all(c["estimate"]["seconds"] is not None for c in tpu["collectives"])
+        assert tpu["roofline"]["source"].startswith("the TPU compile")
+    cpu = post(client, "/api/kernels/run", {**body, "devices": "cpu:8"}).json()
+    assert all(c["estimate"] == {"seconds": None, "why": NO_CPU_FIGURES} for c in cpu["collectives"])
+    assert cpu["roofline"]["why"] == NO_CPU_FIGURES and cpu["roofline"]["bound"] is None
+
+
+def test_gpu_sets_estimate_nvlink_and_the_network(client: TestClient) -> None:
+    body = {"kernel": "psum_sum", "devices": "gpu:h100:2x4", "mesh": {"shape": [2, 4], "axis_names": ["x", "y"]}}
+    r = post(client, "/api/kernels/run", body)
+    assert r.status_code == 200, r.text
+    fabrics = {c["estimate"]["fabric"] for c in r.json()["collectives"]}
+    assert fabrics <= {"nvlink", "network"} and fabrics
+    assert r.json()["roofline"]["hardware"] == "NVIDIA H100 SXM 80GB"
+
+
+@pytest.mark.tpu
+@pytest.mark.skipif(not libtpu_available(), reason="needs the tpu extra (libtpu)")
+def test_multislice_dcn_steps_get_dcn_estimates(client: TestClient) -> None:
+    body = {"kernel": "psum_sum", "devices": "tpu:v5e:2x2", "slices": 2,
+            "mesh": {"shape": [2, 4], "axis_names": ["x", "y"], "order": "hybrid", "dcn_shape": [2, 1]}}  # fmt: skip
+    r = post(client, "/api/kernels/run", body)
+    assert r.status_code == 200, r.text
+    result = r.json()
+    crossing = [c for c in result["collectives"] if c["estimate"].get("fabric") == "dcn"]
+    assert crossing, "the CPU run's global groups cross slices"
+    steps = result["tpu"]["dcn"]
+    assert steps and all(s["estimate"]["fabric"] == "dcn" and s["estimate"]["seconds"] > 0 for s in steps)
+    assert steps[0]["estimate"]["formula"].startswith("across S = 2 slices (DCN")
+    assert steps[0]["estimate"]["inputs"]["network_bandwidth"] == TPU_FIGURES["v5e"].dcn_bandwidth.value
+
+
+def test_compare_two_reshards(client: TestClient) -> None:
+    a = reshard_body(RESHARDS[4])
+    b = {**a, "to": a["from"]}  # where it already is: nothing moves
+    r = post(client, "/api/compare", {"a": {"reshard": a}, "b": {"reshard": b, "label": "stay"}})
+    assert r.status_code == 200, r.text
+    data = r.json()
+    assert data["b"]["label"] == "stay" and data["a"]["label"] == "A"
+    assert data["b"]["communication"]["count"] == 0 and data["a"]["communication"]["count"] > 0
+    assert data["verdict"]["cheaper"] == "b"
+    assert [row["b"] for row in data["collectives"]] == [None] * len(data["collectives"])
+    assert "estimate" in data["note"].lower() or "Estimates" in data["note"]
+
+
+def test_compare_a_kernel_run_with_a_reshard_and_snapshots(client: TestClient) -> None:
+    kernel = {"kernel": "sum_axis0", "devices": "tpu:v5e:2x4", "mesh": {"shape": [2, 4], "axis_names": ["x", "y"],
+              "axis_types": ["auto", "auto"]}}  # fmt: skip
+    r = post(client, "/api/compare", {"a": {"kernel": kernel}, "b": {"reshard": reshard_body(RESHARDS[5])}})
+    assert r.status_code == 200, r.text
+    assert r.json()["verdict"]["by"] == "lower bound on run time"
+    snap = capture({"x": jax.device_put(jnp.ones((8, 8)), NamedSharding(jax.make_mesh((8,), ("d",)),
+                                                                          parse_spec("P('d')")))})  # fmt: skip
+    created = post(client, "/api/snapshots", snap)
+    assert created.status_code == 201, created.text
+    ref = {"snapshot": created.json()["id"]}
+    s = post(client, "/api/compare", {"a": {"snapshot": ref}, "b": {"snapshot": ref}})
+    assert s.status_code == 200, s.text
+    assert s.json()["verdict"]["cheaper"] is None and s.json()["a"]["roofline"] is None
+    assert_error(post(client, "/api/compare", {"a": {"snapshot": {"snapshot": "A" * 22}}, "b": {"kernel": kernel}}),
+                 404, "not_found")  # fmt: skip
+    assert_error(post(client, "/api/compare", {"a": {"kernel": kernel, "snapshot": ref}, "b": {"kernel": kernel}}),
+                 422, "bad_compare")  # fmt: skip
+
+
+def test_hardware_table_route(client: TestClient) -> None:
+    table = client.get("/api/hardware").json()
+    v5e = next(t for t in table["tpu"] if t["name"] == "v5e")
+    assert v5e["peak"]["bf16"]["value"] == TPU_FIGURES["v5e"].peak["bf16"].value
+    assert v5e["ici_link_bandwidth"]["url"] == SOURCES["book-tpus"].url
+    assert {g["name"] for g in table["gpu"]} >= {"h100", "a100", "b200"}
+
+
+def test_inspect_jit_collectives_carry_estimates() -> None:
+    mesh = jax.make_mesh((8,), ("d",))
+    x = jax.device_put(jnp.ones((16, 4)), NamedSharding(mesh, parse_spec("P('d')")))
+    snap = inspect_jit(lambda a: a.sum(axis=0), x)
+    assert snap["collectives"]
+    assert all(c["estimate"] == {"seconds": None, "why": NO_CPU_FIGURES} for c in snap["collectives"])

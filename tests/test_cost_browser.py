@@ -1,0 +1,111 @@
+"""Cost estimates on the page, in headless Chromium against a real server: the estimate column and total
+under the kernel lab's collectives, the rooflines, the layout explorer's "Reshard to…", and the comparison
+page with its verdict and share link.
+
+Screenshots land in ``artifacts/screenshots/cost-*.png`` for people to look at.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlencode
+
+import pytest
+from playwright.sync_api import Browser, Page, expect
+
+from tests.plugins.browser import Watched, rendered, runs, shot
+from tests.plugins.live import Server
+
+pytestmark = pytest.mark.slow  # a real server and a browser: not in the fast inner loop
+
+
+def wait_counter(page: Page, name: str, count: int = 1) -> None:
+    page.wait_for_selector(f"body[data-{name}='{count}']", state="attached", timeout=120_000)
+
+
+def test_kernel_lab_shows_estimates_totals_and_rooflines(server: Server, watched: Watched) -> None:
+    page = watched.page
+    page.goto(f"http://127.0.0.1:{server.port}/kernels.html?kernel=matmul_xxt&devices=tpu:v5e:4x4&mesh=4x4"
+              "&axes=x,y&types=auto&in=16,256|P('x', 'y')|bfloat16")  # fmt: skip
+    runs(page, 1)
+    table = page.locator("#collectives table")
+    expect(table.locator("th", has_text="estimate")).to_have_count(1)
+    cells = table.locator("td.estimate")
+    assert cells.count() >= 1
+    for text in cells.all_text_contents():
+        assert re.fullmatch(r"[\d.]+ (s|ms|µs|ns) · ici", text), text
+    assert "estimate:" in (cells.first.get_attribute("title") or "")  # the formula on hover
+    expect(page.locator("#collective-total")).to_contain_text("Estimated communication:")
+    roofline = page.locator("#roofline .roofline")
+    expect(roofline).to_contain_text("Roofline (estimate)")
+    expect(roofline).to_contain_text("TPU v5e")
+    expect(roofline.locator("dd.bound")).to_have_text(re.compile(r"(compute|memory|communication)-bound"))
+    expect(roofline).to_contain_text("fits:")
+    assert roofline.locator("svg.roofline-bars .bar").count() == 3
+    if page.locator("#tpu-box").is_visible():
+        expect(page.locator("#tpu-roofline .roofline")).to_contain_text("TPU roofline (estimate)")
+        expect(page.locator("#tpu-total")).to_contain_text("Estimated communication:")
+    shot(page, "cost-01-kernel-estimates")
+    compare = page.get_by_role("link", name="Compare with…")
+    assert "/compare.html?a=" in (compare.get_attribute("href") or "")
+
+
+def test_cpu_sets_say_there_are_no_figures(server: Server, watched: Watched) -> None:
+    page = watched.page
+    page.goto(f"http://127.0.0.1:{server.port}/kernels.html?kernel=sum_axis0&devices=cpu:8&types=auto")
+    runs(page, 1)
+    cell = page.locator("#collectives td.estimate").first
+    expect(cell).to_have_text("no estimate")
+    assert "no hardware figures for CPU device sets" in (cell.get_attribute("title") or "")
+    expect(page.locator("#roofline")).to_contain_text("no hardware figures for CPU device sets")
+
+
+def test_layout_explorer_reshards_to_a_target(server: Server, watched: Watched) -> None:
+    page = watched.page
+    page.goto(f"http://127.0.0.1:{server.port}/?devices=tpu:v5e:4x4&mesh=4x4&axes=x,y&spec=P('x', 'y')"
+              "&shape=256,256&dtype=bfloat16")  # fmt: skip
+    rendered(page)
+    page.locator(".reshard-box summary").click()
+    target = page.get_by_label("Reshard target spec")
+    target.fill("P(None, 'y')")
+    page.get_by_role("button", name="Reshard").click()
+    wait_counter(page, "reshards")
+    results = page.locator(".reshard-results")
+    expect(results).to_contain_text("P('x', 'y') → P(None, 'y')")
+    expect(results.locator("td.estimate").first).to_have_text(re.compile(r"· ici$"))
+    expect(results.locator(".estimate-total").first).to_contain_text("Estimated communication:")
+    assert "reshard=P" in page.url  # the target is in the address
+    shot(page, "cost-02-reshard")
+    # the address reopens with the reshard done
+    page.goto(page.url)
+    wait_counter(page, "reshards")
+    expect(page.locator(".reshard-results")).to_contain_text("P(None, 'y')")
+
+
+def test_compare_two_reshards_side_by_side_and_share_it(server: Server, browser: Browser) -> None:
+    base = "/?devices=tpu:v5e:16x16&mesh=16x16&axes=x,y&spec=P('x', 'y')&shape=4096,4096&dtype=bfloat16&reshard="
+    query = urlencode({"a": base + "P(None, 'y')", "b": base + "P(('x', 'y'), None)"})
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    w = Watched(context)
+    page = w.page
+    page.goto(f"http://127.0.0.1:{server.port}/compare.html?{query}")
+    wait_counter(page, "compares")
+    verdict = page.locator("#verdict")
+    expect(verdict).to_contain_text("estimates")
+    expect(verdict).to_contain_text(re.compile(r"cheaper|about the same", re.I))
+    expect(page.locator("#sides")).to_contain_text("lower bound on run time")
+    assert page.locator("#rooflines .roofline").count() == 2
+    assert page.locator("#matched td.estimate").count() >= 1
+    shot(page, "cost-03-compare")
+    page.get_by_role("button", name="Copy link").click()
+    share = page.get_by_label("Share link")
+    expect(share).to_have_value(re.compile(r"/s/[A-Za-z0-9_-]{22,}$"))
+    fresh = browser.new_context(viewport={"width": 1400, "height": 1000})
+    w2 = Watched(fresh)
+    w2.page.goto(share.input_value())
+    wait_counter(w2.page, "compares")
+    assert "/compare.html" in w2.page.url
+    expect(w2.page.locator("#verdict")).to_have_text(verdict.text_content() or "")
+    fresh.close()
+    context.close()
+    assert w.errors == [] and w2.errors == []
