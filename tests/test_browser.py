@@ -72,7 +72,7 @@ def test_invalid_spec_shows_the_explanation_and_keeps_the_picture(server: Server
     alert = page.get_by_role("alert")
     expect(alert).to_contain_text("unknown_axis")
     expect(alert).to_contain_text("'q'")
-    expect(page.locator("#grid")).to_have_class(re.compile("stale"))
+    expect(page.locator("#results")).to_have_class(re.compile("stale"))
     assert len(tile_labels(page)) == 2  # the last good picture stays
     page.get_by_label("PartitionSpec").fill("P('x' 'y')")
     expect(alert).to_contain_text("parse_error")
@@ -80,7 +80,7 @@ def test_invalid_spec_shows_the_explanation_and_keeps_the_picture(server: Server
     shot(page, "03-invalid-spec")
     page.get_by_label("PartitionSpec").fill("P(None, 'y')")
     expect(alert).to_be_hidden()
-    expect(page.locator("#grid")).not_to_have_class(re.compile("stale"))
+    expect(page.locator("#results")).not_to_have_class(re.compile("stale"))
 
 
 def test_copied_link_restores_the_view_in_a_fresh_browser(server: Server, browser: Browser, watched: Watched) -> None:
@@ -146,7 +146,8 @@ def test_mesh_panel_and_tiles_highlight_each_other(server: Server, watched: Watc
     rendered(page)
     page.locator("#mesh td[data-device='5']").click()
     assert page.locator("#grid .tile.hl").count() == 1
-    expect(page.locator("#grid .tile.hl .tile-label")).to_have_text("CPU 4,5,6,7")
+    lit = page.locator("#grid .tile.hl").get_attribute("data-tile")
+    expect(page.locator(f"#grid .tile-label[data-tile='{lit}']")).to_have_text("CPU 4,5,6,7")
     page.locator("#grid .tile").first.click()
     assert sorted(page.locator("#mesh td.hl").all_text_contents()) == ["0", "1", "2", "3"]
     page.locator("#grid .tile").nth(1).hover()
@@ -177,16 +178,21 @@ def test_large_mesh_stays_usable(server: Server, watched: Watched) -> None:
         "&spec=P('x','y')&shape=4096,4096"
     )
     rendered(page)
-    assert page.locator("#grid .tile").count() == 4096
+    grid = page.locator("#grid .layout-grid")
+    expect(grid).to_have_attribute("data-renderer", "canvas")  # 4096 tiles: drawn on a canvas
+    expect(grid).to_have_attribute("data-tiles", "4096")
     assert page.locator("#mesh td").count() == 4096
-    assert page.locator("#grid .tile-label:visible").count() == 0  # 4096 tiles: too small for labels
+    assert page.locator("#grid .tile-label").count() == 0  # 4096 tiles: too small for labels
     for _ in range(6):
         page.get_by_role("button", name="Zoom in").click()
     # zoomed in, the tiles in view get their device ids (level of detail), the others none
-    expect(page.locator("#grid .tile-label:visible").first).to_be_visible()
-    assert 0 < page.locator("#grid .tile-label:visible").count() < 1024
-    # zoomed on the centre: the tile at mesh position (32, 32) holds block [2048:2112, 2048:2112]
-    page.locator("#grid .tile").nth(64 * 32 + 32).hover()
+    expect(page.locator("#grid .tile-label").first).to_be_visible()
+    assert 0 < page.locator("#grid .tile-label").count() < 1024
+    # zoomed on the centre (the corner of tiles (31, 31) and (32, 32)): just below and right of it,
+    # the tile at mesh position (32, 32) holds block [2048:2112, 2048:2112]
+    box = page.locator("#grid .grid-plot").bounding_box()
+    assert box is not None
+    page.mouse.move(box["x"] + box["width"] / 2 + 6, box["y"] + box["height"] / 2 + 6)
     expect(page.locator("#tooltip")).to_contain_text("[2048:2112, 2048:2112]")
     expect(page.locator("#tooltip")).to_contain_text("(1 device)")
     shot(page, "08-4096-devices")
@@ -260,9 +266,9 @@ def test_topology_3d_lattice_and_the_non_ring_order(server: Server, watched: Wat
     view = page.locator("#topo-view")
     expect(view).to_have_attribute("data-mode", "3d")
     expect(view).to_have_attribute("data-device-marks", "64")
-    # Plotly drew the lattice: its WebGL scene and legend are in the DOM
-    expect(page.locator("#topo-view .js-plotly-plot")).to_be_visible()
-    expect(page.locator("#topo-view .legend")).to_contain_text("wraparound")
+    # the lattice is drawn on a canvas (no Plotly, no WebGL), with its legend beside it
+    expect(page.locator("#topo-view canvas")).to_be_visible()
+    expect(page.locator("#topo-legend")).to_contain_text("wraparound")
     expect(page.locator("#hop-summary")).to_contain_text("every group is a ring")
     shot(page, "11-topology-3d")
 

@@ -28,6 +28,23 @@ export function paletteColour(n, dark) {
   return `hsl(${hue}, ${sat}%, ${light}%)`;
 }
 
+// Ten categorical colours (Tableau's), light ones under dark text and deep ones under light text:
+// device groups 0 and 3 of a collective must never look alike, as golden-angle hues of 3 and 24 did.
+const GROUPS_LIGHT = ["#a0cbe8", "#ffbe7d", "#8cd17d", "#ff9d9a", "#d4a6c8", "#f1ce63", "#86bcb6", "#fabfd2", "#d7b5a6", "#c9c4bf"];
+const GROUPS_DARK = ["#2f5f8a", "#a85c12", "#3b7a34", "#a8393b", "#7d4f75", "#8a6f12", "#3f7f7a", "#a3506c", "#6e5242", "#5f5a55"];
+
+/**
+ * The colour of device group `i` (a collective's replica groups, a mesh axis's rings): ten
+ * categorical colours, then golden-angle hues.
+ * @param {number} i
+ * @param {boolean} dark
+ * @returns {string}
+ */
+export function groupColour(i, dark) {
+  if (i < GROUPS_LIGHT.length) return (dark ? GROUPS_DARK : GROUPS_LIGHT)[i];
+  return paletteColour(i, dark);
+}
+
 /** The colour of a device that holds no tile of the layout (or when there is no layout). @param {boolean} dark */
 export function noTileColour(dark) {
   return dark ? "#3a3f47" : "#c9ced6";
