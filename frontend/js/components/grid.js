@@ -69,6 +69,54 @@ export function fitLabel(platform, ids, chars) {
   return chars >= 3 ? `${bare.slice(0, chars - 1)}…` : "";
 }
 
+/** @type {Map<string, number>} */
+const packed = new Map();
+/** @type {CanvasRenderingContext2D | null} */
+let probe = null;
+
+/**
+ * A CSS colour as one 32-bit ImageData pixel (bytes R, G, B, A: little-endian, as every browser
+ * platform is), `alpha` of it over `under` (a packed colour) when given. The layout model's
+ * hsl() colours are converted here; anything else the browser resolves once.
+ * @param {string} css
+ * @returns {number}
+ */
+function pack(css) {
+  let v = packed.get(css);
+  if (v !== undefined) return v;
+  let rgb;
+  const m = /^hsl\(\s*([\d.]+)\s*,\s*([\d.]+)%\s*,\s*([\d.]+)%\s*\)$/.exec(css);
+  if (m) {
+    const [h, sat, l] = [Number(m[1]), Number(m[2]) / 100, Number(m[3]) / 100];
+    const a = sat * Math.min(l, 1 - l);
+    const f = (/** @type {number} */ n) => {
+      const k = (n + h / 30) % 12;
+      return Math.round((l - a * Math.max(-1, Math.min(k - 3, 9 - k, 1))) * 255);
+    };
+    rgb = [f(0), f(8), f(4)];
+  } else {
+    probe = probe || /** @type {CanvasRenderingContext2D} */ (document.createElement("canvas").getContext("2d"));
+    probe.fillStyle = "#000000";
+    probe.fillStyle = css;
+    const hex = /^#([0-9a-f]{2})([0-9a-f]{2})([0-9a-f]{2})$/i.exec(String(probe.fillStyle));
+    rgb = hex ? [1, 2, 3].map((i) => parseInt(hex[i], 16)) : [128, 128, 128];
+  }
+  v = ((255 << 24) | (rgb[2] << 16) | (rgb[1] << 8) | rgb[0]) >>> 0;
+  packed.set(css, v);
+  return v;
+}
+
+/** `colour` at opacity `alpha` over `under` (both packed). @param {number} colour @param {number} under @param {number} alpha */
+function blend(colour, under, alpha) {
+  let out = 255 << 24;
+  for (let shift = 0; shift < 24; shift += 8) {
+    const c = (colour >>> shift) & 255;
+    const u = (under >>> shift) & 255;
+    out |= Math.round(alpha * c + (1 - alpha) * u) << shift;
+  }
+  return out >>> 0;
+}
+
 /** The smallest power of two at least `x` (1 for x <= 1). @param {number} x */
 const pow2 = (x) => (x <= 1 ? 1 : 2 ** Math.ceil(Math.log2(x)));
 
@@ -183,6 +231,7 @@ const xml = (s) => s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, 
  * @returns {GridView}
  */
 export function layoutGrid(container, layout, opts) {
+  const tStart = performance.now();
   const m = gridModel(layout, opts.dims ?? null);
   const tiles = layout.tiles;
   const platform = layout.platform;
@@ -194,16 +243,25 @@ export function layoutGrid(container, layout, opts) {
   // a canvas for many tiles, and for tiles thinner than a few pixels (snapped to device pixels, no seams)
   const renderer = opts.renderer ?? (tiles.length > CANVAS_ABOVE || Math.min(cw, ch) < 4 ? "canvas" : "svg");
   const colours = tiles.map((t) => layout.colourOf(t.ids[0], dark));
+  const packs = renderer === "canvas" ? Uint32Array.from(colours, pack) : new Uint32Array(0);
   const sep = dark ? "#15181d" : "#ffffff";
   const labelFill = dark ? "#f4f4f4" : "#111111";
   const textFill = dark ? "#e6e6e6" : "#1b1f24";
   const faded = new Uint8Array(tiles.length);
   if (opts.faded && opts.faded.size) tiles.forEach((t, k) => (faded[k] = t.ids.every((id) => opts.faded?.has(id)) ? 1 : 0));
   const dimTexts = layout.dims.map((d) => String(d.text));
-  const labelChars = Math.max(...tiles.map((t) => `${platform} ${compactIds(t.ids)}`.length), 4);
   // A band list beside the grid names the devices of thin rows (one tile per row).
   const banded = m.b !== null && m.cols === 1 && m.rows > 1;
   const leftW = m.b === null ? 0 : LEFT_RULER;
+  // the band list's width: its longest label, from up to 256 rows spread over the grid
+  let labelChars = 4;
+  if (banded) {
+    const every = Math.max(1, Math.floor(tiles.length / 256));
+    for (let k = 0; k < tiles.length; k += every) labelChars = Math.max(labelChars, platform.length + 1 + compactIds(tiles[k].ids).length);
+  }
+  // measured before anything is built: reading the widths of a page that has not changed is free
+  const pads = getComputedStyle(container);
+  const measured = container.clientWidth - (parseFloat(pads.paddingLeft) || 0) - (parseFloat(pads.paddingRight) || 0);
 
   // ---- DOM: caption, then one figure per block: rulers, the plot (tiles + overlay), band list
   const root = el("div", "layout-grid");
@@ -222,7 +280,7 @@ export function layoutGrid(container, layout, opts) {
   /**
    * @typedef {{block: Block, fig: HTMLElement, frame: HTMLElement, plot: HTMLElement, tilesSvg: SVGSVGElement | null,
    *   tileGroup: SVGGElement | null, tileEls: SVGGElement[], canvas: HTMLCanvasElement | null, overlay: SVGSVGElement,
-   *   top: SVGSVGElement, left: SVGSVGElement, band: SVGSVGElement, pw: number, ph: number}} Part
+   *   top: SVGSVGElement, left: SVGSVGElement, band: SVGSVGElement, pw: number, ph: number, image: ImageData | null}} Part
    */
   /** @type {Part[]} */
   const parts = m.blocks.map((block, bi) => {
@@ -275,14 +333,15 @@ export function layoutGrid(container, layout, opts) {
     frame.append(corner, top, spacer, left, plot, band);
     fig.appendChild(frame);
     blocksBox.appendChild(fig);
-    return { block, fig, frame, plot, tilesSvg, tileGroup, tileEls, canvas, overlay, top, left, band, pw: nat.w, ph: nat.h };
+    return { block, fig, frame, plot, tilesSvg, tileGroup, tileEls, canvas, overlay, top, left, band, pw: nat.w, ph: nat.h, image: null };
   });
 
   // ---- sizes: the natural picture, fitted to the container's width and the height limit
   let bandW = 0;
   let fit = 1;
-  const layoutParts = () => {
-    const avail = blocksBox.clientWidth || container.clientWidth || nat.w + leftW;
+  /** @param {number} width the room for the blocks, px */
+  const layoutParts = (width) => {
+    const avail = width > 0 ? width : nat.w + leftW;
     const perRow = parts.length > 1 ? Math.max(1, Math.min(Math.ceil(Math.sqrt(parts.length)), Math.floor(avail / (nat.w * 0.5 + leftW + 24)))) : 1;
     const room = avail / perRow - (parts.length > 1 ? 16 : 0);
     // the band list takes what its longest label needs, at most a third of the room
@@ -373,31 +432,43 @@ export function layoutGrid(container, layout, opts) {
       p.tileGroup.setAttribute("stroke-width", String(gap));
     } else if (p.canvas) {
       const ctx = /** @type {CanvasRenderingContext2D} */ (p.canvas.getContext("2d"));
-      const dpr = p.canvas.width / p.pw;
-      ctx.setTransform(1, 0, 0, 1, 0, 0);
-      ctx.fillStyle = sep;
-      ctx.fillRect(0, 0, p.canvas.width, p.canvas.height);
-      // device pixels, snapped: every pixel shows one tile's colour, however thin the tiles
-      const g = gap * dpr;
-      const edges = (/** @type {number} */ v) => Math.round(v * dpr);
+      const Wd = p.canvas.width;
+      const Hd = p.canvas.height;
+      const dpr = Wd / p.pw;
+      // pixels written directly, each tile's edges snapped to device pixels: every pixel shows one
+      // tile's colour, however thin the tiles, and 6,144 tiles cost a few row fills each
+      if (!p.image || p.image.width !== Wd || p.image.height !== Hd) p.image = ctx.createImageData(Wd, Hd);
+      const px = new Uint32Array(p.image.data.buffer);
+      const under = pack(sep);
+      px.fill(under);
+      const g = Math.round(gap * dpr);
+      const edges = (/** @type {number} */ v) => Math.min(Math.max(Math.round(v * dpr), 0), 1e9);
       for (let r = r0; r <= r1; r++) {
-        const ya = edges(Y(r));
-        const yb = edges(Y(r + 1));
+        const ya = Math.max(0, edges(Y(r)));
+        const yb = Math.min(Hd, edges(Y(r + 1)));
         if (yb <= ya) continue;
+        // one scan line of the row's tiles, then copied down the row's other pixel rows
+        const top = yb - ya > 3 * g ? ya + g - (g >> 1) : ya;
+        const bottom = yb - ya > 3 * g ? yb - (g >> 1) : yb;
+        const line = top * Wd;
+        let left = Wd;
+        let right = 0;
         for (let c = c0; c <= c1; c++) {
           const k = p.block.cell[r * m.cols + c];
           if (k < 0) continue;
-          const xa = edges(X(c));
-          const xb = edges(X(c + 1));
+          const xa = Math.max(0, edges(X(c)));
+          const xb = Math.min(Wd, edges(X(c + 1)));
           if (xb <= xa) continue;
-          ctx.globalAlpha = faded[k] ? 0.22 : lit && !lit.has(k) ? 0.25 : 1;
-          ctx.fillStyle = colours[k];
-          const gx = xb - xa > 2 * g ? g / 2 : 0;
-          const gy = yb - ya > 2 * g ? g / 2 : 0;
-          ctx.fillRect(xa + gx, ya + gy, xb - xa - 2 * gx, yb - ya - 2 * gy);
+          const wide = xb - xa > 3 * g;
+          const alpha = faded[k] ? 0.22 : lit && !lit.has(k) ? 0.25 : 1;
+          const colour = alpha === 1 ? packs[k] : blend(packs[k], under, alpha);
+          px.fill(colour, line + xa + (wide ? g - (g >> 1) : 0), line + xb - (wide ? g >> 1 : 0));
+          left = Math.min(left, xa);
+          right = Math.max(right, xb);
         }
+        if (right > left) for (let y = top + 1; y < bottom; y++) px.copyWithin(y * Wd + left, line + left, line + right);
       }
-      ctx.globalAlpha = 1;
+      ctx.putImageData(p.image, 0, 0);
       if (lit) {
         ctx.strokeStyle = "#ff9f1a";
         ctx.lineWidth = 3 * dpr;
@@ -690,14 +761,17 @@ export function layoutGrid(container, layout, opts) {
     zoom(k, Math.min(1, Math.max(0, ((at.c + 0.5) * cw - view.x) / view.w)), Math.min(1, Math.max(0, ((at.r + 0.5) * ch - view.y) / view.h)));
   }
 
-  layoutParts();
+  const tBuilt = performance.now();
+  performance.measure("grid-build", { start: tStart, end: tBuilt });
+  layoutParts(measured);
   draw();
-  let lastWidth = blocksBox.clientWidth;
-  new ResizeObserver(() => {
-    const w = blocksBox.clientWidth;
-    if (w === lastWidth || !w) return;
+  performance.measure("grid-draw", { start: tBuilt, end: performance.now() });
+  let lastWidth = measured;
+  new ResizeObserver((entries) => {
+    const w = Math.round(entries[0].contentRect.width);
+    if (Math.abs(w - lastWidth) < 2 || !w) return;
     lastWidth = w;
-    layoutParts();
+    layoutParts(w);
     view = clampView(view);
     draw();
   }).observe(blocksBox);

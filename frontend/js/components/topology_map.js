@@ -166,8 +166,9 @@ function planarSvg(topo, { colour, rings, dark, describe }) {
   // devices, then the rings, then the device ids on top of both (at the top of each square, clear
   // of the ring lines that pass through its centre)
   const devs = svgEl("g", { class: "devices" }, svg);
-  const ringLayer = svgEl("g", { class: "rings" }, svg);
-  const labels = svgEl("g", { class: "labels" }, svg);
+  // rings and ids pass the pointer through to the device under them (its hover card)
+  const ringLayer = svgEl("g", { class: "rings", "pointer-events": "none" }, svg);
+  const labels = svgEl("g", { class: "labels", "pointer-events": "none" }, svg);
   const inset = Math.min(4, cell * 0.08);
   for (const d of topo.devices) {
     const p = /** @type {{x: number, y: number, w: number, h: number}} */ (pos.get(d.id));
@@ -414,6 +415,8 @@ function lattice3d(container, topo, opts) {
     ctx.strokeStyle = fg;
     ctx.lineWidth = 1;
     const base = [-ox - 0.8, -oy - 0.8, -oz - 0.8];
+    /** @type {string[]} the ticks drawn, per axis (the canvas's data-ticks, for tests) */
+    const drawnTicks = [];
     /** @param {number} axis @param {number} count @param {string} name */
     const axisTicks = (axis, count, name) => {
       const at = (/** @type {number} */ v) => {
@@ -433,10 +436,13 @@ function lattice3d(container, topo, opts) {
       const step = 2 ** Math.max(0, Math.ceil(Math.log2(18 / Math.max(1, gap))));
       ctx.textAlign = "center";
       ctx.textBaseline = "middle";
+      const values = [];
       for (let v = 0; v < count; v += step) {
         const p = at((axis === 0 ? -ox : axis === 1 ? -oy : -oz) + v);
         ctx.fillText(String(v), p[0], p[1]);
+        values.push(v);
       }
+      drawnTicks.push(`${name}:${values.join(",")}`);
       const end = at((axis === 0 ? -ox : axis === 1 ? -oy : -oz) + count - 1 + Math.max(1, step));
       ctx.font = `bold 12px ${FONT}`;
       ctx.fillText(name, end[0], end[1]);
@@ -446,6 +452,7 @@ function lattice3d(container, topo, opts) {
     axisTicks(1, Y, "y");
     axisTicks(2, Z, "z");
     canvas.dataset.yaw = yaw.toFixed(3);
+    canvas.dataset.ticks = drawnTicks.join(";");
   }
 
   /** The device nearest the point (canvas px), within its square and a little; -1: none. @param {number} x @param {number} y */

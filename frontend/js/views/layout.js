@@ -114,19 +114,16 @@ function note(text) {
  * @param {unknown} err
  */
 function fail(err) {
-  const stale = Boolean(err) && Boolean(layout);
-  byId("results").classList.toggle("stale", stale);
-  const staleNote = byId("stale-note");
-  staleNote.hidden = !stale;
-  if (stale && layout) staleNote.textContent = `Still showing the last valid layout: ${layout.spec} on ${JSON.stringify(layout.shape)}.`;
   clearTimeout(errorTimer);
   if (!err) {
+    markStale(false);
     shownError = "";
     showError(errorBox, null);
     return;
   }
   const wait = Math.max(0, typedAt + SETTLE_MS - performance.now());
   errorTimer = window.setTimeout(() => {
+    markStale(true);
     const e = errorFields(err);
     const key = `${e.code}|${e.message}|${state.spec}`;
     if (key === shownError) return;
@@ -135,6 +132,17 @@ function fail(err) {
     explainMore(e);
     bump("errorShown");
   }, wait);
+}
+
+/** Dims the picture, the summary and the mesh table, which are the last valid layout's. @param {boolean} on */
+function markStale(on) {
+  const stale = on && Boolean(layout);
+  const results = byId("results");
+  if (results.classList.contains("stale") === stale) return;
+  results.classList.toggle("stale", stale);
+  const staleNote = byId("stale-note");
+  staleNote.hidden = !stale;
+  if (stale && layout) staleNote.textContent = `Still showing the last valid layout: ${layout.spec} on ${JSON.stringify(layout.shape)}.`;
 }
 
 /**
@@ -222,18 +230,21 @@ function renderMesh(l, dark) {
 /** @param {Layout} l */
 function render(l) {
   layout = l;
-  fillGridDims(l.rank);
   const dark = isDark();
   selected = null;
-  byId("selection").textContent = "";
+  // the grid first: it measures its container, which is cheapest before anything else changed
+  const rank3 = l.rank > 2;
+  if (rank3) fillGridDims(l.rank);
   grid = layoutGrid(byId("grid"), l, {
-    dims: l.rank > 2 ? zeroBased(dimsBox.value) : null,
+    dims: rank3 ? zeroBased(dimsBox.value) : null,
     dark,
     onTileClick: (ids) => select(ids && new Set(ids)),
     // the whole picture in view under the spec box, however many rows
     maxHeight: Math.max(280, window.innerHeight - 330),
   });
   performance.mark("grid-built");
+  if (!rank3) fillGridDims(l.rank);
+  if (byId("selection").textContent) byId("selection").textContent = "";
   renderSummary(l);
   fail(null);
 }
@@ -244,6 +255,27 @@ function select(ids) {
   grid?.highlight(ids);
   mesh?.highlight(ids);
   byId("selection").textContent = ids ? `selected devices: ${layout ? layout.platform + " " : ""}${compactIds([...ids])}` : "";
+}
+
+/**
+ * Layouts already fetched, newest last, bounded by their shards in all: typing back and forth
+ * between specs shows each one again without a round trip.
+ * @type {Map<string, Layout>}
+ */
+const fetched = new Map();
+const FETCHED_SHARDS = 4 * 6144;
+
+/** @param {string} key @param {Layout} l */
+function keep(key, l) {
+  fetched.delete(key);
+  fetched.set(key, l);
+  let total = 0;
+  for (const v of fetched.values()) total += v.shards.length;
+  for (const [k, v] of fetched) {
+    if (total <= FETCHED_SHARDS || fetched.size <= 1) break;
+    fetched.delete(k);
+    total -= v.shards.length;
+  }
 }
 
 /** Lays out the state's array (a newer request aborts this one). @param {AbortSignal} signal */
@@ -257,17 +289,22 @@ async function refresh(signal) {
     bump("errors");
     return;
   }
-  status.textContent = "computing…";
+  const key = JSON.stringify(req);
   const t0 = performance.now();
-  const json = await postJSON("/api/layout", req, signal);
-  signal.throwIfAborted();
+  let l = fetched.get(key);
+  if (!l) {
+    status.textContent = "computing…";
+    const json = await postJSON("/api/layout", req, signal);
+    signal.throwIfAborted();
+    l = Layout.fromApi(json);
+  }
+  keep(key, l);
   const t1 = performance.now();
-  const l = Layout.fromApi(json);
   render(l);
   const t2 = performance.now();
   performance.measure("fetch-layout", { start: t0, end: t1 });
   performance.measure("build-dom", { start: t1, end: t2 });
-  status.textContent = "";
+  if (status.textContent) status.textContent = "";
   requestAnimationFrame(() => {
     performance.mark("grid-painted");
     if (keystrokeAt) {
@@ -457,6 +494,10 @@ function wire() {
 async function main() {
   bootPage("layout");
   wire();
+  // the picture loads from the address while the pickers wait for the catalog
+  specBox.value = state.spec;
+  rulesBox.value = state.rules;
+  schedule(0);
   let catalog = { tpu: [], gpu: [] };
   try {
     catalog = await getJSON("/api/platforms");
@@ -475,7 +516,6 @@ async function main() {
   if (window.matchMedia("(pointer: fine)").matches && !document.activeElement?.closest("input, select, textarea")) {
     specBox.focus({ preventScroll: true });
   }
-  schedule(0);
 }
 
 main();

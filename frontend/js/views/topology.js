@@ -27,6 +27,8 @@ let controls = null;
 /** The picture on screen and what it was built for (a new topology or theme rebuilds it). */
 /** @type {{view: import("../components/topology_map.js").MapView, topo: any, dark: boolean} | null} */
 let map = null;
+/** When the axis choice changed (for the "axis-switch" measure: choice to picture on screen). */
+let axisSwitchAt = 0;
 
 /**
  * Shows what is wrong (null clears); what is on screen is from the last good state, so it dims,
@@ -79,6 +81,7 @@ function renderAxisButtons(meshInfo) {
     input.value = name;
     input.checked = name === state.axis;
     input.addEventListener("change", () => {
+      axisSwitchAt = performance.now();
       state.axis = name;
       pushUrl(false);
       draw();
@@ -260,6 +263,8 @@ function draw() {
   renderHops(axis);
   drawn.then(() => {
     performance.measure("topology-draw", { start: t0, end: performance.now() });
+    if (axisSwitchAt) performance.measure("axis-switch", { start: axisSwitchAt, end: performance.now() });
+    axisSwitchAt = 0;
     bump("rendered");
   }, fail);
 }
@@ -271,30 +276,34 @@ async function refresh(signal) {
   const q = new URLSearchParams({ devices: state.devices });
   if (state.slices > 1) q.set("slices", String(state.slices));
   const tFetch = performance.now();
-  const [topo, meshInfo] = await Promise.all([
+  // everything at once: the topology, the mesh on it, handed-over groups and the layout's colours
+  const groups = parseGroups(state.groups);
+  const name = (state.glabel || "collective groups").slice(0, 120);
+  // handed-over groups go as one flat list cut into groups of one size (the API bounds the ids)
+  const groupsBody = groups && { devices: req.devices, slices: req.slices, ids: groups.flat(), group_size: groups[0].length, name };
+  /** @type {Promise<Layout | unknown>} the layout, or why there is none (the topology still draws, in grey) */
+  const laidOut = (async () => {
+    try {
+      return Layout.fromApi(await postJSON("/api/layout", layoutRequest(state), signal));
+    } catch (e) {
+      if (isAbort(e)) throw e;
+      return e;
+    }
+  })();
+  const [topo, meshInfo, extra, layoutOrError] = await Promise.all([
     getJSON(`/api/topology?${q}`, signal),
     postJSON("/api/topology/mesh", req, signal),
+    groupsBody ? postJSON("/api/topology/groups", groupsBody, signal) : Promise.resolve(null),
+    laidOut,
   ]);
-  // Groups handed over by another view (a kernel's collective) become one more "axis".
-  const groups = parseGroups(state.groups);
-  if (groups) {
-    const name = (state.glabel || "collective groups").slice(0, 120);
-    // One flat list cut into groups of one size: the API bounds the ids, not lists of lists.
-    const body = { devices: req.devices, slices: req.slices, ids: groups.flat(), group_size: groups[0].length, name };
-    const extra = await postJSON("/api/topology/groups", body, signal);
+  // groups handed over by another view (a kernel's collective) become one more "axis"
+  if (extra) {
     extra.name = `⟨${extra.name}⟩`;
     meshInfo.axes.push(extra);
     if (!state.axis) state.axis = extra.name;
   }
-  /** @type {Layout | null} */
-  let layout = null;
-  try {
-    layout = Layout.fromApi(await postJSON("/api/layout", layoutRequest(state), signal));
-    showError(byId("spec-error"), null);
-  } catch (e) {
-    if (isAbort(e)) throw e;
-    showError(byId("spec-error"), e); // the topology still draws, in grey
-  }
+  const layout = layoutOrError instanceof Layout ? layoutOrError : null;
+  showError(byId("spec-error"), layout ? null : layoutOrError);
   signal.throwIfAborted();
   performance.measure("topology-fetch", { start: tFetch, end: performance.now() });
   data = { topo, meshInfo, layout };
@@ -351,6 +360,8 @@ async function main() {
     map = null;
     draw();
   });
+  // the picture loads from the address while the pickers wait for the catalog
+  schedule(0);
   let catalog = { tpu: [], gpu: [] };
   try {
     catalog = await getJSON("/api/platforms");
@@ -361,7 +372,6 @@ async function main() {
   const fields = { shape: /** @type {HTMLInputElement} */ (byId("array-shape")), spec: /** @type {HTMLInputElement} */ (byId("spec")) };
   controls = layoutControls(byId("pickers"), catalog, { fields, onChange, onInput, orders: ORDERS.filter((o) => o[0] !== "single") });
   stateToControls();
-  schedule(0);
 }
 
 main();
