@@ -554,7 +554,7 @@ export function layoutGrid(container, layout, opts) {
     const len = axis === "x" ? svg.width.baseVal.value : svg.height.baseVal.value;
     for (let j = Math.ceil(j0 / step) * step; j <= j1; j += step) {
       const pos = at(j);
-      if (pos < -0.5 || pos > len + 0.5) continue;
+      if (pos < -1.5 || pos > len + 1.5) continue;
       const text = String(Math.min(j * per, m.shape[dim]));
       if (axis === "x") {
         out.push(svgEl("line", { x1: pos, x2: pos, y1: TOP_RULER - 4, y2: TOP_RULER, stroke: textFill, "stroke-opacity": 0.6 }));

@@ -82,7 +82,7 @@ export async function memoryChart(container, { mem, next, platform, hostOf, dark
     plot_bgcolor: "rgba(0,0,0,0)",
     font: { color: fg, size: 11 },
     yaxis: { title: { text: `${unitName} per device` }, gridcolor: dark ? "#2c323b" : "#e5e7eb", rangemode: "tozero", tickformat: "~g" },
-    xaxis: { type: "category", tickangle: x.length > 16 ? -60 : 0 },
+    xaxis: { type: "category", tickangle: x.length > 16 ? -60 : "auto" },
     showlegend: Boolean(next),
     legend: { orientation: "h", y: 1.12 },
     shapes: shown.devices_with_data

@@ -311,6 +311,8 @@ function lattice3d(container, topo, opts) {
   let panY = 0;
   let W = 0;
   let H = 0;
+  /** @type {{scale: number, cx: number, cy: number} | null} the first view's fit (kept while rotating) */
+  let fitted = null;
   // projected device positions and depths, for hit-testing
   const sx = new Float32Array(n);
   const sy = new Float32Array(n);
@@ -338,15 +340,28 @@ function lattice3d(container, topo, opts) {
     const syw = Math.sin(yaw);
     const cp = Math.cos(pitch);
     const sp = Math.sin(pitch);
-    const extent = Math.hypot(spanX, Y, Z) || 1;
-    const s = (Math.min(W, H) / extent) * 1.15 * zoom;
-    const midX = W / 2 + panX;
-    const midY = H / 2 + panY;
+    /** unscaled screen coordinates of a world point @param {number} x @param {number} y @param {number} z */
+    const flat = (x, y, z) => {
+      const y1 = x * syw + y * cyw;
+      return [x * cyw - y * syw, -(y1 * sp + z * cp), y1 * cp - z * sp];
+    };
+    if (!fitted) {
+      // fit the lattice with its axes (ticked 0.8 outside it) in the canvas, in the first view
+      let [x0, y0, x1, y1] = [Infinity, Infinity, -Infinity, -Infinity];
+      for (const cx of [-ox - 1.6, spanX - 1 - ox + 0.6]) for (const cy of [-oy - 1.6, Y - 1 - oy + 0.6]) for (const cz of [-oz - 1.6, Z - 1 - oz + 0.6]) {
+        const [px, py] = flat(cx, cy, cz);
+        [x0, y0, x1, y1] = [Math.min(x0, px), Math.min(y0, py), Math.max(x1, px), Math.max(y1, py)];
+      }
+      const scale = Math.min((W * 0.92) / (x1 - x0), (H * 0.92) / (y1 - y0));
+      fitted = { scale, cx: (x0 + x1) / 2, cy: (y0 + y1) / 2 };
+    }
+    const s = fitted.scale * zoom;
+    const midX = W / 2 + panX - fitted.cx * s;
+    const midY = H / 2 + panY - fitted.cy * s;
     /** @param {number} x @param {number} y @param {number} z @returns {[number, number, number]} */
     const project = (x, y, z) => {
-      const x1 = x * cyw - y * syw;
-      const y1 = x * syw + y * cyw;
-      return [midX + s * x1, midY - s * (y1 * sp + z * cp), y1 * cp - z * sp];
+      const [fx, fy, d] = flat(x, y, z);
+      return [midX + s * fx, midY + s * fy, d];
     };
     /** @param {number[]} segs @param {string} stroke @param {number} width @param {number} alpha @param {number[]} [dash] */
     const lines = (segs, stroke, width, alpha, dash) => {
@@ -443,9 +458,11 @@ function lattice3d(container, topo, opts) {
         values.push(v);
       }
       drawnTicks.push(`${name}:${values.join(",")}`);
-      const end = at((axis === 0 ? -ox : axis === 1 ? -oy : -oz) + count - 1 + Math.max(1, step));
+      // the axis's name beside its middle, away from the picture's centre
+      const mid = at((axis === 0 ? -ox : axis === 1 ? -oy : -oz) + (count - 1) / 2);
+      const away = Math.hypot(mid[0] - midX, mid[1] - midY) || 1;
       ctx.font = `bold 12px ${FONT}`;
-      ctx.fillText(name, end[0], end[1]);
+      ctx.fillText(name, mid[0] + ((mid[0] - midX) / away) * 22, mid[1] + ((mid[1] - midY) / away) * 22);
       ctx.font = `10px ${FONT}`;
     };
     axisTicks(0, slices > 1 ? spanX : X, "x");
@@ -531,6 +548,7 @@ function lattice3d(container, topo, opts) {
         pitch = 0.45;
         zoom = 1;
         panX = panY = 0;
+        fitted = null;
       },
     };
     const fn = keys[e.key];
@@ -543,6 +561,7 @@ function lattice3d(container, topo, opts) {
     const w = Math.max(200, container.clientWidth || 860);
     if (w === W) return;
     size();
+    fitted = null;
     draw();
   }).observe(container);
 

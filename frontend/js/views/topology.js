@@ -218,7 +218,11 @@ function renderLegend(topo, layout, three) {
   const list = el("ul", "legend");
   if (layout) {
     const tiles = layout.tiles;
-    for (const t of tiles.slice(0, 12)) list.appendChild(item("fill", layout.colourOf(t.ids[0], dark), `${fmtIndex(t.index)}: ${layout.platform} ${compactIds(t.ids)}`));
+    for (const t of tiles.slice(0, 12)) {
+      const ids = compactIds(t.ids);
+      const who = ids.length > 44 ? `${ids.slice(0, 36)}… (${t.ids.length} devices)` : ids;
+      list.appendChild(item("fill", layout.colourOf(t.ids[0], dark), `${fmtIndex(t.index)}: ${layout.platform} ${who}`));
+    }
     if (tiles.length > 12) list.appendChild(el("li", "legend-item muted", `… ${tiles.length - 12} more blocks: each colour is one block of ${layout.spec}, shared by its replicas`));
   }
   list.appendChild(item("fill", noTileColour(dark), layout ? "holds no block (not in the mesh)" : "no layout: every device grey"));
