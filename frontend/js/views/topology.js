@@ -36,8 +36,34 @@ let axisSwitchAt = 0;
  * @param {unknown} err
  */
 function fail(err) {
-  showError(byId("spec-error"), err);
+  explain(err);
   markStale(Boolean(err));
+}
+
+const SETTLE_MS = 600;
+let typedAt = 0;
+let explainTimer = 0;
+let explained = "";
+
+/**
+ * The error box (role=alert): cleared at once, filled only once typing has paused and only with
+ * something new, so a screen reader hears one message per pause.
+ * @param {unknown} err
+ */
+function explain(err) {
+  clearTimeout(explainTimer);
+  const box = byId("spec-error");
+  if (!err) {
+    explained = "";
+    showError(box, null);
+    return;
+  }
+  explainTimer = window.setTimeout(() => {
+    const key = err instanceof Error ? err.message : String(err);
+    if (key === explained) return;
+    explained = key;
+    showError(box, err);
+  }, Math.max(0, typedAt + SETTLE_MS - performance.now()));
 }
 
 /** @param {boolean} stale */
@@ -307,7 +333,7 @@ async function refresh(signal) {
     if (!state.axis) state.axis = extra.name;
   }
   const layout = layoutOrError instanceof Layout ? layoutOrError : null;
-  showError(byId("spec-error"), layout ? null : layoutOrError);
+  explain(layout ? null : layoutOrError);
   signal.throwIfAborted();
   performance.measure("topology-fetch", { start: tFetch, end: performance.now() });
   data = { topo, meshInfo, layout };
@@ -342,6 +368,7 @@ function onChange() {
 }
 
 function onInput() {
+  typedAt = performance.now();
   controls?.read(state);
   pushUrl(true);
   schedule(300);
