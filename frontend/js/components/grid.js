@@ -232,6 +232,7 @@ const xml = (s) => s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, 
  */
 export function layoutGrid(container, layout, opts) {
   const tStart = performance.now();
+  hideCard(); // a card about the picture being replaced would be stale
   const m = gridModel(layout, opts.dims ?? null);
   const tiles = layout.tiles;
   const platform = layout.platform;
@@ -274,6 +275,8 @@ export function layoutGrid(container, layout, opts) {
   const blocksBox = el("div", "grid-blocks");
   const live = el("div", "sr-only");
   live.setAttribute("aria-live", "polite");
+  // read by screen readers, never seen (inline, for hosts without app.css: the notebook widget)
+  Object.assign(live.style, { position: "absolute", width: "1px", height: "1px", overflow: "hidden", clipPath: "inset(50%)", whiteSpace: "nowrap" });
   root.append(caption, blocksBox, live);
   container.replaceChildren(root);
 
@@ -767,14 +770,19 @@ export function layoutGrid(container, layout, opts) {
   draw();
   performance.measure("grid-draw", { start: tBuilt, end: performance.now() });
   let lastWidth = measured;
-  new ResizeObserver((entries) => {
+  const resized = new ResizeObserver((entries) => {
+    if (!root.isConnected) {
+      resized.disconnect(); // replaced by another grid: let this one go
+      return;
+    }
     const w = Math.round(entries[0].contentRect.width);
     if (Math.abs(w - lastWidth) < 2 || !w) return;
     lastWidth = w;
     layoutParts(w);
     view = clampView(view);
     draw();
-  }).observe(blocksBox);
+  });
+  resized.observe(blocksBox);
 
   // ---- the exported picture: titled, rulers ticked, labels at full size
   const exportLayout = () => {

@@ -557,13 +557,18 @@ function lattice3d(container, topo, opts) {
     fn();
     redraw();
   });
-  new ResizeObserver(() => {
+  const resized = new ResizeObserver(() => {
+    if (!canvas.isConnected) {
+      resized.disconnect(); // the container holds another picture now: let this one go
+      return;
+    }
     const w = Math.max(200, container.clientWidth || 860);
     if (w === W) return;
     size();
     fitted = null;
     draw();
-  }).observe(container);
+  });
+  resized.observe(container);
 
   size();
   const t0 = performance.now();

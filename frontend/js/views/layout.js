@@ -17,7 +17,6 @@ import { meshTable } from "../components/mesh_table.js";
 import { layoutControls } from "../components/pickers.js";
 import { Layout } from "../model/layout.js";
 import { parsePasted, straightQuotes } from "../model/paste.js";
-import { parseRules } from "../model/rules.js";
 import { DEFAULTS, ORDERS, fromQuery, layoutRequest, toQuery } from "../model/state.js";
 
 const EXAMPLES = [
