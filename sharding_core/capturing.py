@@ -149,6 +149,30 @@ def _is_capture_leaf(x: Any) -> bool:
     return bool(boxes) and isinstance(x, boxes)
 
 
+def _value_spec(value: Any) -> Any:
+    """The PartitionSpec a value is sharded with (None when it has no named sharding)."""
+    return getattr(getattr(value, "sharding", None), "spec", None)
+
+
+def _same_spec(a: Any, b: Any, shape: Any) -> bool:
+    """Whether two PartitionSpecs shard an array of ``shape`` the same way: trailing Nones, one-name
+    tuples and empty tuples spelled either way (``P('x')`` is ``P('x', None)``, ``P(('x',))`` is ``P('x')``)."""
+    if a is None or b is None:
+        return a is b
+    rank = max(len(shape) if shape is not None else 0, len(a), len(b))
+
+    def entries(spec: Any) -> list[Any]:
+        out: list[Any] = []
+        for e in [*spec, *([None] * (rank - len(spec)))]:
+            if isinstance(e, tuple):
+                e = None if not e else e[0] if len(e) == 1 else e
+            out.append(e)
+        return out
+
+    sets = ("unreduced", "reduced")
+    return entries(a) == entries(b) and all(set(getattr(a, k, ()) or ()) == set(getattr(b, k, ()) or ()) for k in sets)
+
+
 class _Builder:
     """Collects leaves, deduplicating meshes and devices and caching layouts per (sharding, shape)."""
 
@@ -263,18 +287,24 @@ class _Builder:
         spmd = sys.modules.get("flax.linen.spmd")
         logical = spmd is not None and isinstance(box, spmd.LogicallyPartitioned)
         own_mesh = getattr(box, "mesh", None)
+        rules_known = True
         if logical:
             box_rules = getattr(box, "rules", None)
             rec["logical_axes"] = list(names)
             rec["rules"] = rules_json(check_rules(box_rules)) if box_rules else None
-            # What Flax itself applies: the box's rules, else the logical_axis_rules context.
+            # The rules in effect when the box was made: its own, else those given to capture or in
+            # Flax's logical_axis_rules context now (Flax does not record the context in the box).
             effective = check_rules(box_rules) if box_rules else (self.rules or ())
+            rules_known = bool(box_rules) or self.rules is not None
             declared = jax.sharding.PartitionSpec(*logical_to_mesh_axes(names, effective))
         else:
             declared = jax.sharding.PartitionSpec(*names)
         rec["declared_spec"] = repr(declared)
         if rec.get("layout") is not None or rec["kind"] == "array":
-            if rec.get("spec") is not None and rec["spec"] != rec["declared_spec"]:
+            if not rules_known:
+                # a value already sharded under rules this capture was not told: nothing to compare with
+                rec["declared_spec"] = None
+            elif rec.get("spec") is not None and not _same_spec(_value_spec(value), declared, rec["shape"]):
                 rec["note"] = f"the value is sharded {rec['spec']}, not as the box declares ({rec['declared_spec']})"
             if logical and rec.get("mesh") is None and own_mesh is not None:
                 rec["mesh"] = self.mesh_id(own_mesh)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -194,28 +195,54 @@ def _build_mesh_cached(devset: DeviceSet, spec: MeshSpec) -> Any:
         raise _unplaceable(devset, spec, e) from None
 
 
+# A device's repr inside JAX's messages, e.g. SimDevice(id=3, tpu, coords=(1, 0, 0), ...): one level of
+# nested parentheses, no backtracking.
+_DEVICE_REPR = re.compile(r"\w*Device\((?:[^()]|\([^()]*\))*\)")
+_DEVICE_RUN = re.compile("\x00(?:, \x00)*")
+MAX_JAX_ERROR_CHARS = 300
+
+
+def _jax_text(e: Exception) -> str:
+    """JAX's message, first line, with its lists of device reprs counted ("32 devices") and clipped:
+    for a multi-slice set it lists every device (3,000+ characters) before saying anything."""
+    text = _DEVICE_REPR.sub("\x00", str(e).split("\n")[0])
+    text = _DEVICE_RUN.sub(lambda m: f"{m.group().count(chr(0))} devices", text)
+    return text if len(text) <= MAX_JAX_ERROR_CHARS else text[: MAX_JAX_ERROR_CHARS - 1] + "…"
+
+
 def _unplaceable(devset: DeviceSet, spec: MeshSpec, e: Exception) -> ShardingError:
     from jax.experimental import mesh_utils
 
-    text = str(e).split("\n")[0]
+    text = _jax_text(e)
     if devset.slices > 1:
-        dcn = [1] * len(spec.shape)
-        for i, s in enumerate(spec.shape):
-            if s % devset.slices == 0:
-                dcn[i] = devset.slices
-                break
+        # a hybrid mesh: the first axis whose size the slice count divides spans the slices (DCN)
+        at = next((i for i, s in enumerate(spec.shape) if s % devset.slices == 0), None)
+        if at is None:
+            return ShardingError(
+                MESH_UNPLACEABLE,
+                f"jax.make_mesh cannot place mesh {list(spec.shape)} across the {devset.slices} slices of "
+                f"{devset.key}: a multi-slice set needs a hybrid mesh (ICI within a slice x DCN across slices)",
+                hint=f"make one mesh axis a multiple of {devset.slices}, then use order 'hybrid' with that axis's "
+                "dcn_shape entry set to the slice count (mesh_utils.create_hybrid_device_mesh)",
+                jax_error=text,
+            )
+        dcn = [devset.slices if i == at else 1 for i in range(len(spec.shape))]
         return ShardingError(
             MESH_UNPLACEABLE,
-            f"JAX cannot place mesh {list(spec.shape)} on {devset.key} with jax.make_mesh: {text}",
-            hint=f"multi-slice sets need a hybrid mesh: order 'hybrid' with dcn_shape {dcn} "
-            "(mesh_utils.create_hybrid_device_mesh)",
+            f"jax.make_mesh cannot place mesh {list(spec.shape)} across the {devset.slices} slices of "
+            f"{devset.key}: a multi-slice set needs a hybrid mesh (ICI within a slice x DCN across slices)",
+            hint=f"use order 'hybrid' with dcn_shape {dcn} (mesh_utils.create_hybrid_device_mesh): axis "
+            f"{spec.axis_names[at]!r} then spans the slices; in the layout view, Device order 'hybrid ICI x DCN'",
             jax_error=text,
+            suggest={"order": "hybrid", "dcn_shape": dcn},
         )
     ideas = []
+    suggest: dict[str, Any] | None = None
     if not spec.allow_split_physical_axes:
         try:
             mesh_utils.create_device_mesh(spec.shape, devset.devices[: spec.size], allow_split_physical_axes=True)
             ideas.append("set allow_split_physical_axes (JAX then splits a physical axis across mesh axes)")
+            suggest = {"allow_split_physical_axes": True}
         except (ValueError, NotImplementedError, AssertionError):
             ideas.append("allow_split_physical_axes does not help here either")
     if devset.topology is not None:
@@ -227,6 +254,7 @@ def _unplaceable(devset: DeviceSet, spec: MeshSpec, e: Exception) -> ShardingErr
         f"JAX cannot place mesh {list(spec.shape)} on {devset.key}: {text}",
         hint="; ".join(ideas),
         jax_error=text,
+        **({"suggest": suggest} if suggest else {}),
     )
 
 
@@ -256,7 +284,7 @@ def _hybrid(devset: DeviceSet, spec: MeshSpec, types: tuple[Any, ...]) -> Any:
         raise ShardingError(
             MESH_UNPLACEABLE,
             f"JAX cannot place hybrid mesh ici={list(ici)} x dcn={list(spec.dcn_shape)} on {devset.key}: "
-            f"{str(e).splitlines()[0]}",
+            f"{_jax_text(e)}",
             hint="the ICI part must fit one slice (or host) and the DCN part must multiply to the granule count",
         ) from None
     return Mesh(devices, spec.axis_names, axis_types=types)

@@ -52,6 +52,14 @@ _PUNCT = "(){},="
 _ESCAPES = {"\\": "\\", "'": "'", '"': '"', "n": "\n", "t": "\t"}
 # Curly single/double quotes, primes, guillemets, backtick and acute accent: pasted from docs and chat.
 _CURLY_QUOTES = frozenset("\u2018\u2019\u201a\u201b\u201c\u201d\u201e\u201f\u2032\u2033\u00ab\u00bb`\u00b4")
+# Typographic quotes (what docs, chat and word processors make of ' and ") delimit strings as the
+# straight quote of their kind does; primes, guillemets, backticks and accents are still refused.
+_TYPOGRAPHIC = {"\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'"} | {
+    "\u201c": '"',
+    "\u201d": '"',
+    "\u201e": '"',
+    "\u201f": '"',
+}
 _STRING_PREFIXES = frozenset({"r", "u", "b", "f", "br", "rb", "fr", "rf"})
 # Both patterns are unambiguous (no nested repetition that could backtrack), so they run in
 # linear time. Dotted names are one token: nobody writes ``jax . P``.
@@ -135,7 +143,7 @@ class _Lexer:
         if ch in _PUNCT:
             self.pos = i + 1
             return _Tok(ch, ch, i + 1)
-        if ch in "'\"":
+        if ch in "'\"" or ch in _TYPOGRAPHIC:
             return self._string(i)
         name = _NAME.match(text, i)
         if name is None:
@@ -150,14 +158,23 @@ class _Lexer:
         self.pos = end
         return _Tok("name", name.group(), i + 1)
 
-    def _string(self, start: int) -> _Tok:
-        """A quoted string; escapes are decoded by hand since nothing may be evaluated."""
-        text, n, quote = self.text, len(self.text), self.text[start]
+    def _string(self, start: int, lenient: bool = False) -> _Tok:
+        """A quoted string; escapes are decoded by hand since nothing may be evaluated.
+
+        A string opened with a typographic quote (``‘x’``, ``“x”``) closes with any quote of its kind,
+        straight or typographic; one opened with a straight quote closes with that quote, or, when it
+        would otherwise be unterminated (``'x’``), with the first typographic quote of its kind.
+        """
+        text, n, opener = self.text, len(self.text), self.text[start]
+        quote = _TYPOGRAPHIC.get(opener, opener)
+        closers = {quote}
+        if lenient or opener != quote:
+            closers |= {c for c, q in _TYPOGRAPHIC.items() if q == quote}
         out: list[str] = []
         i = start + 1
         while i < n and text[i] not in "\r\n":  # strings cannot span lines, as in Python
             ch = text[i]
-            if ch == quote:
+            if ch in closers:
                 self.pos = i + 1
                 return _Tok("str", "".join(out), start + 1)
             if not ch.isprintable():
@@ -174,8 +191,10 @@ class _Lexer:
                 continue
             out.append(ch)
             i += 1
+        if not lenient and any(_TYPOGRAPHIC.get(text[j]) == quote for j in range(start + 1, i)):
+            return self._string(start, lenient=True)  # ``'x<U+2019>``: closed with a typographic quote
         curly = next((j for j in range(start + 1, i) if text[j] in _CURLY_QUOTES), None)
-        if curly is not None:  # ``'x<U+2019>``: the string was "closed" with a curly quote
+        if curly is not None:  # ``'x<U+00B4>``: the string was "closed" with a look-alike of a quote
             found = f"curly quote {text[curly]}"
             raise _fail(
                 curly + 1, f"found {found} in the string opened at column {start + 1}, expected {quote}", _QUOTE_HINT

@@ -145,3 +145,83 @@ def test_copied_link_reopens_the_run(server: Server, browser: Browser) -> None:
     fresh.close()
     context.close()
     assert w.errors == [] and w2.errors == []
+
+
+# ---- issue 13 ----------------------------------------------------------------------------------
+
+
+def rgb(css: str) -> tuple[int, int, int]:
+    r, g, b = (int(v) for v in re.findall(r"\d+", css)[:3])
+    return r, g, b
+
+
+def test_collective_groups_get_colours_that_tell_them_apart(server: Server, watched: Watched) -> None:
+    # Regression: groups 0 and 3 of a collective got near-identical colours (golden-angle hues of 3 and 24).
+    page = watched.page
+    page.goto(f"http://127.0.0.1:{server.port}/kernels.html?kernel=sum_axis0&types=auto")
+    runs(page, 1)
+    page.locator("#collectives tr.collective").first.click()
+    cells = page.locator("#collective-mesh td[data-device]")
+    expect(cells).to_have_count(8)
+    background = "(e) => getComputedStyle(e).backgroundColor"
+    colour = {
+        int(cells.nth(i).get_attribute("data-device") or "-1"): rgb(cells.nth(i).evaluate(background)) for i in range(8)
+    }
+    groups = [colour[i] for i in range(4)]  # the all-reduce over x: {0,4} {1,5} {2,6} {3,7}
+    assert all(colour[i] == colour[i + 4] for i in range(4))
+    for a in range(4):
+        for b in range(a + 1, 4):
+            distance = sum((p - q) ** 2 for p, q in zip(groups[a], groups[b], strict=True)) ** 0.5
+            assert distance > 60, (a, b, groups)
+    shot(page, f"04-group-colours-{watched.scheme}")
+
+
+def test_an_input_error_names_the_input_and_the_source_keeps_its_indentation(server: Server, watched: Watched) -> None:
+    # Regression: errors did not say which input was wrong; "Source (exactly what runs)" lost its
+    # indentation.
+    page = watched.page
+    page.goto(f"http://127.0.0.1:{server.port}/kernels.html?kernel=matmul_xw&types=auto")
+    runs(page, 1)
+    source = page.locator("#kernel-source").text_content() or ""
+    lines = source.splitlines()
+    assert lines[0].startswith("def ") and all(line.startswith("    ") for line in lines[1:] if line.strip())
+    w = page.get_by_label("w PartitionSpec")
+    w.fill("P('q', None)")
+    page.get_by_role("button", name="Run").click()
+    alert = page.get_by_role("alert")
+    expect(alert).to_contain_text("input w (P('q', None)")
+    expect(alert).to_contain_text("unknown_axis")
+    expect(w).to_have_attribute("aria-invalid", "true")
+    expect(page.get_by_label("x PartitionSpec")).not_to_have_attribute("aria-invalid", "true")
+    # the same kernel failed: its last results stay, dimmed and captioned as the previous run's
+    expect(page.locator("#results")).to_be_visible()
+    expect(page.locator("#results-note")).to_contain_text("previous run of matmul_xw")
+    shot(page, f"05-input-error-{watched.scheme}")
+
+
+def test_a_refusal_of_another_kernel_does_not_leave_the_old_results(server: Server, watched: Watched) -> None:
+    # Regression: a refusal left the previous, different kernel's results under it.
+    page = watched.page
+    page.goto(f"http://127.0.0.1:{server.port}/kernels.html?kernel=elementwise&types=auto")
+    runs(page, 1)
+    expect(page.locator("#results")).to_be_visible()
+    page.get_by_label("Kernel", exact=True).select_option("matmul_xxt")
+    page.get_by_label("Axis types").select_option("explicit")
+    page.get_by_role("button", name="Run").click()
+    expect(page.get_by_role("alert")).to_contain_text("Contracting dimensions are sharded", timeout=60_000)
+    expect(page.locator("#results")).to_be_hidden()
+
+
+def test_tall_grids_keep_readable_labels(server: Server, watched: Watched) -> None:
+    # Regression: tall grids were scaled down whole, their labels to ~7 px.
+    page = watched.page
+    page.goto(f"http://127.0.0.1:{server.port}/kernels.html?kernel=layer_shard_map")
+    runs(page, 1)
+    labels = page.locator("#inputs-placed .tile-label")
+    expect(labels.first).to_be_visible()
+    sizes = [float(labels.nth(i).get_attribute("font-size") or "0") for i in range(labels.count())]
+    assert min(sizes) >= 9, sizes
+    heights = page.locator("#inputs-placed .grid-plot").evaluate_all(
+        "ps => ps.map(p => p.getBoundingClientRect().height)"
+    )
+    assert max(heights) <= 421

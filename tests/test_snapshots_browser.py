@@ -208,3 +208,100 @@ def test_inspect_jit_collectives_use_the_kernel_labs_collectives_table(server: S
         text = " ".join("{" + ",".join(map(str, g)) + "}" for g in groups)
         expect(rows.first.locator("td.groups")).to_have_text(text)
     shot(page, "snapshots-08-inspect-jit-collectives")
+
+
+# ---- issue 13 ----------------------------------------------------------------------------------
+
+
+def sharded_params() -> Any:
+    m = mesh()
+    x = jnp.ones((8, 16))
+    with jax.set_mesh(m), nn.logical_axis_rules(RULES):
+        abstract = jax.eval_shape(Mlp().init, jax.random.key(0), x)
+        shardings = nn.logical_to_mesh_sharding(nn.get_partition_spec(abstract), m, RULES)
+        return jax.jit(Mlp().init, out_shardings=shardings)(jax.random.key(0), x)["params"]
+
+
+def open_leaf(page: Page, name: str) -> None:
+    page.locator("#leaf-rows .leaf-open", has_text=name).click()
+    page.wait_for_selector(f"#leaf-grid[data-path='params/{name}']", state="attached")
+
+
+def test_the_declared_note_only_when_truly_different_and_never_under_a_whatif(server: Server, watched: Watched) -> None:
+    # Regression: a Flax state published as the README shows (no rules=) marked every leaf "not as
+    # the box declares (P(None, None))", and the note survived a what-if.
+    page = watched.page
+    params = sharded_params()
+    url = f"http://127.0.0.1:{server.port}"
+    page.goto(publish({"params": params}, "as the README shows", url))
+    loaded(page)
+    open_leaf(page, "w1_0")
+    expect(page.locator("#leaf-summary")).to_contain_text("('embed', 'hidden')")
+    expect(page.locator("#leaf-summary")).not_to_contain_text("declares")
+    # with its rules, and one leaf moved off its declaration: only that one is marked
+    m = mesh()
+    moved = dict(params)
+    moved["w2_0"] = params["w2_0"].replace_boxed(
+        jax.device_put(params["w2_0"].value, NamedSharding(m, P(None, "model")))
+    )
+    page.goto(publish({"params": moved}, "one leaf moved", url, rules=RULES))
+    loaded(page)
+    open_leaf(page, "w1_0")
+    expect(page.locator("#leaf-summary")).not_to_contain_text("declares")
+    open_leaf(page, "w2_0")
+    expect(page.locator("#leaf-summary")).to_contain_text("not as the box declares (P('model', None))")
+    shot(page, "snapshots-09-declared-note")
+    page.get_by_role("textbox", name="Rules").fill("('hidden', 'data'), ('embed', 'model')")
+    page.get_by_role("button", name="Apply rules").click()
+    page.wait_for_selector("body[data-whatif='1']", state="attached")
+    expect(page.locator("#leaf-summary")).not_to_contain_text("declares")
+
+
+def test_the_leaf_grid_opens_in_view_and_the_diff_fits_the_page(
+    server: Server, browser: Browser, published: dict[str, Any]
+) -> None:
+    # Regression: the leaf grid opened below the fold; the diff table overflowed the page (1440 → 1550 px).
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    w = Watched(context)
+    page = w.page
+    try:
+        page.goto(published["first"])
+        loaded(page)
+        page.locator("#leaf-rows .leaf-open", has_text="w2_1").click()
+        page.wait_for_selector("#leaf-grid[data-path='params/w2_1']", state="attached")
+        grid = page.locator("#leaf-grid").bounding_box()
+        table = page.locator("#leaf-table").bounding_box()
+        assert grid is not None and table is not None
+        assert grid["y"] < 900 and grid["x"] > table["x"] + table["width"]  # beside the table, above the fold
+        page.get_by_label("Compare with").fill(published["second"])
+        page.get_by_role("button", name="Compare").click()
+        page.wait_for_selector("body[data-diffs='1']", state="attached")
+        assert page.evaluate("() => document.documentElement.scrollWidth") <= 1440
+        # the chart's axis says the unit the text says
+        flag = page.locator("#memory-flag").text_content() or ""
+        unit = re.search(r"max [\d.]+ (B|KiB|MiB|GiB)", flag)
+        assert unit is not None
+        expect(page.locator("#memory-chart .ytitle")).to_have_text(f"{unit.group(1)} per device")
+        shot(page, "snapshots-10-leaf-beside-diff-fits")
+        assert w.errors == []
+    finally:
+        context.close()
+
+
+def test_the_snapshot_page_without_an_id_lists_recent_snapshots(
+    server: Server, watched: Watched, published: dict[str, Any]
+) -> None:
+    # Regression: /snapshots.html without an id showed empty panels and no list of recent snapshots.
+    page = watched.page
+    page.goto(published["first"])
+    loaded(page)
+    page.goto(f"http://127.0.0.1:{server.port}/snapshots.html")
+    page.wait_for_selector("body[data-loaded='1']", state="attached")
+    expect(page.locator(".snap-leaves")).to_be_hidden()
+    expect(page.locator(".snap-memory")).to_be_hidden()
+    recent = page.locator("#recent a")
+    expect(recent).to_have_text(["mlp"])
+    shot(page, "snapshots-11-recent")
+    recent.first.click()
+    loaded(page)
+    expect(page.locator("#snap-title")).to_have_text("mlp")

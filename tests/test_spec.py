@@ -80,6 +80,13 @@ ACCEPTED: list[tuple[str, P]] = [
     (r"P('it\'s', 'a\\b')", P("it's", "a\\b")),
     (r'P("say \"hi\"")', P('say "hi"')),
     ("P('ü', 'データ', '\u2018q\u2019')", P("ü", "データ", "\u2018q\u2019")),
+    # typographic quotes pasted from docs and chat delimit strings like straight ones (issue 13)
+    ("P(\u2018x\u2019)", P("x")),
+    ("P(\u201cx\u201d, None)", P("x", None)),
+    ("P('x\u2019)", P("x")),
+    ("P(\u2018x')", P("x")),
+    ("P((\u2018data\u2019, \u2018model\u2019), None)", P(("data", "model"), None)),
+    ("P(\u201edata\u201c)", P("data")),
     ("P(' ')", P(" ")),
     ("P('" + "a" * MAX_AXIS_NAME_CHARS + "')", P("a" * MAX_AXIS_NAME_CHARS)),
 ]
@@ -107,9 +114,9 @@ REJECTED: list[tuple[str, str, int]] = [
     ("P(Q('x'))", PARSE_ERROR, 3),
     ("P(P('x'))", PARSE_ERROR, 3),
     ("P", PARSE_ERROR, 1),
-    ("P(\u2018x\u2019)", PARSE_ERROR, 3),
-    ("P(\u201cx\u201d)", PARSE_ERROR, 3),
-    ("P('x\u2019)", PARSE_ERROR, 5),
+    ("P(\u2018x)", PARSE_ERROR, 6),
+    ("P('x\u00b4)", PARSE_ERROR, 5),
+    ("P(\u00abx\u00bb)", PARSE_ERROR, 3),
     ("P(`x`)", PARSE_ERROR, 3),
     ("P\uff08'x'\uff09", PARSE_ERROR, 2),
     ("P('x'\uff0cNone)", PARSE_ERROR, 6),
@@ -191,7 +198,7 @@ def test_messages_say_found_and_expected_and_hint() -> None:
     assert "found unquoted name x" in info.value.message
     assert info.value.hint == "axis names are strings: write 'x'"
     with pytest.raises(ShardingError) as info:
-        parse_spec("P(\u2018x\u2019)")
+        parse_spec("P(`x`)")
     assert info.value.hint == "use straight quotes ' or \""
     with pytest.raises(ShardingError) as info:
         parse_spec("  ")

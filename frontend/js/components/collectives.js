@@ -6,7 +6,7 @@ import { actionable, headedTable } from "../lib/dom.js";
 import { fmtBytes } from "../lib/format.js";
 import { groupsSummary, groupsText, groupsTitle, opText } from "../model/collective.js";
 import { estimateCell } from "./estimates.js";
-import { paletteColour } from "../model/layout.js";
+import { groupColour, paletteColour } from "../model/layout.js";
 import { meshTable } from "./mesh_table.js";
 
 /** @typedef {import("../model/collective.js").Collective} Collective */
@@ -84,7 +84,7 @@ export function collectiveOnMesh(container, mesh, c, n, opts) {
     text: (id) => (target.has(id) ? `${id}→${target.get(id)}` : String(id)),
     colour: (id) => {
       const gi = groupOf.get(id);
-      return gi === undefined ? null : paletteColour(gi * 7 + 3, opts.dark);
+      return gi === undefined ? null : groupColour(gi, opts.dark);
     },
     title: (id) => {
       const gi = groupOf.get(id);

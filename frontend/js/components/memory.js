@@ -50,6 +50,11 @@ export function memoryVerdict(container, mem, next, platform) {
  */
 export async function memoryChart(container, { mem, next, platform, hostOf, dark }) {
   const Plotly = await loadPlotly({ afterPaint: true });
+  // bars in binary units, as the text above the chart says them (Plotly's own ticks would say "25M")
+  const top = Math.max(1, ...mem.bytes, ...(next ? next.bytes : []));
+  const power = Math.min(4, Math.floor(Math.log(top) / Math.log(1024)));
+  const unit = 1024 ** power;
+  const unitName = ["B", "KiB", "MiB", "GiB", "TiB"][power];
   // Category labels from the snapshot's own data: escaped, so a platform string is text, never a link.
   const x = mem.device_ids.map((id) => plotlyText(`${platform} ${id}`));
   const fg = dark ? "#e6e8eb" : "#1b1f24";
@@ -60,7 +65,7 @@ export async function memoryChart(container, { mem, next, platform, hostOf, dark
     type: "bar",
     name,
     x,
-    y: m.bytes,
+    y: m.bytes.map((b) => b / unit),
     customdata: m.bytes.map((b, k) => `${fmtBytes(b)} · host ${hostOf.get(m.device_ids[k])}`),
     hovertemplate: "%{x}: %{customdata}<extra>" + name + "</extra>",
     marker: { color: colour(m, base) },
@@ -76,12 +81,12 @@ export async function memoryChart(container, { mem, next, platform, hostOf, dark
     paper_bgcolor: "rgba(0,0,0,0)",
     plot_bgcolor: "rgba(0,0,0,0)",
     font: { color: fg, size: 11 },
-    yaxis: { title: { text: "bytes" }, gridcolor: dark ? "#2c323b" : "#e5e7eb", rangemode: "tozero" },
-    xaxis: { type: "category", tickangle: x.length > 16 ? -60 : 0 },
+    yaxis: { title: { text: `${unitName} per device` }, gridcolor: dark ? "#2c323b" : "#e5e7eb", rangemode: "tozero", tickformat: "~g" },
+    xaxis: { type: "category", tickangle: x.length > 16 ? -60 : "auto" },
     showlegend: Boolean(next),
     legend: { orientation: "h", y: 1.12 },
     shapes: shown.devices_with_data
-      ? [{ type: "line", xref: "paper", x0: 0, x1: 1, y0: shown.mean_bytes, y1: shown.mean_bytes, line: { dash: "dot", width: 1, color: fg } }]
+      ? [{ type: "line", xref: "paper", x0: 0, x1: 1, y0: shown.mean_bytes / unit, y1: shown.mean_bytes / unit, line: { dash: "dot", width: 1, color: fg } }]
       : [],
   };
   await Plotly.react(container, traces, layout, { displayModeBar: false, responsive: true });

@@ -6,7 +6,9 @@ import { el } from "../lib/dom.js";
 
 /**
  * @typedef {{shape: number[], axis_names: string[], device_ids: any}} MeshIds device_ids nested, mesh order
- * @typedef {{highlight: (ids: Set<number> | null) => void}} MeshTableView
+ * @typedef {{highlight: (ids: Set<number> | null) => void,
+ *   recolour: (colour: (id: number) => string | null, title?: (id: number, at: number[]) => string) => void}} MeshTableView
+ *   recolour: new cell colours (and hover texts) for the same mesh, without rebuilding the table
  */
 
 /**
@@ -43,6 +45,8 @@ export function meshTable(container, mesh, opts) {
   const focusable = Boolean(opts.onDeviceClick) && flat.length <= 1024;
   /** @type {Map<number, HTMLTableCellElement>} */
   const cells = new Map();
+  /** @type {Map<number, number[]>} */
+  const where = new Map();
   for (let r = 0; r < rows; r++) {
     const tr = body.insertRow();
     // the leading axes' indices of this row, e.g. "x=1, y=0"
@@ -64,6 +68,7 @@ export function meshTable(container, mesh, opts) {
       const colour = opts.colour(id);
       if (colour) td.style.background = colour;
       td.title = opts.title(id, [...idx, c]);
+      where.set(id, [...idx, c]);
       if (focusable) td.tabIndex = 0;
       cells.set(id, td);
     }
@@ -91,6 +96,12 @@ export function meshTable(container, mesh, opts) {
   wrap.appendChild(table);
   container.replaceChildren(wrap);
   return {
+    recolour(colour, title) {
+      cells.forEach((td, id) => {
+        td.style.background = colour(id) || "";
+        if (title) td.title = title(id, /** @type {number[]} */ (where.get(id)));
+      });
+    },
     highlight(ids) {
       cells.forEach((td, id) => {
         td.classList.toggle("hl", ids !== null && ids.has(id));

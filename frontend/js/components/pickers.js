@@ -135,31 +135,81 @@ export function devicePicker(container, catalog, opts = {}) {
 /**
  * Appends the Mesh fieldset to `container`.
  * @param {HTMLElement} container
- * @param {Listeners & {types?: [string, string][]}} opts types: the axis-type choices ([value, label]);
- *   none: no Axis types field
- * @returns {{value: () => MeshValue, set: (v: MeshValue) => void}}
+ * @param {Listeners & {types?: [string, string][], orders?: readonly (readonly [string, string, string])[]}} opts
+ *   types: the axis-type choices ([value, label]; none: no Axis types field); orders: the device
+ *   orders offered ([value, label, what it does]; default jax.make_mesh and iota). Orders "devices",
+ *   "hybrid" and "single" bring their own fields (device ids, DCN shape, the device), and
+ *   make_mesh and hybrid the allow_split_physical_axes switch.
+ * @returns {{value: () => MeshValue & {split: string, dcn: string, ids: string}, set: (v: MeshValue & {split?: string, dcn?: string, ids?: string}) => void}}
  */
 export function meshPicker(container, opts = {}) {
+  const orders = opts.orders || [["make_mesh", "jax.make_mesh", ""], ["iota", "iota (reshape of the device list)", ""]];
   const shape = codeInput("2x4");
   const axes = codeInput("x,y");
-  const order = select([["make_mesh", "jax.make_mesh"], ["iota", "iota (reshape of the device list)"]]);
+  const order = select(orders.map((o) => [o[0], o[1]]));
   const types = opts.types ? select(opts.types) : null;
+  const split = el("input");
+  split.type = "checkbox";
+  const splitLabel = el("label", "check");
+  splitLabel.append(split, " allow_split_physical_axes");
+  const dcn = codeInput("");
+  dcn.placeholder = "e.g. 2x1";
+  const ids = codeInput("");
+  const idsLabel = labelled("Device ids in mesh order", ids);
+  const dcnLabel = labelled("DCN shape (per axis)", dcn);
+  const what = el("p", "muted order-doc");
+  const shapeLabel = labelled("Shape", shape);
   const first = el("div", "row");
-  first.append(labelled("Shape", shape), labelled("Axis names", axes));
+  first.append(shapeLabel, labelled("Axis names", axes));
   const second = el("div", "row");
   second.append(labelled("Device order", order));
   if (types) second.appendChild(labelled("Axis types", types));
+  const extra = el("div", "row order-fields");
+  extra.append(dcnLabel, idsLabel, splitLabel);
   const fieldset = el("fieldset");
-  fieldset.append(el("legend", "", "Mesh"), first, second);
+  fieldset.append(el("legend", "", "Mesh"), first, second, extra, what);
   container.appendChild(fieldset);
-  for (const c of [shape, axes, order, ...(types ? [types] : [])]) listen(c, opts);
+  /** Shows the fields the chosen order takes. */
+  const showFields = () => {
+    const o = order.value;
+    dcnLabel.hidden = o !== "hybrid";
+    idsLabel.hidden = o !== "devices" && o !== "single";
+    idsLabel.firstChild && (idsLabel.firstChild.textContent = o === "single" ? "Device id " : "Device ids in mesh order ");
+    ids.placeholder = o === "single" ? "0" : "e.g. 0,1,2,3,6,7,4,5 or 0-7";
+    splitLabel.hidden = !orders.some((x) => x[0] === "hybrid") || (o !== "make_mesh" && o !== "hybrid");
+    shape.disabled = o === "single";
+    shapeLabel.title = o === "single" ? "one device: every mesh axis has size 1" : "";
+    const doc = orders.find((x) => x[0] === o);
+    what.textContent = doc ? doc[2] : "";
+    what.hidden = !what.textContent;
+  };
+  order.addEventListener("change", showFields);
+  for (const c of [shape, axes, order, split, dcn, ids, ...(types ? [types] : [])]) listen(c, opts);
+  showFields();
   return {
-    value: () => ({ mesh: shape.value.trim(), axes: axes.value.trim(), order: order.value, types: types ? types.value : "" }),
+    value: () => ({
+      mesh: shape.value.trim(),
+      axes: axes.value.trim(),
+      order: order.value,
+      types: types ? types.value : "",
+      split: split.checked && !splitLabel.hidden ? "1" : "",
+      dcn: order.value === "hybrid" ? dcn.value.trim() : "",
+      ids: order.value === "devices" || order.value === "single" ? ids.value.trim() : "",
+    }),
     set(v) {
       shape.value = v.mesh;
       axes.value = v.axes;
+      if (![...order.options].some((o) => o.value === v.order)) {
+        const o = el("option", "", v.order);
+        o.value = v.order;
+        order.appendChild(o);
+      }
       order.value = v.order;
       if (types) types.value = v.types;
+      split.checked = v.split === "1";
+      dcn.value = v.dcn || "";
+      ids.value = v.ids || "";
+      showFields();
     },
   };
 }
@@ -169,7 +219,8 @@ export function meshPicker(container, opts = {}) {
  * fieldsets appended to `container`, bound with the caller's own array fields.
  * @param {HTMLElement} container
  * @param {any} catalog /api/platforms
- * @param {Listeners & {fields: Record<string, HTMLInputElement | HTMLSelectElement>, types?: [string, string][]}} opts
+ * @param {Listeners & {fields: Record<string, HTMLInputElement | HTMLSelectElement | HTMLTextAreaElement>, types?: [string, string][],
+ *   orders?: readonly (readonly [string, string, string])[]}} opts
  *   fields: state key -> the control showing it (e.g. {shape: …, dtype: …}); their typing and
  *   changes reach the listeners too. types: the axis-type choices (none: the state's are kept as
  *   they are, not shown)

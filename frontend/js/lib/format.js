@@ -101,3 +101,26 @@ export function groupsQuery(groups) {
 export function plotlyText(text) {
   return String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
 }
+
+/**
+ * Device ids as people write them: "0,1,2,3,6,7,4,5", "0-3 8-11", "[0, 2, 1, 3]"; null unless
+ * non-negative integers (at most `max` of them, ranges ascending).
+ * @param {string} text
+ * @param {number} [max]
+ * @returns {number[] | null}
+ */
+export function parseIds(text, max = 16384) {
+  const parts = text.replace(/[[\]()]/g, " ").split(/[\s,;]+/).filter(Boolean);
+  if (!parts.length) return null;
+  /** @type {number[]} */
+  const out = [];
+  for (const p of parts) {
+    const m = /^(\d{1,9})(?:-(\d{1,9}))?$/.exec(p);
+    if (!m) return null;
+    const a = Number(m[1]);
+    const b = m[2] === undefined ? a : Number(m[2]);
+    if (b < a || out.length + (b - a + 1) > max) return null;
+    for (let i = a; i <= b; i++) out.push(i);
+  }
+  return out;
+}

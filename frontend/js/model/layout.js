@@ -28,6 +28,24 @@ export function paletteColour(n, dark) {
   return `hsl(${hue}, ${sat}%, ${light}%)`;
 }
 
+// Ten categorical colours (Tableau's), light ones under dark text and deep ones under light text:
+// device groups 0 and 3 of a collective must never look alike, as golden-angle hues of 3 and 24 did.
+// Ordered so that neighbours differ most: blue, orange, green, purple, red, yellow, teal, pink, brown, grey.
+const GROUPS_LIGHT = ["#a0cbe8", "#ffbe7d", "#8cd17d", "#d4a6c8", "#ff9d9a", "#f1ce63", "#86bcb6", "#fabfd2", "#d7b5a6", "#c9c4bf"];
+const GROUPS_DARK = ["#2f5f8a", "#a85c12", "#3b7a34", "#7d4f75", "#a8393b", "#8a6f12", "#3f7f7a", "#a3506c", "#6e5242", "#5f5a55"];
+
+/**
+ * The colour of device group `i` (a collective's replica groups, a mesh axis's rings): ten
+ * categorical colours, then golden-angle hues.
+ * @param {number} i
+ * @param {boolean} dark
+ * @returns {string}
+ */
+export function groupColour(i, dark) {
+  if (i < GROUPS_LIGHT.length) return (dark ? GROUPS_DARK : GROUPS_LIGHT)[i];
+  return paletteColour(i, dark);
+}
+
 /** The colour of a device that holds no tile of the layout (or when there is no layout). @param {boolean} dark */
 export function noTileColour(dark) {
   return dark ? "#3a3f47" : "#c9ced6";
@@ -78,14 +96,28 @@ export class Layout {
     this.devices = devices;
     /** @type {{device_id: number, index: number[][], replica_id: number, tile: number}[]} */
     this.shards = json.shards;
-    /** @type {Tile[]} */
-    this.tiles = json.tiles.map((/** @type {number[]} */ ids) => ({ index: [], ids, replicas: new Map() }));
     /** @type {Map<number, number>} device id -> its tile */
     this.tileOfDevice = new Map();
+    /** @type {Map<number, number>} device id -> its replica id */
+    this.replicaOfDevice = new Map();
+    const replicaOf = this.replicaOfDevice;
+    /** @type {Tile[]} each tile's `replicas` is made when first read (a Map per tile costs at 6144 tiles) */
+    this.tiles = json.tiles.map((/** @type {number[]} */ ids) => {
+      /** @type {Map<number, number> | null} */
+      let replicas = null;
+      return {
+        index: /** @type {number[][]} */ ([]),
+        ids,
+        get replicas() {
+          if (!replicas) replicas = new Map(ids.map((id) => [id, /** @type {number} */ (replicaOf.get(id))]));
+          return replicas;
+        },
+      };
+    });
     for (const s of json.shards) {
       const t = this.tiles[s.tile];
       if (!t.index.length) t.index = s.index;
-      t.replicas.set(s.device_id, s.replica_id);
+      replicaOf.set(s.device_id, s.replica_id);
       this.tileOfDevice.set(s.device_id, s.tile);
     }
   }

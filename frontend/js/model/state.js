@@ -2,17 +2,29 @@
 // spec, plus what the topology view highlights), and the addresses that open each of them at a
 // COMPLETE state: views hand each other everything the next one needs, never half of it.
 
-import { parseDims } from "../lib/format.js";
+import { parseDims, parseIds } from "../lib/format.js";
 import { VIEWS } from "../lib/page.js";
+import { parseRules } from "./rules.js";
 
 /** @typedef {{devices: string, slices: number, mesh: string, axes: string, order: string,
  *   types: string, spec: string, shape: string, dtype: string, dims: string, axis: string,
- *   groups: string, glabel: string, reshard: string}} State
- *   mesh "4x4"; axes "x,y"; order make_mesh | iota; types "" (JAX's default) | auto | explicit;
+ *   groups: string, glabel: string, split: string, dcn: string, ids: string, rules: string, reshard: string}} State
+ *   mesh "4x4"; axes "x,y"; order: one of ORDERS' values; types "" (JAX's default) | auto | explicit;
  *   shape "16,16"; dims: the two array dimensions the grid shows ("0,2", rank > 2); axis: the mesh axis
  *   the topology view highlights; groups "0,4;1,5" and glabel: device groups handed over by another
- *   view (a collective's), drawn and measured on the topology; reshard: the layout explorer's "Reshard to…"
- *   target spec */
+ *   view (a collective's), drawn and measured on the topology; split "1": allow_split_physical_axes;
+ *   dcn "2x1": the DCN part of a hybrid mesh; ids "0-3,6,7,4,5": an explicit device order (one id
+ *   for a single device); rules: Flax logical → mesh axis rules, the spec then naming logical axes;
+ *   reshard: the layout explorer's "Reshard to…" target spec */
+
+/** Every mesh constructor the API has, as [order, label, what it does]. */
+export const ORDERS = /** @type {const} */ ([
+  ["make_mesh", "jax.make_mesh", "jax.make_mesh(shape, names, devices=…): JAX's order along the physical axes"],
+  ["iota", "iota (reshape of the device list)", "Mesh(np.array(devices).reshape(shape)): the device list as it comes"],
+  ["devices", "explicit device order", "Mesh(np.array(ids).reshape(shape)): your own permutation of device ids"],
+  ["hybrid", "hybrid ICI × DCN", "mesh_utils.create_hybrid_device_mesh(ici, dcn, devices): each axis is ICI × DCN, the DCN part across slices (TPU) or hosts (GPU)"],
+  ["single", "single device", "jax.device_put(x, device): one device holds the whole array (SingleDeviceSharding)"],
+]);
 
 /** @type {Readonly<State>} */
 export const DEFAULTS = Object.freeze({
@@ -29,6 +41,10 @@ export const DEFAULTS = Object.freeze({
   axis: "",
   groups: "",
   glabel: "",
+  split: "",
+  dcn: "",
+  ids: "",
+  rules: "",
   reshard: "",
 });
 
@@ -60,25 +76,52 @@ export function axisNames(s) {
 }
 
 /**
- * The device set and mesh as the API takes them ({devices, slices?, mesh: {shape, axis_names, order}}).
+ * The device set and mesh as the API takes them ({devices, slices?, mesh: {shape, axis_names, order,
+ * axis_types?, device_ids?, dcn_shape?, allow_split_physical_axes?}}); throws with a message saying
+ * what to type when a field cannot be read.
  * @param {State} s
  * @returns {{devices: string, slices?: number, mesh: Record<string, unknown>}}
  */
 export function meshRequest(s) {
-  const mesh = parseDims(s.mesh);
-  if (!mesh) throw new Error(`mesh shape must look like 2x4, got "${s.mesh}"`);
+  const names = axisNames(s);
+  /** @type {Record<string, unknown>} */
+  let mesh;
+  if (s.order === "single") {
+    // SingleDeviceSharding: a mesh of ones over the one device, so the spec's axes still resolve
+    const id = s.ids.trim() === "" ? [0] : parseIds(s.ids, 1);
+    if (!id) throw new Error(`the single device is one device id, e.g. 0, got "${s.ids}"`);
+    mesh = { shape: names.map(() => 1), axis_names: names, order: "devices", device_ids: id };
+  } else {
+    const shape = parseDims(s.mesh);
+    if (!shape) throw new Error(`mesh shape must look like 2x4, got "${s.mesh}"`);
+    mesh = { shape, axis_names: names, order: s.order };
+    if (s.order === "devices") {
+      const ids = parseIds(s.ids);
+      if (!ids) throw new Error(`give the device ids in mesh order, e.g. 0,1,2,3,6,7,4,5 or 0-7, got "${s.ids}"`);
+      mesh.device_ids = ids;
+    }
+    if (s.order === "hybrid") {
+      const dcn = parseDims(s.dcn);
+      if (!dcn) throw new Error(`a hybrid mesh needs its DCN shape, one entry per mesh axis, e.g. 2x1, got "${s.dcn}"`);
+      mesh.dcn_shape = dcn;
+    }
+    if (s.split && (s.order === "make_mesh" || s.order === "hybrid")) mesh.allow_split_physical_axes = true;
+  }
   /** @type {{devices: string, slices?: number, mesh: Record<string, unknown>}} */
-  const req = { devices: s.devices, mesh: { shape: mesh, axis_names: axisNames(s), order: s.order } };
-  if (s.types) req.mesh.axis_types = axisNames(s).map(() => s.types);
+  const req = { devices: s.devices, mesh };
+  if (s.types) mesh.axis_types = names.map(() => s.types);
   if (s.slices > 1) req.slices = s.slices;
   return req;
 }
 
-/** The POST /api/layout body. @param {State} s @returns {Record<string, unknown>} */
+/** The POST /api/layout body (logical rules, when given, as the API takes them). @param {State} s @returns {Record<string, unknown>} */
 export function layoutRequest(s) {
   const shape = s.shape.trim() === "" ? [] : parseDims(s.shape);
   if (!shape) throw new Error(`array shape must look like 16,16, got "${s.shape}"`);
-  return { ...meshRequest(s), spec: s.spec, shape, dtype: s.dtype };
+  /** @type {Record<string, unknown>} */
+  const req = { ...meshRequest(s), spec: s.spec, shape, dtype: s.dtype };
+  if (s.rules && s.rules.trim()) req.rules = parseRules(s.rules);
+  return req;
 }
 
 /** @param {string} name a view's name @returns {string} its page */

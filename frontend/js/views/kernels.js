@@ -50,8 +50,59 @@ function blank() {
 /** @param {string} name */
 const kernelOf = (name) => kernels.find((k) => k.name === name);
 
-/** @param {unknown} err */
-const fail = (err) => showError(byId("run-error"), err, { hintLabel: "What to change: " });
+/**
+ * Shows what went wrong (null clears), the input it concerns marked invalid.
+ * @param {unknown} err
+ * @param {{input?: number, source?: string}} [where] input: the index of the input at fault; source:
+ *   the text a parse error's column points into
+ */
+function fail(err, where = {}) {
+  showError(byId("run-error"), err, { hintLabel: "What to change: ", source: where.source });
+  for (const box of document.querySelectorAll("#inputs input[aria-invalid]")) box.removeAttribute("aria-invalid");
+  if (err && where.input !== undefined) byId(`in-${where.input}-spec`)?.setAttribute("aria-invalid", "true");
+}
+
+// Errors a single input's spec or shape can cause: which input, the API does not say.
+const INPUT_CODES = new Set(["parse_error", "unknown_axis", "duplicate_axis", "rank_mismatch", "indivisible", "invalid_spec", "bad_shape"]);
+
+/**
+ * The error named after the input that causes it: each input is laid out on its own on the run's
+ * mesh (POST /api/layout, what the server checks) until one fails with the same code.
+ * @param {any} req the run request
+ * @param {unknown} err
+ * @returns {Promise<{err: unknown, input?: number, source?: string}>}
+ */
+async function blame(req, err) {
+  if (!(err instanceof ApiError) || !INPUT_CODES.has(err.error.code) || !req.inputs) return { err };
+  const k = kernelOf(req.kernel);
+  for (let n = 0; n < req.inputs.length; n++) {
+    const inp = req.inputs[n];
+    try {
+      await postJSON("/api/layout", { devices: req.devices, ...(req.slices ? { slices: req.slices } : {}), mesh: req.mesh, spec: inp.spec, shape: inp.shape, dtype: inp.dtype });
+    } catch (e) {
+      if (e instanceof ApiError && e.error.code === err.error.code) {
+        const name = k ? k.inputs[n].name : `#${n}`;
+        const named = new ApiError(err.status, { ...e.error, message: `input ${name} (${inp.spec} on shape [${inp.shape.join(", ")}]): ${e.error.message}` });
+        return { err: named, input: n, source: inp.spec };
+      }
+    }
+  }
+  return { err };
+}
+
+/**
+ * Source as it runs: the catalog sends a kernel's `def` line and then its body without the body's
+ * indentation; indented again it reads as the Python it is.
+ * @param {string} src
+ */
+function sourceText(src) {
+  const lines = src.split("\n");
+  if (lines.length < 2 || !/^\s*(async\s+)?def\s.*:\s*(#.*)?$/.test(lines[0])) return src;
+  const body = lines.slice(1);
+  const indents = body.filter((l) => l.trim()).map((l) => (/^ */.exec(l) || [""])[0].length);
+  if (!indents.length || Math.min(...indents) > 0) return src;
+  return [lines[0], ...body.map((l) => (l.trim() ? `    ${l}` : l))].join("\n");
+}
 
 // ---------------------------------------------------------------- state <-> URL
 
@@ -143,7 +194,7 @@ function showKernelInfo(k) {
   link.hidden = !k.tutorial;
   if (k.tutorial) link.href = k.tutorial;
   byId("kernel-reference").textContent = k.reference;
-  byId("kernel-source").textContent = k.source;
+  byId("kernel-source").textContent = sourceText(k.source);
 }
 
 /** A labelled text field with its own id (read back by controlsToState). */
@@ -276,10 +327,27 @@ async function run() {
     requestAnimationFrame(() => bump("runs"));
   } catch (e) {
     if (token !== runToken) return;
-    fail(e);
+    const { err, input, source } = await blame(req, e);
+    if (token !== runToken) return;
+    fail(err, { input, source });
+    staleResults();
     setRunState(e instanceof ApiError && e.status === 429 ? "busy: try again shortly" : "failed", "error");
     bump("errors");
   }
+}
+
+/** After a failed run: another kernel's results go; the same kernel's stay, dimmed and captioned. */
+function staleResults() {
+  const results = byId("results");
+  const note = byId("results-note");
+  if (!lastResult || lastResult.kernel !== state.kernel) {
+    results.hidden = true;
+    note.hidden = true;
+    return;
+  }
+  results.classList.add("stale");
+  note.hidden = false;
+  note.textContent = `These are the results of the previous run of ${lastResult.kernel}, not of what failed above.`;
 }
 
 // ---------------------------------------------------------------- rendering
@@ -334,7 +402,7 @@ function renderArrays(container, arrays, output) {
     const host = el("div", "grid-wrap kernel-grid");
     card.append(head, el("p", "muted array-facts", facts.join(" · ")), host);
     container.appendChild(card);
-    layoutGrid(host, Layout.fromApi(a), { dark });
+    layoutGrid(host, Layout.fromApi(a), { dark, maxHeight: 420 });
   }
 }
 
@@ -462,6 +530,7 @@ function render(r) {
   const results = byId("results");
   results.hidden = false;
   results.classList.remove("stale");
+  byId("results-note").hidden = true;
   renderSummary(r);
   rooflinePanel(byId("roofline"), r.roofline, "Roofline");
   /** @type {HTMLAnchorElement} */ (byId("compare-link")).href = `/compare.html?a=${encodeURIComponent(`/kernels.html?${toQuery(ranWith)}`)}`;

@@ -128,6 +128,9 @@ function selectLeaf(i, push) {
   if (push) pushUrl(false);
   tree?.select(state.leaf);
   renderLeaf();
+  // one column (narrow windows): bring the leaf's grid into view; beside the table it is sticky
+  const panel = byId("leaf-title").closest("section");
+  if (push && panel && panel.getBoundingClientRect().top > window.innerHeight * 0.8) panel.scrollIntoView({ block: "start" });
 }
 
 function renderLeaf() {
@@ -144,6 +147,8 @@ function renderLeaf() {
   const leaf = snap.leaves[i];
   const v = now(i);
   const lay = v.layout;
+  // under a what-if the box's declaration is the what-if's spec: what the capture noted about it is moot
+  const underWhatif = Boolean(whatif && whatif.byIndex.has(i));
   byId("leaf-title").textContent = leaf.path;
   const mesh = leaf.mesh !== null ? snap.meshes[leaf.mesh] : null;
   const held = lay ? notHeld(leaf, lay) : new Set();
@@ -155,7 +160,7 @@ function renderLeaf() {
     ["spec", v.spec || (leaf.sharding ? leaf.sharding : null)],
     ["captured spec", v.changed || v.error ? v.captured : null],
     ["what-if error", v.error ? `${v.error.code}: ${v.error.message}` : null],
-    ["declared", leaf.declared_spec && leaf.declared_spec !== v.spec ? leaf.declared_spec : null],
+    ["declared", leaf.declared_spec && leaf.declared_spec !== v.spec && !underWhatif ? leaf.declared_spec : null],
     ["logical axes", leaf.logical_axes ? `(${leaf.logical_axes.map((/** @type {string | null} */ n) => (n === null ? "None" : `'${n}'`)).join(", ")})` : null],
     ["rules", leaf.rules ? rulesText(leaf.rules) : null],
     ["mesh", mesh ? `${meshAxes(mesh)} — devices ${JSON.stringify(mesh.device_ids)}` : null],
@@ -167,7 +172,7 @@ function renderLeaf() {
     ["processes", leaf.processes ? `reported by ${leaf.processes.join(", ")}` : null],
     ["not held", held.size ? `${snap.platform.toUpperCase()} ${compactIds([...held])}` : null],
     ["conflict", leaf.conflict],
-    ["note", leaf.note],
+    ["note", underWhatif ? null : leaf.note],
   ];
   if (lay) lay.dims.forEach((/** @type {any} */ d, /** @type {number} */ k) => rows.push([k === 0 ? "split" : " ", d.text]));
   byId("leaf-summary").replaceChildren(defList(rows));
@@ -176,7 +181,7 @@ function renderLeaf() {
     return;
   }
   gridBox.hidden = false;
-  layoutGrid(gridBox, Layout.fromSnapshot(snap, lay, leaf.mesh), { dark: isDark(), interactive: false, faded: held });
+  layoutGrid(gridBox, Layout.fromSnapshot(snap, lay, leaf.mesh), { dark: isDark(), interactive: false, faded: held, maxHeight: 420 });
   gridBox.dataset.path = leaf.path;
   legend.hidden = held.size === 0;
   legend.textContent = leaf.missing_devices
@@ -361,6 +366,62 @@ async function runDiff(text, push) {
   }
 }
 
+// ---------------------------------------------------------------- recently opened (this browser only)
+
+const RECENT_KEY = "shardscope.recentSnapshots";
+const RECENT_MAX = 12;
+
+/** @returns {{href: string, name: string, what: string, at: number}[]} */
+function recentList() {
+  try {
+    const list = JSON.parse(localStorage.getItem(RECENT_KEY) || "[]");
+    return Array.isArray(list) ? list.filter((r) => r && typeof r.href === "string" && r.href.startsWith("/snapshots.html?")) : [];
+  } catch {
+    return [];
+  }
+}
+
+/** Remembers what is on screen, newest first (share links are the only way in: the server lists none). */
+function remember() {
+  const q = new URLSearchParams();
+  for (const k of ["snapshot", "run", "process"]) if (state[k]) q.set(k, state[k]);
+  const href = `/snapshots.html?${q}`;
+  const what = `${snap.leaves.length} leaves on ${snap.devices.id.length} ${snap.platform} devices`;
+  const list = [{ href, name: String(snap.name).slice(0, 200), what, at: Date.now() }, ...recentList().filter((r) => r.href !== href)];
+  try {
+    localStorage.setItem(RECENT_KEY, JSON.stringify(list.slice(0, RECENT_MAX)));
+  } catch {
+    // storage full or refused: the list is a convenience
+  }
+}
+
+/** The empty page: open a link, or one of the snapshots this browser opened before. */
+function renderRecent() {
+  const box = byId("recent");
+  const list = recentList();
+  box.replaceChildren();
+  if (!list.length) {
+    box.appendChild(el("p", "muted", "Snapshots you open are listed here (kept in this browser only; the server lists none: a share link is what opens one)."));
+    return;
+  }
+  box.appendChild(el("h3", "", "Recently opened in this browser"));
+  const ul = el("ul");
+  for (const r of list) {
+    const a = el("a", "", r.name || "(unnamed)");
+    a.href = r.href;
+    const li = el("li");
+    li.append(a, el("span", "muted", `${r.what} · ${new Date(r.at).toLocaleString()}`));
+    ul.appendChild(li);
+  }
+  const forget = el("button", "link", "forget this list");
+  forget.type = "button";
+  forget.addEventListener("click", () => {
+    localStorage.removeItem(RECENT_KEY);
+    renderRecent();
+  });
+  box.append(ul, forget);
+}
+
 // ---------------------------------------------------------------- loading and wiring
 
 async function load() {
@@ -380,7 +441,14 @@ async function load() {
 
 async function start() {
   byId("empty").hidden = Boolean(snap);
-  if (!snap) return;
+  document.querySelector("main")?.classList.toggle("no-snapshot", !snap);
+  if (!snap) {
+    byId("snap-title").textContent = "Snapshots";
+    byId("snap-summary").replaceChildren();
+    renderRecent();
+    return;
+  }
+  remember();
   renderHead();
   tree = leafTree(byId("leaf-table"), snap.leaves, {
     now,
@@ -413,6 +481,8 @@ async function open(q) {
   } catch (e) {
     showError(byId("snap-error"), e);
     byId("empty").hidden = false;
+    document.querySelector("main")?.classList.add("no-snapshot");
+    renderRecent();
   }
   bump("loaded");
 }
@@ -456,6 +526,17 @@ function wire() {
     state: () => Object.fromEntries(Object.entries(state).filter(([, v]) => v !== "")),
     onStatus: (text) => (byId("status").textContent = text),
     onError: (e) => showError(byId("snap-error"), e),
+  });
+  byId("open-form").addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const text = /** @type {HTMLInputElement} */ (byId("open-with")).value;
+    try {
+      const ref = await otherRef(text);
+      const q = new URLSearchParams(Object.entries(ref).map(([k, v]) => [k, String(v)]));
+      location.assign(`/snapshots.html?${q}`);
+    } catch (err) {
+      showError(byId("snap-error"), err);
+    }
   });
   onBackForward(open);
   onThemeChange(() => snap && refreshAll());

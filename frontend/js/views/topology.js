@@ -6,15 +6,14 @@
 import { getJSON, isAbort, newestWins, postJSON } from "../lib/api.js";
 import { defList, el, headedTable } from "../lib/dom.js";
 import { showError } from "../lib/errors.js";
-import { compactIds, parseGroups } from "../lib/format.js";
+import { compactIds, fmtIndex, parseGroups } from "../lib/format.js";
 import { bootPage, bump, byId, isDark, onThemeChange } from "../lib/page.js";
-import { loadPlotly } from "../lib/plotly.js";
 import { shareControl } from "../lib/share.js";
 import { onBackForward, pageQuery, writeUrl } from "../lib/url.js";
 import { layoutControls } from "../components/pickers.js";
-import { topologyMap } from "../components/topology_map.js";
+import { RING_FAR, RING_NEAR, WRAP, topologyMap } from "../components/topology_map.js";
 import { Layout, noTileColour } from "../model/layout.js";
-import { fromQuery, layoutHref, layoutRequest, meshRequest, toQuery } from "../model/state.js";
+import { ORDERS, fromQuery, layoutHref, layoutRequest, meshRequest, toQuery } from "../model/state.js";
 
 const TABLE_ROWS = 64;
 const status = byId("status");
@@ -25,9 +24,56 @@ let state = fromQuery(pageQuery());
 let data = null;
 /** @type {ReturnType<typeof layoutControls> | null} */
 let controls = null;
+/** The picture on screen and what it was built for (a new topology or theme rebuilds it). */
+/** @type {{view: import("../components/topology_map.js").MapView, topo: any, dark: boolean} | null} */
+let map = null;
+/** When the axis choice changed (for the "axis-switch" measure: choice to picture on screen). */
+let axisSwitchAt = 0;
 
-/** @param {unknown} err */
-const fail = (err) => showError(byId("spec-error"), err);
+/**
+ * Shows what is wrong (null clears); what is on screen is from the last good state, so it dims,
+ * summary and tables too, and says so.
+ * @param {unknown} err
+ */
+function fail(err) {
+  explain(err);
+  markStale(Boolean(err));
+}
+
+const SETTLE_MS = 600;
+let typedAt = 0;
+let explainTimer = 0;
+let explained = "";
+
+/**
+ * The error box (role=alert): cleared at once, filled only once typing has paused and only with
+ * something new, so a screen reader hears one message per pause.
+ * @param {unknown} err
+ */
+function explain(err) {
+  clearTimeout(explainTimer);
+  const box = byId("spec-error");
+  if (!err) {
+    explained = "";
+    showError(box, null);
+    return;
+  }
+  explainTimer = window.setTimeout(() => {
+    const key = err instanceof Error ? err.message : String(err);
+    if (key === explained) return;
+    explained = key;
+    showError(box, err);
+  }, Math.max(0, typedAt + SETTLE_MS - performance.now()));
+}
+
+/** @param {boolean} stale */
+function markStale(stale) {
+  const on = stale && Boolean(data);
+  byId("topo-results").classList.toggle("stale", on);
+  const note = byId("stale-note");
+  note.hidden = !on;
+  if (on && data) note.textContent = `Still showing the last state that loaded: ${data.topo.devices_key}${data.layout ? `, ${data.layout.spec}` : ""}.`;
+}
 
 // ---------------------------------------------------------------- tables
 
@@ -61,6 +107,7 @@ function renderAxisButtons(meshInfo) {
     input.value = name;
     input.checked = name === state.axis;
     input.addEventListener("change", () => {
+      axisSwitchAt = performance.now();
       state.axis = name;
       pushUrl(false);
       draw();
@@ -80,8 +127,9 @@ function renderHops(axis) {
     return;
   }
   const verdict = axis.is_ring ? "every group is a ring of nearest neighbours" : `${axis.groups_not_rings} of ${axis.groups.length} groups have a hop longer than one link`;
+  const drawn = data && data.topo && map && map.view.mode === "3d" && axis.groups.length > 96 ? " — the first 96 drawn" : axis.groups.length > 256 ? " — the first 256 drawn" : "";
   byId("hop-summary").replaceChildren(defList([
-    ["axis", `${axis.name} (${axis.size} devices per group, ${axis.groups.length} groups)`],
+    ["axis", `${axis.name} (${axis.size} devices per group, ${axis.groups.length} groups${drawn})`],
     ["hops", `max ${axis.max_hop}, mean ${axis.mean_hop.toFixed(2)}; ${verdict}`],
     ["crosses", `${axis.crosses_hosts ? `hosts (${axis.groups_crossing_hosts} groups)` : "no hosts"}${axis.crosses_slices ? ", slices (DCN)" : ""}; interconnect ${axis.interconnect}`],
   ]));
@@ -135,26 +183,120 @@ function pushUrl(replace) {
   /** @type {HTMLAnchorElement} */ (byId("open-layout")).href = layoutHref(state);
 }
 
+/**
+ * The hover card's lines for a device: where it is, the block of the array it holds (and who else
+ * holds it), its place in the mesh and in the selected axis's group.
+ * @param {any} topo @param {Layout | null} layout @param {any} axis
+ * @returns {(id: number) => string[]}
+ */
+function describer(topo, layout, axis) {
+  const devices = new Map(topo.devices.map((/** @type {any} */ d) => [d.id, d]));
+  /** @type {Map<number, [number, number]>} */
+  const member = new Map();
+  if (axis) axis.groups.forEach((/** @type {number[]} */ g, /** @type {number} */ gi) => g.forEach((id, i) => member.set(id, [gi, i])));
+  /** @type {Map<number, string>} */
+  const meshAt = new Map();
+  if (layout) {
+    const { shape, axis_names: names } = layout.mesh;
+    layout.meshIds.forEach((id, i) => {
+      const at = [];
+      for (let a = shape.length - 1, rem = i; a >= 0; a--) {
+        at.unshift(`${names[a]}=${rem % shape[a]}`);
+        rem = Math.floor(rem / shape[a]);
+      }
+      meshAt.set(id, at.join(", "));
+    });
+  }
+  const platform = String(topo.platform).toUpperCase();
+  return (id) => {
+    const d = devices.get(id);
+    const where = d && d.coords ? ` · coords (${d.coords.join(",")}) core ${d.core_on_chip}` : "";
+    const slice = d && d.slice_index !== undefined && d.slice_index !== null ? ` · slice ${d.slice_index}` : "";
+    const lines = [`${platform} ${id}${where} · host ${d ? d.process_index : "?"}${slice}`];
+    if (layout) {
+      const k = layout.tileOfDevice.get(id);
+      if (k === undefined) lines.push(`holds no block of ${layout.spec} (not in the mesh)`);
+      else {
+        const t = layout.tiles[k];
+        lines.push(`holds ${fmtIndex(t.index)} of ${layout.spec} on ${JSON.stringify(layout.shape)}`);
+        lines.push(t.ids.length > 1 ? `replica ${t.replicas.get(id)} of ${t.ids.length}: ${platform} ${compactIds(t.ids)}` : "the only device holding it");
+      }
+      if (meshAt.has(id)) lines.push(`mesh position (${meshAt.get(id)})`);
+    }
+    const m = member.get(id);
+    if (axis && m) lines.push(`${axis.name}: group ${m[0]}, member ${m[1] + 1} of ${axis.groups[m[0]].length}`);
+    return lines;
+  };
+}
+
+/** The legend: what each colour and line means, with the tiles' colours when they are few. @param {any} topo @param {Layout | null} layout @param {boolean} three */
+function renderLegend(topo, layout, three) {
+  const box = byId("topo-legend");
+  const dark = isDark();
+  /** @param {string} cls @param {string} colour @param {string} text */
+  const item = (cls, colour, text) => {
+    const li = el("li", "legend-item");
+    const sw = el("span", `swatch ${cls}`);
+    sw.style.setProperty("--swatch", colour);
+    li.append(sw, text);
+    return li;
+  };
+  const list = el("ul", "legend");
+  if (layout) {
+    const tiles = layout.tiles;
+    for (const t of tiles.slice(0, 12)) {
+      const ids = compactIds(t.ids);
+      const who = ids.length > 44 ? `${ids.slice(0, 36)}… (${t.ids.length} devices)` : ids;
+      list.appendChild(item("fill", layout.colourOf(t.ids[0], dark), `${fmtIndex(t.index)}: ${layout.platform} ${who}`));
+    }
+    if (tiles.length > 12) list.appendChild(el("li", "legend-item muted", `… ${tiles.length - 12} more blocks: each colour is one block of ${layout.spec}, shared by its replicas`));
+  }
+  list.appendChild(item("fill", noTileColour(dark), layout ? "holds no block (not in the mesh)" : "no layout: every device grey"));
+  list.appendChild(item("line", RING_NEAR, "ring hop over one link"));
+  list.appendChild(item("line", RING_FAR, "ring hop over more than one link"));
+  if (!three) list.appendChild(item("line dashed", RING_NEAR, "the hop closing a ring"));
+  if (topo.links.some((/** @type {any} */ l) => l.kind === "ici")) list.appendChild(item("line", dark ? "#8b929a" : "#9aa1a9", "ICI link"));
+  if (topo.links.some((/** @type {any} */ l) => l.wraparound)) list.appendChild(item("line dashed", WRAP, three ? "wraparound link (stubs out of both faces)" : "wraparound link"));
+  list.appendChild(item("box", dark ? "#d0d4da" : "#4b525b", "a host"));
+  const help = el("p", "muted", three
+    ? "Drag to rotate (shift-drag to pan), scroll to zoom; or focus the picture and use the arrow keys and + −. Hover a device for the block it holds."
+    : "Hover a device for the block it holds, its mesh position and its group.");
+  box.replaceChildren(list, help);
+}
+
 function draw() {
   if (!data) return;
   const { topo, meshInfo, layout } = data;
   const axis = meshInfo.axes.find((/** @type {any} */ a) => a.name === state.axis) || null;
   const dark = isDark();
   const host = byId("topo-view");
-  const view = topologyMap(host, topo, {
-    colour: layout ? (id) => layout.colourOf(id, dark) : () => noTileColour(dark),
+  const opts = {
+    colour: layout ? (/** @type {number} */ id) => layout.colourOf(id, dark) : () => noTileColour(dark),
     rings: axis,
     dark,
-  });
-  host.dataset.deviceMarks = String(view.marks);
-  host.dataset.mode = view.mode;
+    describe: describer(topo, layout, axis),
+  };
+  const t0 = performance.now();
+  let drawn;
+  if (map && map.topo === topo && map.dark === dark) {
+    // the same topology: new colours and rings, no rebuild (a 3-D lattice only redraws)
+    drawn = map.view.update(opts);
+  } else {
+    const view = topologyMap(host, topo, opts);
+    map = { view, topo, dark };
+    drawn = view.drawn;
+  }
+  host.dataset.deviceMarks = String(map.view.marks);
+  host.dataset.mode = map.view.mode;
   host.dataset.axis = axis ? axis.name : "";
-  const many = topo.devices.length > 1024 ? ` (With ${topo.devices.length} devices the regular ICI lattice${topo.hosts.length > 256 ? " and the host boxes are" : " is"} not drawn; hover a device for its host.)` : "";
-  byId("topo-legend").textContent = view.mode === "3d"
-    ? `Drag to rotate, scroll to zoom. Boxes are hosts; orange stubs are wraparound links; blue lines join consecutive members of the selected axis's groups, red ones are more than one link apart.${many}`
-    : "Boxes are hosts; grey lines are ICI links, dashed orange arcs wraparound links; blue lines join consecutive members of the selected axis's groups (dashed: the closing hop), red ones are more than one link apart.";
+  renderLegend(topo, layout, map.view.mode === "3d");
   renderHops(axis);
-  view.drawn.then(() => bump("rendered"), fail);
+  drawn.then(() => {
+    performance.measure("topology-draw", { start: t0, end: performance.now() });
+    if (axisSwitchAt) performance.measure("axis-switch", { start: axisSwitchAt, end: performance.now() });
+    axisSwitchAt = 0;
+    bump("rendered");
+  }, fail);
 }
 
 /** Loads the topology, the mesh on it and the layout (a newer load aborts this one). @param {AbortSignal} signal */
@@ -163,34 +305,35 @@ async function refresh(signal) {
   const req = meshRequest(state);
   const q = new URLSearchParams({ devices: state.devices });
   if (state.slices > 1) q.set("slices", String(state.slices));
-  // A 3-D slice will need Plotly: start loading it while the data is fetched.
-  const deep = /^tpu:(v4|v5p|7x):\d+x\d+x(\d+)$/.exec(state.devices);
-  if (deep && Number(deep[2]) > 1) loadPlotly().catch(() => {});
   const tFetch = performance.now();
-  const [topo, meshInfo] = await Promise.all([
+  // everything at once: the topology, the mesh on it, handed-over groups and the layout's colours
+  const groups = parseGroups(state.groups);
+  const name = (state.glabel || "collective groups").slice(0, 120);
+  // handed-over groups go as one flat list cut into groups of one size (the API bounds the ids)
+  const groupsBody = groups && { devices: req.devices, slices: req.slices, ids: groups.flat(), group_size: groups[0].length, name };
+  /** @type {Promise<Layout | unknown>} the layout, or why there is none (the topology still draws, in grey) */
+  const laidOut = (async () => {
+    try {
+      return Layout.fromApi(await postJSON("/api/layout", layoutRequest(state), signal));
+    } catch (e) {
+      if (isAbort(e)) throw e;
+      return e;
+    }
+  })();
+  const [topo, meshInfo, extra, layoutOrError] = await Promise.all([
     getJSON(`/api/topology?${q}`, signal),
     postJSON("/api/topology/mesh", req, signal),
+    groupsBody ? postJSON("/api/topology/groups", groupsBody, signal) : Promise.resolve(null),
+    laidOut,
   ]);
-  // Groups handed over by another view (a kernel's collective) become one more "axis".
-  const groups = parseGroups(state.groups);
-  if (groups) {
-    const name = (state.glabel || "collective groups").slice(0, 120);
-    // One flat list cut into groups of one size: the API bounds the ids, not lists of lists.
-    const body = { devices: req.devices, slices: req.slices, ids: groups.flat(), group_size: groups[0].length, name };
-    const extra = await postJSON("/api/topology/groups", body, signal);
+  // groups handed over by another view (a kernel's collective) become one more "axis"
+  if (extra) {
     extra.name = `⟨${extra.name}⟩`;
     meshInfo.axes.push(extra);
     if (!state.axis) state.axis = extra.name;
   }
-  /** @type {Layout | null} */
-  let layout = null;
-  try {
-    layout = Layout.fromApi(await postJSON("/api/layout", layoutRequest(state), signal));
-    fail(null);
-  } catch (e) {
-    if (isAbort(e)) throw e;
-    fail(e); // the topology still draws, in grey
-  }
+  const layout = layoutOrError instanceof Layout ? layoutOrError : null;
+  explain(layout ? null : layoutOrError);
   signal.throwIfAborted();
   performance.measure("topology-fetch", { start: tFetch, end: performance.now() });
   data = { topo, meshInfo, layout };
@@ -198,6 +341,7 @@ async function refresh(signal) {
   renderSummary(topo, meshInfo, layout);
   renderAxisButtons(meshInfo);
   renderOrderings(meshInfo);
+  markStale(false);
   draw();
   status.textContent = "";
 }
@@ -224,6 +368,7 @@ function onChange() {
 }
 
 function onInput() {
+  typedAt = performance.now();
   controls?.read(state);
   pushUrl(true);
   schedule(300);
@@ -242,7 +387,12 @@ async function main() {
     stateToControls();
     schedule(0);
   });
-  onThemeChange(draw);
+  onThemeChange(() => {
+    map = null;
+    draw();
+  });
+  // the picture loads from the address while the pickers wait for the catalog
+  schedule(0);
   let catalog = { tpu: [], gpu: [] };
   try {
     catalog = await getJSON("/api/platforms");
@@ -251,9 +401,8 @@ async function main() {
   }
   // no Axis types field: the state's types (a kernel's, handed over) are kept as they came
   const fields = { shape: /** @type {HTMLInputElement} */ (byId("array-shape")), spec: /** @type {HTMLInputElement} */ (byId("spec")) };
-  controls = layoutControls(byId("pickers"), catalog, { fields, onChange, onInput });
+  controls = layoutControls(byId("pickers"), catalog, { fields, onChange, onInput, orders: ORDERS.filter((o) => o[0] !== "single") });
   stateToControls();
-  schedule(0);
 }
 
 main();
