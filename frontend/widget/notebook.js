@@ -41,6 +41,9 @@ function painted(/** @type {HTMLElement} */ root, /** @type {number} */ t0) {
   });
 }
 
+/** Meshes with more devices show their mesh table folded (built on opening). */
+const MESH_TABLE_OPEN_MAX = 1024;
+
 /** A heading inside the widget. @param {string} text */
 const heading = (text) => el("h4", "ss-heading", text);
 
@@ -88,7 +91,7 @@ function layoutSummary(l) {
 function layoutView(root, model, dark, head) {
   let data = decode(model.get("payload"));
   const controls = el("div", "toolbar ss-controls");
-  const errorBox = el("div", "error");
+  const errorBox = el("div", "error ss-spec-error");
   errorBox.setAttribute("role", "alert");
   errorBox.hidden = true;
   const gridBox = el("div", "grid-wrap ss-grid");
@@ -163,12 +166,27 @@ function layoutView(root, model, dark, head) {
     });
     summary.replaceChildren(layoutSummary(l));
     const m = l.mesh;
-    mesh = meshTable(meshBox, m, {
-      caption: [`Mesh(${m.axis_names.map((n, i) => `'${n}': ${m.shape[i]}`).join(", ")}) — axis types ${m.axis_types.join(", ")}`],
-      colour: (id) => l.colourOf(id, d),
-      title: (id, at) => `device ${id}: ${l.whereIs(id)}; mesh index (${at.join(", ")})`,
-      onDeviceClick: (id) => select(new Set([id])),
-    });
+    const drawMesh = () => {
+      mesh = meshTable(meshHolder, m, {
+        caption: [`Mesh(${m.axis_names.map((n, i) => `'${n}': ${m.shape[i]}`).join(", ")}) — axis types ${m.axis_types.join(", ")}`],
+        colour: (id) => l.colourOf(id, d),
+        title: (id, at) => `device ${id}: ${l.whereIs(id)}; mesh index (${at.join(", ")})`,
+        onDeviceClick: (id) => select(new Set([id])),
+      });
+    };
+    // A mesh of thousands of devices is a table of thousands of cells: built when opened, so the grid
+    // paints first (the grid and its hover cards say the same per tile).
+    const meshHolder = el("div");
+    mesh = null;
+    if (l.shards.length > MESH_TABLE_OPEN_MAX) {
+      const details = el("details", "ss-mesh-details");
+      details.append(el("summary", "", `Mesh table: ${meshAxes(m)} (${l.shards.length} devices)`), meshHolder);
+      details.addEventListener("toggle", () => details.open && !meshHolder.firstChild && drawMesh());
+      meshBox.replaceChildren(details);
+    } else {
+      meshBox.replaceChildren(meshHolder);
+      drawMesh();
+    }
     selection.textContent = "";
     painted(root, t0);
   };
@@ -443,6 +461,7 @@ function header(/** @type {any} */ data, model) {
 
 /** @param {{model: Model, el: HTMLElement}} ctx */
 function render({ model, el: host }) {
+  const t0 = performance.now();
   const root = el("div", "shardscope-nb");
   host.replaceChildren(root);
   const data = decode(model.get("payload"));
@@ -459,7 +478,10 @@ function render({ model, el: host }) {
     view.paint();
   };
   const stopTheme = watchTheme(retheme);
-  requestAnimationFrame(retheme); // once the output cell is in the page, its background can be read
+  requestAnimationFrame(() => {
+    root.dataset.firstPaintMs = String(Math.round(performance.now() - t0)); // payload decoded, drawn, painted
+    retheme(); // once the output cell is in the page, its background can be read
+  });
   return () => {
     stopTheme();
     stopHead();
