@@ -76,6 +76,7 @@ def test_every_show_is_a_widget_view_and_nothing_errs(executed: Any) -> None:
         shown(executed, name)  # one widget view each, with its payload
     rss = next(o.text for o in executed.cells[-1].outputs if o.output_type == "stream")
     peak = int(rss.split()[-1]) * (1 if sys.platform == "darwin" else 1024)  # ru_maxrss: KiB on Linux
+    print(f"kernel peak RSS {peak / 2**20:.0f} MiB")
     assert peak < MAX_KERNEL_RSS
 
 
