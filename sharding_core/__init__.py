@@ -1,7 +1,8 @@
 """Shardscope's domain: device sets, meshes, PartitionSpecs and layouts, computed by JAX.
 
 ``capture``, ``publish``, ``inspect_jit``, ``show``, ``new_run_id`` and ``PublishError`` are loaded on
-first use (PEP 562), so ``import sharding_core`` stays light for a training script.
+first use (PEP 562), so ``import sharding_core`` stays light for a training script (``show`` imports
+IPython and anywidget only when it is called in a notebook).
 """
 
 from __future__ import annotations
@@ -10,13 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from sharding_core.capturing import capture, inspect_jit
-    from sharding_core.publishing import PublishError, new_run_id, publish, show
+    from sharding_core.notebook import show
+    from sharding_core.publishing import PublishError, new_run_id, publish
 
 _LAZY = {
     "capture": "sharding_core.capturing",
     "inspect_jit": "sharding_core.capturing",
     "publish": "sharding_core.publishing",
-    "show": "sharding_core.publishing",
+    "show": "sharding_core.notebook",
     "new_run_id": "sharding_core.publishing",
     "PublishError": "sharding_core.publishing",
 }

@@ -1,4 +1,4 @@
-"""Send a snapshot to a running dashboard: :func:`publish`, and :func:`show` for Jupyter.
+"""Send a snapshot to a running dashboard: :func:`publish` (and :func:`show`, inline: :mod:`sharding_core.notebook`).
 
 Standard library only (``urllib``, ``json``): a training script needs none of the server's packages
 to publish. The server never runs user code; it stores what it is sent and answers a share link.
@@ -6,7 +6,6 @@ to publish. The server never runs user code; it stores what it is sent and answe
 
 from __future__ import annotations
 
-import html
 import json
 import os
 import secrets
@@ -165,37 +164,10 @@ def _shared_run_id() -> str:
     return bytes(np.asarray(shared, dtype=np.uint8)).decode().strip()
 
 
-class SnapshotLink:
-    """What :func:`show` returns: the share link, displayed in Jupyter as a link to the dashboard.
+def show(obj: Any = None, name: str | None = None, url: str | None = None, **options: Any) -> Any:
+    """``shardscope.show``: draws ``obj`` inline in a notebook, with no server (an anywidget whose "Publish"
+    button sends it to the dashboard at ``url`` / ``$SHARDSCOPE_URL`` when one is given); elsewhere prints
+    its text layout. See :func:`sharding_core.notebook.show` (kept here: ``show`` used to publish)."""
+    from sharding_core.notebook import show as show_inline
 
-    A link rather than an iframe: the dashboard forbids framing (``frame-ancestors 'none'``, the
-    clickjacking defence), so it opens in its own tab.
-    """
-
-    def __init__(self, url: str, name: str, leaves: int) -> None:
-        self.url = url
-        self.name = name
-        self.leaves = leaves
-
-    def __repr__(self) -> str:
-        return f"SnapshotLink({self.url!r})"
-
-    def _repr_html_(self) -> str:
-        url = html.escape(self.url, quote=True)
-        name = html.escape(self.name)
-        noun = "leaf" if self.leaves == 1 else "leaves"
-        return (
-            f'<div class="shardscope-link">Shardscope snapshot <b>{name}</b> ({self.leaves} {noun}): '
-            f'<a href="{url}" target="_blank" rel="noopener noreferrer">{url}</a></div>'
-        )
-
-
-def show(
-    x: Any, name: str = "show", url: str | None = None, *, token: str | None = None, timeout: float = 60.0
-) -> SnapshotLink:
-    """Publishes ``x`` (an array, any pytree, or a snapshot) and returns a link Jupyter displays inline."""
-    from sharding_core.capturing import capture
-
-    snap = dict(x) if is_snapshot(x) else capture(x, name)
-    link = publish(snap, name, url, token=token, timeout=timeout)
-    return SnapshotLink(link, name, len(snap["leaves"]))
+    return show_inline(obj, name, url, **options)

@@ -7,13 +7,14 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from sharding_core.publishing import show as show
+    from sharding_core.notebook import show as show
 
 
 def __getattr__(name: str) -> Any:
-    # `shardscope.show(x)` in Jupyter, loaded on first use so the CLI's start-up stays light.
+    # `shardscope.show(x)`: inline in a notebook, text elsewhere; loaded on first use so the CLI's
+    # start-up stays light.
     if name == "show":
-        from sharding_core.publishing import show as show
+        from sharding_core.notebook import show as show
 
         return show
     raise AttributeError(f"module 'shardscope' has no attribute {name!r}")

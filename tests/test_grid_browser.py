@@ -257,7 +257,7 @@ def test_the_spec_box_comes_first_and_the_keyboard_reads_the_grid(server: Server
               .filter((e) => e.tabIndex >= 0 && !e.disabled && e.offsetParent !== null)
               .map((e) => e.id || e.textContent.trim())"""
     )
-    views = page.locator("#views a").count()
+    views = page.locator("nav.views a").count()
     assert tab_stops.index("spec") == views, tab_stops[: views + 2]  # right after the view links
     box = spec_box(page).bounding_box()
     assert box is not None and box["y"] < 200 and box["width"] > 600  # above the fold, and wide

@@ -1,0 +1,376 @@
+"""``shardscope.show`` in a real JupyterLab (the PyPI package, started here on a free loopback port with a
+token and its network features off) in Debian's Chromium: the notebook of
+``tests/notebooks/show_cells.py`` is run from the Run menu, and the drawn widgets are checked against
+JAX — tile labels, hover cards, the spec box recomputing in the kernel, the snapshot view, the
+collectives on the mesh, publishing to a real dashboard, the draw time at 4096 devices, light and dark
+themes — and nothing is fetched from outside the machine.
+
+Screenshots: ``artifacts/screenshots/notebook-*.png``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import secrets
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jax
+import pytest
+from jax.sharding import AxisType, NamedSharding
+from jax.sharding import PartitionSpec as P
+from playwright.sync_api import Browser, Locator, Page
+
+from tests.notebooks.show_cells import SHOW_CELLS, write
+from tests.plugins.browser import SHOTS
+from tests.plugins.live import Server, free_port
+
+pytestmark = pytest.mark.slow
+
+LAB = Path(sys.executable).parent / "jupyter-lab"
+MAX_DRAW_MS = 500
+"""A 4096-device layout, from the payload to the painted frame (the grid and the summary; the mesh table of
+more than 1024 devices is folded, built when opened)."""
+MAX_LAB_RSS = 4 * 1024**3
+"""JupyterLab's server and its kernel together (JAX, Flax, the widgets): about 1 GiB."""
+LAB_START_SECONDS = 90
+
+# JupyterLab's own noise on an offline machine, never the widget's.
+LAB_NOISE = ("debugger", "WebSocket", "terminals", "History was unable", "favicon")
+
+
+def _processes() -> dict[int, tuple[int, int]]:
+    """pid → (parent pid, resident bytes), from /proc."""
+    out = {}
+    page = os.sysconf("SC_PAGE_SIZE")
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                stat = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+                out[int(proc.name)] = (int(stat[1]), int(stat[21]) * page)
+            except (OSError, IndexError, ValueError):
+                continue
+    return out
+
+
+def descendants(pid: int) -> dict[int, int]:
+    """``pid`` and every process under it (JupyterLab's kernels run in sessions of their own) → resident bytes."""
+    procs = _processes()
+    found = {pid: procs.get(pid, (0, 0))[1]}
+    grew = True
+    while grew:
+        grew = False
+        for p, (parent, rss) in procs.items():
+            if parent in found and p not in found:
+                found[p] = rss
+                grew = True
+    return found
+
+
+class Lab:
+    def __init__(self, port: int, token: str, proc: subprocess.Popen[bytes], log: Path, dashboard: str) -> None:
+        self.port, self.token, self.proc, self.log, self.dashboard = port, token, proc, log, dashboard
+
+    @property
+    def origin(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def rss(self) -> int:
+        return sum(descendants(self.proc.pid).values())
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory, server: Server) -> Iterator[Lab]:
+    """JupyterLab serving a fresh directory holding the notebook; its kernels publish to ``server``."""
+    root = tmp_path_factory.mktemp("lab")
+    write(root / "show.ipynb")
+    home = tmp_path_factory.mktemp("lab-home")
+    settings = home / "settings"
+    lab_settings = {
+        # no news or update checks (both fetch from outside), no kernel-picker dialog
+        "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
+        "@jupyterlab/notebook-extension/tracker": {"autoStartDefaultKernel": True},
+    }
+    for name, value in lab_settings.items():
+        path = f"{name}.jupyterlab-settings"
+        (settings / path).parent.mkdir(parents=True, exist_ok=True)
+        (settings / path).write_text(json.dumps(value))
+    port, token = free_port(), secrets.token_hex(24)
+    env = {
+        **os.environ,
+        "JAX_PLATFORMS": "cpu",
+        "SHARDSCOPE_URL": f"http://127.0.0.1:{server.port}",
+        "JUPYTER_CONFIG_DIR": str(home / "config"),
+        "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
+        "JUPYTERLAB_SETTINGS_DIR": str(settings),
+        "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces"),
+    }
+    log = root.parent / f"{root.name}-lab.log"
+    args = [
+        str(LAB), "--no-browser", "--allow-root", f"--port={port}", "--ServerApp.port_retries=0",
+        "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+        # offline: no announcements, no update check, no PyPI extension manager, no terminals
+        "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        "--LabApp.extension_manager=readonly", "--ServerApp.terminals_enabled=False",
+        "--LabApp.expose_app_in_browser=True",  # window.jupyterapp: the test switches the theme with it
+    ]  # fmt: skip
+    with log.open("wb") as out:
+        proc = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    lab = Lab(port, token, proc, log, env["SHARDSCOPE_URL"])
+    try:
+        deadline = time.monotonic() + LAB_START_SECONDS
+        while True:
+            try:
+                with urllib.request.urlopen(f"{lab.origin}/api/status?token={token}", timeout=2):
+                    break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"JupyterLab did not start:\n{log.read_text()[-4000:]}")
+                time.sleep(0.5)
+        yield lab
+    finally:
+        # JupyterLab shuts its kernels down on SIGTERM; any left (a hung shutdown) are killed after it
+        kernels = [p for p in descendants(proc.pid) if p != proc.pid]
+        for sig, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                proc.wait(wait)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        for pid in kernels:  # only ours still running: their command line names our runtime directory
+            with contextlib.suppress(OSError):
+                if str(home / "runtime") in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"):
+                    os.kill(pid, signal.SIGKILL)
+
+
+class Notebook:
+    """The notebook open in JupyterLab with its cells run; JavaScript errors and outside requests recorded."""
+
+    def __init__(self, page: Page, lab: Lab) -> None:
+        self.page, self.lab = page, lab
+        self.errors: list[str] = []
+        self.outside: list[str] = []
+        local = ("http://127.0.0.1:", "ws://127.0.0.1:", "blob:http://127.0.0.1:", "data:")
+        page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
+        page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        page.on("request", lambda r: None if r.url.startswith(local) else self.outside.append(r.url))
+
+    def widget(self, name: str) -> Locator:
+        return self.page.locator(".jp-Cell").nth(SHOW_CELLS[name]).locator(".shardscope-nb")
+
+    def widget_errors(self) -> list[str]:
+        return [e for e in self.errors if not any(n in e for n in LAB_NOISE)]
+
+
+@pytest.fixture(scope="module")
+def nb(browser: Browser, lab: Lab) -> Iterator[Notebook]:
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    notebook = Notebook(page, lab)
+    page.goto(f"{lab.origin}/lab/tree/show.ipynb?token={lab.token}")
+    page.wait_for_function("window.jupyterapp && document.querySelector('.jp-Notebook')", timeout=90_000)
+    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=90_000)
+    status = "document.querySelector('#jp-main-statusbar')?.innerText.includes('(ipykernel) | Idle')"
+    page.wait_for_function(status, timeout=90_000)
+    page.wait_for_timeout(1000)  # the kernel's first websocket is refused by jupyter_server while it connects
+    page.click("text=Run", timeout=10_000)
+    page.click("text=Run All Cells", timeout=10_000)
+    try:
+        page.wait_for_function(
+            f"document.querySelectorAll('.shardscope-nb[data-rendered]').length >= {len(SHOW_CELLS)}", timeout=180_000
+        )
+    except Exception:
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / "notebook-failed.png"), full_page=True)
+        drawn = page.evaluate("document.querySelectorAll('.shardscope-nb[data-rendered]').length")
+        outputs = page.locator(".jp-OutputArea-output").all_inner_texts()
+        pytest.fail(f"{drawn} widgets drawn; errors {notebook.errors}; outputs {[o[:300] for o in outputs]}")
+    yield notebook
+    context.close()
+
+
+def shot(locator: Locator, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    locator.scroll_into_view_if_needed()
+    locator.screenshot(path=str(SHOTS / f"notebook-{name}.png"))
+
+
+def rendered(widget: Locator, after: int) -> None:
+    widget.page.wait_for_function(
+        "([el, n]) => Number(el.dataset.rendered || 0) > n", arg=[widget.element_handle(), after], timeout=30_000
+    )
+
+
+def count(widget: Locator, key: str = "rendered") -> int:
+    return int(widget.get_attribute(f"data-{key}") or 0)
+
+
+def jax_tiles(mesh_shape: tuple[int, int], spec: Any, shape: tuple[int, ...]) -> dict[str, list[list[int]]]:
+    """JAX's own answer: for each distinct block, its holders' label (as the grid writes it) and its bounds."""
+    mesh = jax.make_mesh(mesh_shape, ("x", "y"), axis_types=(AxisType.Auto, AxisType.Auto))
+    blocks: dict[tuple[tuple[int, int], ...], list[int]] = {}
+    for device, index in NamedSharding(mesh, spec).devices_indices_map(shape).items():
+        bounds = tuple((s.start or 0, n if s.stop is None else s.stop) for s, n in zip(index, shape, strict=True))
+        blocks.setdefault(bounds, []).append(device.id)
+    return {f"CPU {','.join(map(str, sorted(ids)))}": [list(b) for b in bounds] for bounds, ids in blocks.items()}
+
+
+# ---- the tests -----------------------------------------------------------------------------------------------
+
+
+def test_the_array_grid_is_jaxs_layout_with_its_hover_cards(nb: Notebook) -> None:
+    w = nb.widget("array")
+    shot(w, "array")
+    expected = jax_tiles((2, 4), P("x", "y"), (8, 16))
+    labels = w.locator(".tile-label").all_text_contents()
+    assert sorted(labels) == sorted(expected)
+    for label, bounds in expected.items():
+        w.locator(".tile", has=nb.page.locator(f"text='{label}'")).hover()
+        card = nb.page.locator("#tooltip")
+        card.wait_for(state="visible")
+        text = card.inner_text()
+        assert text.startswith("[" + ", ".join(f"{a}:{b}" for a, b in bounds) + "]"), text
+        assert "shard [4,4]" in text and "64 B per device" in text
+    summary = w.locator(".ss-summary").inner_text()
+    assert "[4,4]" in summary and "1× (no replication)" in summary and "64 B" in summary
+
+
+def test_typing_a_spec_relays_out_in_the_kernel(nb: Notebook) -> None:
+    w = nb.widget("array")
+    box = w.get_by_label("PartitionSpec")
+    before = count(w)
+    box.fill("P('y')")
+    rendered(w, before)
+    expected = jax_tiles((2, 4), P("y"), (8, 16))
+    assert sorted(w.locator(".tile-label").all_text_contents()) == sorted(expected)
+    assert "2× (replicated over x)" in w.locator(".ss-summary").inner_text()
+    errors = count(w, "errors")
+    box.fill("P('y', 'q')")  # not a mesh axis: the API's explanation, the last picture kept, dimmed
+    w.page.wait_for_function(
+        "([el, n]) => Number(el.dataset.errors || 0) > n", arg=[w.element_handle(), errors], timeout=30_000
+    )
+    alert = w.locator(".ss-spec-error")
+    assert "unknown_axis" in alert.inner_text() and "'q'" in alert.inner_text()
+    assert "stale" in (w.locator(".ss-grid").get_attribute("class") or "")
+    shot(w, "spec-error")
+    before = count(w)
+    box.fill("P('x', 'y')")
+    rendered(w, before)
+    assert alert.is_hidden() and sorted(w.locator(".tile-label").all_text_contents()) == sorted(
+        jax_tiles((2, 4), P("x", "y"), (8, 16))
+    )
+
+
+def test_a_hypothetical_tpu_layout_is_editable_and_publishes(nb: Notebook) -> None:
+    w = nb.widget("hypothetical")
+    shot(w, "hypothetical")
+    assert w.locator(".tile").count() == 16
+    assert (w.locator(".tile-label").first.text_content() or "").startswith("TPU 0")
+    box = w.get_by_label("PartitionSpec")
+    before = count(w)
+    box.fill("P('x', 'y')")
+    rendered(w, before)
+    assert w.locator(".tile").count() == 256 and "[64,64]" in w.locator(".ss-summary").inner_text()
+    # Publish: the dashboard's layout explorer at the same state
+    w.get_by_role("button", name=re.compile("Publish")).click()
+    link = w.locator("a.ss-open")
+    link.wait_for(state="visible", timeout=30_000)
+    href = link.get_attribute("href") or ""
+    assert href.startswith(nb.lab.dashboard + "/s/")
+    page = nb.page.context.new_page()
+    page.goto(href)
+    page.wait_for_selector("body[data-rendered]", state="attached", timeout=30_000)
+    assert page.get_by_label("PartitionSpec").input_value() == "P('x', 'y')"
+    assert page.locator("#grid .tile").count() == 256
+    page.close()
+
+
+def test_a_model_state_shows_the_snapshot_view(nb: Notebook) -> None:
+    w = nb.widget("model")
+    shot(w, "model")
+    rows = w.locator("tr.leaf")
+    assert rows.count() >= 5
+    filter_box = w.get_by_label("Filter leaves")
+    before = count(w, "filtered")
+    filter_box.fill("Dense_1 kernel")
+    w.page.wait_for_function(
+        "([el, n]) => Number(el.dataset.filtered || 0) > n", arg=[w.element_handle(), before], timeout=10_000
+    )
+    assert re.match(r"\d+ of \d+ leaves match", w.locator(".ss-count").inner_text())
+    w.locator("tr.leaf button.leaf-open").first.click()
+    assert w.locator(".ss-leaf-title").inner_text().endswith("Dense_1/kernel")
+    grid = w.locator(".ss-leaf .tile-label")
+    # P('y', None) on the (x, y) mesh: 4 blocks, each held by the 2 devices along x
+    expected = jax_tiles((2, 4), P("y", None), (64, 16))
+    assert sorted(grid.all_text_contents()) == sorted(expected)
+    assert "per device" in w.locator(".ss-leaf-summary").inner_text()
+    assert w.locator(".ss-memory rect.bar").count() == 8 and "balanced" in w.locator(".memory-flag").inner_text()
+
+
+def test_an_inspect_jit_capture_shows_its_collectives_on_the_mesh(nb: Notebook) -> None:
+    w = nb.widget("step")
+    rows = w.locator("tr.collective")
+    assert rows.count() >= 1 and "all-reduce" in rows.first.inner_text()
+    rows.last.click()
+    n = rows.count()
+    caption = w.locator(".collective-mesh .mesh-caption")
+    assert caption.inner_text().startswith(f"#{n} all-reduce")
+    groups = re.findall(r"\{([\d,]+)\}", rows.last.locator("td.groups").inner_text())
+    for group in groups:  # every device of a group coloured alike on the mesh
+        ids = [int(i) for i in group.split(",")]
+        cells = [w.locator(f".collective-mesh td[data-device='{i}']") for i in ids]
+        colours = {cell.evaluate("e => e.style.background") for cell in cells}
+        assert len(colours) == 1
+    shot(w, "step")
+
+
+def test_4096_devices_draw_within_budget(nb: Notebook) -> None:
+    w = nb.widget("large")
+    assert w.locator(".tile").count() == 4096
+    first = int(w.get_attribute("data-first-paint-ms") or 0)
+    draw = int(w.get_attribute("data-draw-ms") or 0)
+    print(f"4096 devices: first paint {first} ms (payload decoded, layout model, grid, summary), draw {draw} ms")
+    assert 0 < first <= MAX_DRAW_MS and draw <= MAX_DRAW_MS
+    # the 64x64 mesh table is folded and built when opened
+    assert w.locator(".ss-mesh td").count() == 0
+    w.locator(".ss-mesh-details summary").click()
+    assert w.locator(".ss-mesh td").count() == 4096
+    shot(w, "4096")
+
+
+def test_light_and_dark_themes(nb: Notebook) -> None:
+    w = nb.widget("array")
+    assert "ss-dark" not in (w.get_attribute("class") or "")
+    assert w.locator("svg .viewport > rect").first.get_attribute("fill") == "#ffffff"
+    shot(w, "light")
+    nb.page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
+    nb.page.wait_for_selector(".shardscope-nb.ss-dark", timeout=30_000)
+    backgrounds = (
+        "[...document.querySelectorAll('.shardscope-nb svg .viewport > rect')].map(r => r.getAttribute('fill'))"
+    )
+    nb.page.wait_for_function(f"() => {backgrounds}.every(fill => fill === '#15181d')", timeout=30_000)
+    shot(w, "dark")
+    shot(nb.widget("model"), "model-dark")
+    nb.page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
+    nb.page.wait_for_function("() => !document.querySelector('.shardscope-nb.ss-dark')", timeout=30_000)
+
+
+def test_nothing_is_fetched_from_outside_and_nothing_errs(nb: Notebook) -> None:
+    assert nb.outside == []
+    assert nb.widget_errors() == []
+    rss = nb.lab.rss()
+    print(f"JupyterLab and its kernel: {rss / 2**20:.0f} MiB resident")
+    assert rss < MAX_LAB_RSS
