@@ -19,11 +19,9 @@ from starlette.responses import Response
 from server.api.deps import PoolDep, SettingsDep, device_set
 from server.api.kernels import (
     RUN_ERRORS,
-    DcnStep,
-    KernelCost,
     KernelMemory,
     KernelTiming,
-    MegascaleTransfer,
+    KernelTpu,
     finished,
     submit_plan,
 )
@@ -32,7 +30,6 @@ from server.api.schema import (
     ChipsPerHost,
     Collective,
     DevicesText,
-    ErrorDetail,
     MeshInfo,
     MeshRequest,
     Reply,
@@ -77,22 +74,10 @@ class Communication(Reply):
     without_estimate: int = Field(description="Collectives without an estimate (left out of the sum)")
 
 
-class ReshardTpu(Reply):
-    """The reshard compiled (never run) for libtpu's topology of a tpu: set, or why not."""
+class ReshardTpu(KernelTpu):
+    """The reshard compiled (never run) for libtpu's topology of a tpu: set, or why not: the kernel lab's
+    TPU section (without its HLO text) and the collectives' totals."""
 
-    skipped: str | None = None
-    error: ErrorDetail | None = None
-    topology: str | None = None
-    device_kind: str | None = None
-    slices: int | None = None
-    collectives: list[Collective] | None = None
-    dcn: list[DcnStep] | None = None
-    dcn_note: str | None = None
-    megascale_transfers: list[MegascaleTransfer] | None = None
-    memory: KernelMemory | None = None
-    cost: KernelCost | None = None
-    compile_ms: float | None = None
-    roofline: Roofline | None = None
     communication: Communication | None = None
 
 

@@ -79,3 +79,19 @@ export function newestWins(work, onError) {
     timer = window.setTimeout(run, delay);
   };
 }
+
+/**
+ * The pickers' catalog (GET /api/platforms): TPU generations and slices, GPU kinds. A page draws
+ * from its address first and fills its pickers when this arrives; on failure the error is shown and
+ * the pickers are built empty.
+ * @param {(e: unknown) => void} onError
+ * @returns {Promise<any>}
+ */
+export async function platformsCatalog(onError) {
+  try {
+    return await getJSON("/api/platforms");
+  } catch (e) {
+    onError(e);
+    return { tpu: [], gpu: [] };
+  }
+}

@@ -4,7 +4,7 @@
 // pickers (every mesh constructor the API has), the grid and the mesh table highlighting each other,
 // the summary, downloads and the share link.
 
-import { ApiError, getJSON, newestWins, postJSON } from "../lib/api.js";
+import { ApiError, newestWins, platformsCatalog, postJSON } from "../lib/api.js";
 import { download, defList, el, setOptions } from "../lib/dom.js";
 import { errorFields, showError } from "../lib/errors.js";
 import { compactIds, fmtBytes, meshAxes } from "../lib/format.js";
@@ -508,12 +508,7 @@ async function main() {
   specBox.value = state.spec;
   rulesBox.value = state.rules;
   schedule(0);
-  let catalog = { tpu: [], gpu: [] };
-  try {
-    catalog = await getJSON("/api/platforms");
-  } catch (e) {
-    fail(e);
-  }
+  const catalog = await platformsCatalog(fail);
   controls = layoutControls(byId("pickers"), catalog, {
     fields: { shape: /** @type {HTMLInputElement} */ (byId("array-shape")), dtype: /** @type {HTMLSelectElement} */ (byId("array-dtype")) },
     types: [["", "JAX's default"], ["auto", "all Auto"], ["explicit", "all Explicit"]],

@@ -3,7 +3,7 @@
 // mesh axis, or groups handed over by another view (a collective's), draws the rings and the hop
 // table says how far apart consecutive members are.
 
-import { getJSON, isAbort, newestWins, postJSON } from "../lib/api.js";
+import { getJSON, isAbort, newestWins, platformsCatalog, postJSON } from "../lib/api.js";
 import { defList, el, headedTable } from "../lib/dom.js";
 import { showError } from "../lib/errors.js";
 import { compactIds, fmtIndex, parseGroups } from "../lib/format.js";
@@ -393,12 +393,7 @@ async function main() {
   });
   // the picture loads from the address while the pickers wait for the catalog
   schedule(0);
-  let catalog = { tpu: [], gpu: [] };
-  try {
-    catalog = await getJSON("/api/platforms");
-  } catch (e) {
-    fail(e);
-  }
+  const catalog = await platformsCatalog(fail);
   // no Axis types field: the state's types (a kernel's, handed over) are kept as they came
   const fields = { shape: /** @type {HTMLInputElement} */ (byId("array-shape")), spec: /** @type {HTMLInputElement} */ (byId("spec")) };
   controls = layoutControls(byId("pickers"), catalog, { fields, onChange, onInput, orders: ORDERS.filter((o) => o[0] !== "single") });
