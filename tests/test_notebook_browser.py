@@ -238,7 +238,9 @@ def test_the_array_grid_is_jaxs_layout_with_its_hover_cards(nb: Notebook) -> Non
     labels = w.locator(".tile-label").all_text_contents()
     assert sorted(labels) == sorted(expected)
     for label, bounds in expected.items():
-        w.locator(".tile", has=nb.page.locator(f"text='{label}'")).hover()
+        # labels are drawn over the tiles: hover the tile the label names
+        k = w.locator(".tile-label", has_text=re.compile(f"^{re.escape(label)}$")).get_attribute("data-tile")
+        w.locator(f".tile[data-tile='{k}']").hover()
         card = nb.page.locator("#tooltip")
         card.wait_for(state="visible")
         text = card.inner_text()
@@ -339,7 +341,8 @@ def test_an_inspect_jit_capture_shows_its_collectives_on_the_mesh(nb: Notebook) 
 
 def test_4096_devices_draw_within_budget(nb: Notebook) -> None:
     w = nb.widget("large")
-    assert w.locator(".tile").count() == 4096
+    grid = w.locator(".layout-grid")
+    assert grid.get_attribute("data-tiles") == "4096" and grid.get_attribute("data-renderer") == "canvas"
     first = int(w.get_attribute("data-first-paint-ms") or 0)
     draw = int(w.get_attribute("data-draw-ms") or 0)
     print(f"4096 devices: first paint {first} ms (payload decoded, layout model, grid, summary), draw {draw} ms")
@@ -354,14 +357,15 @@ def test_4096_devices_draw_within_budget(nb: Notebook) -> None:
 def test_light_and_dark_themes(nb: Notebook) -> None:
     w = nb.widget("array")
     assert "ss-dark" not in (w.get_attribute("class") or "")
-    assert w.locator("svg .viewport > rect").first.get_attribute("fill") == "#ffffff"
+    # the grid's tile separators follow the theme: white on light, the dark background on dark
+    assert w.locator("svg.grid-tiles g.tiles").first.get_attribute("stroke") == "#ffffff"
     shot(w, "light")
     nb.page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
     nb.page.wait_for_selector(".shardscope-nb.ss-dark", timeout=30_000)
-    backgrounds = (
-        "[...document.querySelectorAll('.shardscope-nb svg .viewport > rect')].map(r => r.getAttribute('fill'))"
+    strokes = (
+        "[...document.querySelectorAll('.shardscope-nb svg.grid-tiles g.tiles')].map(g => g.getAttribute('stroke'))"
     )
-    nb.page.wait_for_function(f"() => {backgrounds}.every(fill => fill === '#15181d')", timeout=30_000)
+    nb.page.wait_for_function(f"() => {strokes}.length && {strokes}.every(s => s === '#15181d')", timeout=30_000)
     shot(w, "dark")
     shot(nb.widget("model"), "model-dark")
     nb.page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
