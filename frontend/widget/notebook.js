@@ -17,6 +17,7 @@ import { gridDims, layoutGrid } from "../js/components/grid.js";
 import { leafTree } from "../js/components/leaf_tree.js";
 import { memoryVerdict } from "../js/components/memory.js";
 import { meshTable } from "../js/components/mesh_table.js";
+import { kindOnDevices, kindText, layoutFacts, logicalAxesText, snapshotFacts } from "../js/model/facts.js";
 import { Layout } from "../js/model/layout.js";
 import { rulesText } from "../js/model/rules.js";
 import { memoryBars } from "./memory_bars.js";
@@ -68,19 +69,7 @@ function layoutOf(data) {
 
 /** The summary the layout explorer shows. @param {Layout} l */
 function layoutSummary(l) {
-  const j = l.json;
-  /** @type {[string, string][]} */
-  const rows = [
-    ["spec", l.spec],
-    ["mesh", `${meshAxes(l.mesh)} over ${l.devicesKey}`],
-    ["array", `${JSON.stringify(l.shape)} ${l.dtype}`],
-    ["shard shape", JSON.stringify(l.shardShape)],
-    ["replication", `${j.replication_factor}×` + (j.replicated_axes.length ? ` (replicated over ${j.replicated_axes.join(", ")})` : " (no replication)") + (j.unreduced_axes.length ? `; unreduced over ${j.unreduced_axes.join(", ")}` : "")],
-    ["per device", fmtBytes(j.bytes_per_device)],
-    ["total", `${fmtBytes(j.total_bytes)} across ${l.shards.length} devices vs ${fmtBytes(j.logical_bytes)} logical`],
-  ];
-  l.dims.forEach((d, i) => rows.push([i === 0 ? "split" : "", d.text]));
-  return defList(rows);
+  return defList(layoutFacts(l));
 }
 
 /**
@@ -221,20 +210,6 @@ function layoutView(root, model, dark, head) {
 
 // ---------------------------------------------------------------- a pytree: the snapshot view
 
-const KIND_LABEL = /** @type {Record<string, string>} */ ({
-  single_device: "single-device",
-  sharded: "sharded, fully addressable",
-  global: "global (across processes)",
-  shape_dtype_struct: "planned",
-  sharding: "sharding",
-  partition_spec: "spec",
-  host: "host",
-  array: "array",
-});
-
-/** @param {any} leaf */
-const kindText = (leaf) => KIND_LABEL[leaf.array_kind || leaf.kind] || leaf.kind;
-
 /**
  * The snapshot view: its summary, an inspect_jit capture's collectives (groups on the mesh),
  * memory per device, the leaf tree with its filter, and the clicked leaf's grid.
@@ -245,17 +220,8 @@ function snapshotView(root, model, dark, head) {
   const snap = decode(model.get("payload")).snapshot;
   const platform = String(snap.platform).toUpperCase();
   const layoutOfLeaf = (/** @type {any} */ leaf) => (leaf.layout !== null && leaf.layout !== undefined ? snap.layouts[leaf.layout] : null);
-  const jit = snap.jit;
   const summary = el("div", "summary ss-summary");
-  summary.append(
-    defList([
-      ["leaves", `${snap.leaves.length}${snap.skipped ? ` (${snap.skipped} non-array leaves skipped)` : ""}`],
-      ["devices", `${snap.devices.id.length} ${snap.device_kind} (${snap.platform})`],
-      ["meshes", snap.meshes.map(meshAxes).join("; ") || "none"],
-      ["logical rules", snap.rules ? rulesText(snap.rules) : null],
-      ["jit", jit ? `${jit.function}: per device ${Object.entries(jit.memory_per_device || {}).map(([k, b]) => `${k.replace("_size_in_bytes", "")} ${fmtBytes(/** @type {number} */ (b))}`).join(", ")}` : null],
-    ]),
-  );
+  summary.append(defList(snapshotFacts(snap, rulesText)));
   root.append(head, summary);
 
   // collectives (inspect_jit)
@@ -336,10 +302,10 @@ function snapshotView(root, model, dark, head) {
     /** @type {[string, string | null | undefined][]} */
     const rows = [
       ["type", leaf.box ? `${leaf.box} of ${leaf.type}` : leaf.type],
-      ["kind", kindText(leaf) + (leaf.num_devices ? ` on ${leaf.num_devices} device${leaf.num_devices > 1 ? "s" : ""}` : "")],
+      ["kind", kindOnDevices(leaf)],
       ["array", leaf.shape ? `(${leaf.shape.join(", ")}) ${leaf.dtype}` : null],
       ["spec", leaf.spec || leaf.sharding],
-      ["logical axes", leaf.logical_axes ? `(${leaf.logical_axes.map((/** @type {string | null} */ n) => (n === null ? "None" : `'${n}'`)).join(", ")})` : null],
+      ["logical axes", logicalAxesText(leaf.logical_axes)],
       ["shard shape", lay ? `(${lay.shard_shape.join(", ")})` : null],
       ["per device", lay ? fmtBytes(lay.bytes_per_device) : null],
       ["replication", lay ? `${lay.replication_factor}×${lay.replicated_axes.length ? ` (over ${lay.replicated_axes.join(", ")})` : ""}` : null],

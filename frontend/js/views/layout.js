@@ -7,7 +7,7 @@
 import { ApiError, newestWins, platformsCatalog, postJSON } from "../lib/api.js";
 import { download, defList, el, setOptions } from "../lib/dom.js";
 import { errorFields, showError } from "../lib/errors.js";
-import { compactIds, fmtBytes, meshAxes } from "../lib/format.js";
+import { compactIds } from "../lib/format.js";
 import { hideCard } from "../lib/hovercard.js";
 import { bootPage, bump, byId, isDark, onThemeChange } from "../lib/page.js";
 import { shareControl } from "../lib/share.js";
@@ -16,6 +16,7 @@ import { gridDims, layoutGrid } from "../components/grid.js";
 import { meshTable } from "../components/mesh_table.js";
 import { layoutControls } from "../components/pickers.js";
 import { reshardBox } from "../components/reshard.js";
+import { layoutFacts } from "../model/facts.js";
 import { Layout } from "../model/layout.js";
 import { parsePasted, straightQuotes } from "../model/paste.js";
 import { DEFAULTS, ORDERS, fromQuery, layoutRequest, toQuery } from "../model/state.js";
@@ -195,20 +196,8 @@ function explainMore(e) {
 
 /** @param {Layout} l */
 function renderSummary(l) {
-  const j = l.json;
-  const single = state.order === "single";
-  const rows = /** @type {[string, string][]} */ ([
-    ["spec", l.spec + (state.rules.trim() ? `  (logical ${state.spec.trim()} under the rules)` : "")],
-    ["sharding", single ? `SingleDeviceSharding(${l.platform} ${l.meshIds[0]})` : `NamedSharding(mesh, ${l.spec})`],
-    ["mesh", single ? `one device: ${l.platform} ${l.meshIds[0]} of ${l.devicesKey}` : `${meshAxes(l.mesh)} over ${l.devicesKey}`],
-    ["array", `${JSON.stringify(l.shape)} ${l.dtype}`],
-    ["shard shape", JSON.stringify(l.shardShape)],
-    ["replication", `${j.replication_factor}×` + (j.replicated_axes.length ? ` (replicated over ${j.replicated_axes.join(", ")})` : " (no replication)") + (j.unreduced_axes.length ? `; unreduced over ${j.unreduced_axes.join(", ")}` : "")],
-    ["per device", fmtBytes(j.bytes_per_device)],
-    ["total", `${fmtBytes(j.total_bytes)} across ${l.shards.length} device${l.shards.length > 1 ? "s" : ""} vs ${fmtBytes(j.logical_bytes)} logical`],
-  ]);
-  l.dims.forEach((d, i) => rows.push([i === 0 ? "split" : "", d.text]));
-  byId("summary").replaceChildren(defList(rows));
+  const spec = l.spec + (state.rules.trim() ? `  (logical ${state.spec.trim()} under the rules)` : "");
+  byId("summary").replaceChildren(defList(layoutFacts(l, { spec, single: state.order === "single" })));
 }
 
 /** The mesh table: rebuilt for a new mesh, recoloured when only the layout changed. @param {Layout} l @param {boolean} dark */

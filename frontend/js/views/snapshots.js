@@ -15,6 +15,7 @@ import { collectivesTable } from "../components/collectives.js";
 import { layoutGrid } from "../components/grid.js";
 import { leafTree } from "../components/leaf_tree.js";
 import { memoryChart, memoryVerdict } from "../components/memory.js";
+import { kindOnDevices, kindText, logicalAxesText, snapshotFacts } from "../model/facts.js";
 import { Layout } from "../model/layout.js";
 import { parseRules, rulesText } from "../model/rules.js";
 
@@ -60,18 +61,6 @@ function now(i) {
     return { spec: w.spec, layout: w.layout !== null ? whatif.layouts[w.layout] : captured, error: w.error, changed: w.changed, captured: leaf.spec };
   }
   return { spec: leaf.spec, layout: captured, error: null, changed: false, captured: leaf.spec };
-}
-
-const KIND_LABEL = /** @type {Record<string, string>} */ ({
-  single_device: "single-device",
-  sharded: "sharded, fully addressable",
-  global: "global (across processes)",
-});
-
-/** @param {any} leaf */
-function kindText(leaf) {
-  if (leaf.array_kind) return KIND_LABEL[leaf.array_kind] || leaf.array_kind;
-  return /** @type {Record<string, string>} */ ({ shape_dtype_struct: "planned", sharding: "sharding", partition_spec: "spec", host: "host", array: "array" })[leaf.kind] || leaf.kind;
 }
 
 /** Mesh axes a layout splits dimensions over. @param {any} layout @returns {string[]} */
@@ -155,13 +144,13 @@ function renderLeaf() {
   /** @type {[string, string | null | undefined][]} */
   const rows = [
     ["type", leaf.box ? `${leaf.box} of ${leaf.type}` : leaf.type],
-    ["kind", kindText(leaf) + (leaf.num_devices ? ` on ${leaf.num_devices} device${leaf.num_devices > 1 ? "s" : ""}` : "")],
+    ["kind", kindOnDevices(leaf)],
     ["array", leaf.shape ? `(${leaf.shape.join(", ")}) ${leaf.dtype}` : null],
     ["spec", v.spec || (leaf.sharding ? leaf.sharding : null)],
     ["captured spec", v.changed || v.error ? v.captured : null],
     ["what-if error", v.error ? `${v.error.code}: ${v.error.message}` : null],
     ["declared", leaf.declared_spec && leaf.declared_spec !== v.spec && !underWhatif ? leaf.declared_spec : null],
-    ["logical axes", leaf.logical_axes ? `(${leaf.logical_axes.map((/** @type {string | null} */ n) => (n === null ? "None" : `'${n}'`)).join(", ")})` : null],
+    ["logical axes", logicalAxesText(leaf.logical_axes)],
     ["rules", leaf.rules ? rulesText(leaf.rules) : null],
     ["mesh", mesh ? `${meshAxes(mesh)} — devices ${JSON.stringify(mesh.device_ids)}` : null],
     ["memory kind", leaf.memory_kind],
@@ -210,21 +199,7 @@ function option(label, value) {
 function renderHead() {
   const runInfo = snap.processes;
   byId("snap-title").textContent = snap.name + (runInfo ? ` — run of ${runInfo.count} process${runInfo.count > 1 ? "es" : ""}` : "");
-  /** @type {Record<string, number>} */
-  const counts = {};
-  for (const l of snap.leaves) counts[kindText(l)] = (counts[kindText(l)] || 0) + 1;
-  const logical = snap.leaves.filter((/** @type {any} */ l) => l.logical_axes).length;
-  byId("snap-summary").replaceChildren(
-    defList([
-      ["leaves", `${snap.leaves.length} (${Object.entries(counts).map(([k, n]) => `${n} ${k}`).join(", ")})${snap.skipped ? `; ${snap.skipped} non-array leaves skipped` : ""}`],
-      ["devices", `${snap.devices.id.length} ${snap.device_kind} (${snap.platform})`],
-      ["meshes", snap.meshes.map(meshAxes).join("; ") || "none"],
-      ["process", snap.process_index !== null && snap.process_index !== undefined ? `${snap.process_index} of ${snap.process_count}` : null],
-      ["logical rules", snap.rules ? rulesText(snap.rules) : logical ? "none captured" : null],
-      ["captured", `${new Date(snap.created * 1000).toLocaleString()} with JAX ${snap.jax_version}`],
-      ["jit", snap.jit ? `${snap.jit.function}: per device ${Object.entries(snap.jit.memory_per_device || {}).map(([k, b]) => `${k.replace("_size_in_bytes", "")} ${fmtBytes(/** @type {number} */ (b))}`).join(", ")}` : null],
-    ]),
-  );
+  byId("snap-summary").replaceChildren(defList(snapshotFacts(snap, rulesText)));
   const box = byId("processes");
   box.replaceChildren();
   box.hidden = !runInfo && !state.run;
