@@ -2,7 +2,7 @@
 // groups, its estimated time when the API gives one, where it came from) for kernel runs and snapshots'
 // inspect_jit captures alike, and a collective's groups laid on the mesh table.
 
-import { actionable, headedTable } from "../lib/dom.js";
+import { actionable, cellsOf, headedTable } from "../lib/dom.js";
 import { fmtBytes } from "../lib/format.js";
 import { groupsSummary, groupsText, groupsTitle, opText } from "../model/collective.js";
 import { estimateCell } from "./estimates.js";
@@ -29,13 +29,7 @@ export function collectivesTable(container, collectives, opts = {}) {
   /** @type {HTMLTableRowElement[]} */
   const rows = collectives.map((c, i) => {
     const row = body.insertRow();
-    /** @param {string} text @param {string} [cls] */
-    const cell = (text, cls) => {
-      const td = row.insertCell();
-      td.textContent = text;
-      if (cls) td.className = cls;
-      return td;
-    };
+    const cell = cellsOf(row);
     cell(String(i + 1));
     cell(opText(c), "op");
     cell(c.shape);

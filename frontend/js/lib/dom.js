@@ -65,6 +65,20 @@ export function headedTable(cls, headers) {
 }
 
 /**
+ * A table row's cell maker: `cell(text, cls?)` appends a cell holding `text` (as text) and returns it.
+ * @param {HTMLTableRowElement} row
+ * @returns {(text: string, cls?: string) => HTMLTableCellElement}
+ */
+export function cellsOf(row) {
+  return (text, cls) => {
+    const td = row.insertCell();
+    td.textContent = text;
+    if (cls) td.className = cls;
+    return td;
+  };
+}
+
+/**
  * Replaces a <select>'s options: `values`, shown as `labels` when given.
  * @param {HTMLSelectElement} select
  * @param {string[]} values

@@ -3,7 +3,7 @@
 // sides are the page's URL state (?a=…&b=…), each as pasted: an address, "snapshot:<id>" or a /s/ link.
 
 import { getJSON, postJSON } from "../lib/api.js";
-import { el, headedTable } from "../lib/dom.js";
+import { cellsOf, el, headedTable } from "../lib/dom.js";
 import { showError } from "../lib/errors.js";
 import { fmtBytes } from "../lib/format.js";
 import { bootPage, bump, byId } from "../lib/page.js";
@@ -109,13 +109,7 @@ function renderMatched(r) {
   const { table, body } = headedTable("hops collectives compare-matched", ["op", "mesh axes", "A groups", "A bytes", "A estimate", "B groups", "B bytes", "B estimate", "Δ estimate", "Δ bytes"]);
   for (const m of r.collectives) {
     const tr = body.insertRow();
-    /** @param {string} text @param {string} [cls] */
-    const cell = (text, cls) => {
-      const td = tr.insertCell();
-      td.textContent = text;
-      if (cls) td.className = cls;
-      return td;
-    };
+    const cell = cellsOf(tr);
     cell(m.op || "", "op");
     cell(m.axes_text || "");
     for (const side of [m.a, m.b]) {
