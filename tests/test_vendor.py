@@ -43,4 +43,4 @@ def test_css_extraction_reads_literals_without_evaluating() -> None:
 def test_pages_carry_the_maplibre_guard_plotly_checks_for() -> None:
     # Regression guard: if a plotly upgrade changes the id, the page would inject a <style> the CSP refuses.
     assert f'document.getElementById("{MAPLIBRE_STYLE_ID}")' in plotly_js_path().read_text(encoding="utf-8")
-    assert f'id="{MAPLIBRE_STYLE_ID}"' in (ROOT / "frontend" / "topology.html").read_text()
+    assert f'id="{MAPLIBRE_STYLE_ID}"' in (ROOT / "frontend" / "snapshots.html").read_text()

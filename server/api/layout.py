@@ -21,12 +21,12 @@ from server.api.schema import (
     ChipsPerHost,
     DevicesText,
     DType,
+    LogicalRule,
     MeshRequest,
     Request,
     Slices,
     SpecText,
 )
-from server.api.snapshots import LogicalRule
 from server.jsonio import OrjsonResponse, OrjsonRoute
 from sharding_core.errors import ShardingError
 from sharding_core.layout import MAX_RANK, Layout

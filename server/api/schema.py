@@ -54,6 +54,10 @@ AxisName = Annotated[str, Field(min_length=1, max_length=MAX_AXIS_NAME_CHARS)]
 ArrayDim = Annotated[int, Field(ge=1, le=MAX_ARRAY_ELEMENTS)]
 DeviceId = Annotated[int, Field(ge=0, le=MAX_DEVICE_ID)]
 SpecText = Annotated[str, Field(max_length=MAX_SPEC_CHARS, description="A PartitionSpec, e.g. P('x', None)")]
+LogicalRule = Annotated[
+    list[AxisName | list[AxisName] | None],
+    Field(min_length=2, max_length=2, description="[logical name, mesh axis | [mesh axes] | null], as Flax takes it"),
+]
 DevicesText = Annotated[
     str,
     Field(

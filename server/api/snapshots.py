@@ -42,6 +42,7 @@ from server.api.schema import (
     DeviceId,
     Dim,
     ErrorDetail,
+    LogicalRule,
     MeshInfo,
     Reply,
     Request,
@@ -102,10 +103,6 @@ RunId = Annotated[
         description="A run's id, at least 128 random bits, URL-safe: in a snapshot's run, the run's secret "
         "(which writes); in a reference, the run's read id (which reads)",
     ),
-]
-LogicalRule = Annotated[
-    list[AxisName | list[AxisName] | None],
-    Field(min_length=2, max_length=2, description="[logical name, mesh axis | [mesh axes] | null], as Flax takes it"),
 ]
 
 
