@@ -22,7 +22,7 @@ from server.api.deps import PoolDep, SettingsDep, StoreDep, responses
 from server.api.kernels import KernelRunRequest, finished, plan_request, submit_plan
 from server.api.reshard import ReshardRequest, plan_reshard_request
 from server.api.schema import Reply, Request, Roofline
-from server.api.snapshots import SnapshotRef, _load
+from server.api.snapshots import SnapshotRef, load_snapshot
 from server.errors import ApiError
 from server.jsonio import OrjsonResponse, OrjsonRoute
 from server.pool import WorkerPool
@@ -136,7 +136,7 @@ async def _prepare(
         )
     label = side.label or default
     if side.snapshot is not None:
-        snap = await run_in_threadpool(_load, store, side.snapshot)
+        snap = await run_in_threadpool(load_snapshot, store, side.snapshot)
         return label, snapshot_summary(snap, label)
     if side.kernel is not None:
         return label, await run_in_threadpool(plan_request, side.kernel, settings)

@@ -394,7 +394,7 @@ def diff_snapshots(body: DiffRequest, store: StoreDep) -> Response:
     bytes each device would have to receive."""
     _check_ref(body.a)
     _check_ref(body.b)
-    return OrjsonResponse(diff(_load(store, body.a), _load(store, body.b)))
+    return OrjsonResponse(diff(load_snapshot(store, body.a), load_snapshot(store, body.b)))
 
 
 @router.post(
@@ -403,7 +403,7 @@ def diff_snapshots(body: DiffRequest, store: StoreDep) -> Response:
 def whatif_route(body: WhatIfRequest, store: StoreDep) -> Response:
     """Every leaf with Flax logical axis names re-laid out under other logical → mesh rules (Flax's
     ``logical_to_mesh_axes`` semantics, JAX's layouts on the snapshot's mesh) and the new memory."""
-    return OrjsonResponse(whatif(_load(store, body.ref), body.rules))
+    return OrjsonResponse(whatif(load_snapshot(store, body.ref), body.rules))
 
 
 def _check_ref(ref: SnapshotRef) -> None:
@@ -416,7 +416,9 @@ def _check_ref(ref: SnapshotRef) -> None:
         )
 
 
-def _load(store: Store, ref: SnapshotRef) -> dict[str, Any]:
+def load_snapshot(store: Store, ref: SnapshotRef) -> dict[str, Any]:
+    """The snapshot a reference names (a snapshot id, a run merged, or one process of a run), or the
+    4xx that says why not: what diff, what-if and compare read."""
     _check_ref(ref)
     snapshot, run, process = ref.get("snapshot"), ref.get("run"), ref.get("process")
     if snapshot is not None:
