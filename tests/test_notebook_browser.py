@@ -1,11 +1,12 @@
-"""``shardscope.show`` in a real JupyterLab (the PyPI package, started here on a free loopback port with a
-token and its network features off) in Debian's Chromium: the notebook of
+"""``shardscope.show`` in a real JupyterLab and a real Notebook 7 (the PyPI packages, each started here on a
+free loopback port with a token and its network features off) in Debian's Chromium: the notebook of
 ``tests/notebooks/show_cells.py`` is run from the Run menu, and the drawn widgets are checked against
 JAX — tile labels, hover cards, the spec box recomputing in the kernel, the snapshot view, the
 collectives on the mesh, publishing to a real dashboard, the draw time at 4096 devices, light and dark
-themes — and nothing is fetched from outside the machine.
+themes — and nothing is fetched from outside the machine. Every test runs in both front ends, one
+after the other (the module's Jupyter server is parametrised).
 
-Screenshots: ``artifacts/screenshots/notebook-*.png``.
+Screenshots: ``artifacts/screenshots/notebook-*.png`` (JupyterLab), ``notebook7-*.png`` (Notebook 7).
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import pytest
@@ -36,16 +38,16 @@ from tests.plugins.live import Server, free_port
 
 pytestmark = pytest.mark.slow
 
-LAB = Path(sys.executable).parent / "jupyter-lab"
+BIN = Path(sys.executable).parent
 MAX_DRAW_MS = 500
 """A 4096-device layout, from the payload to the painted frame (the grid and the summary; the mesh table of
 more than 1024 devices is folded, built when opened)."""
-MAX_LAB_RSS = 4 * 1024**3
-"""JupyterLab's server and its kernel together (JAX, Flax, the widgets): about 1 GiB."""
-LAB_START_SECONDS = 90
+MAX_JUPYTER_RSS = 4 * 1024**3
+"""The Jupyter server and its kernel together (JAX, Flax, the widgets): about 1 GiB."""
+JUPYTER_START_SECONDS = 90
 
-# JupyterLab's own noise on an offline machine, never the widget's.
-LAB_NOISE = ("debugger", "WebSocket", "terminals", "History was unable", "favicon")
+# Jupyter's own noise on an offline machine, never the widget's.
+JUPYTER_NOISE = ("debugger", "WebSocket", "terminals", "History was unable", "favicon")
 
 
 def _processes() -> dict[int, tuple[int, int]]:
@@ -63,7 +65,7 @@ def _processes() -> dict[int, tuple[int, int]]:
 
 
 def descendants(pid: int) -> dict[int, int]:
-    """``pid`` and every process under it (JupyterLab's kernels run in sessions of their own) → resident bytes."""
+    """``pid`` and every process under it (Jupyter's kernels run in sessions of their own) → resident bytes."""
     procs = _processes()
     found = {pid: procs.get(pid, (0, 0))[1]}
     grew = True
@@ -76,9 +78,48 @@ def descendants(pid: int) -> dict[int, int]:
     return found
 
 
-class Lab:
-    def __init__(self, port: int, token: str, proc: subprocess.Popen[bytes], log: Path, dashboard: str) -> None:
-        self.port, self.token, self.proc, self.log, self.dashboard = port, token, proc, log, dashboard
+class Front(NamedTuple):
+    """A notebook front end: its command, the address of a notebook in it, its own offline switches."""
+
+    name: str
+    command: str
+    notebook_path: str
+    shots: str
+    args: tuple[str, ...]
+    noise: tuple[str, ...] = ()
+    """The front end's own errors, never the widget's."""
+
+
+FRONTS = {
+    "JupyterLab": Front(
+        "JupyterLab", "jupyter-lab", "/lab/tree/", "notebook",
+        (   # no announcements, no update check, no PyPI extension manager
+            "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            "--LabApp.extension_manager=readonly",
+            "--LabApp.expose_app_in_browser=True",  # window.jupyterapp: the test switches the theme with it
+        ),
+    ),
+    # Notebook 7 has no news or update check of its own
+    "Notebook 7": Front(
+        "Notebook 7", "jupyter-notebook", "/notebooks/", "notebook7",
+        ("--JupyterNotebookApp.expose_app_in_browser=True",),
+        # Notebook 7.6's settings loader throws this on opening any notebook, before a cell has run
+        # (checked with the notebook opened and not run)
+        noise=("Cannot read properties of undefined (reading 'schema')",),
+    ),
+}  # fmt: skip
+
+
+@dataclass
+class Jupyter:
+    """A running Jupyter server of one front end, and the dashboard its kernels publish to."""
+
+    front: Front
+    port: int
+    token: str
+    proc: subprocess.Popen[bytes]
+    log: Path
+    dashboard: str
 
     @property
     def origin(self) -> str:
@@ -88,12 +129,16 @@ class Lab:
         return sum(descendants(self.proc.pid).values())
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory, server: Server) -> Iterator[Lab]:
-    """JupyterLab serving a fresh directory holding the notebook; its kernels publish to ``server``."""
-    root = tmp_path_factory.mktemp("lab")
+@pytest.fixture(scope="module", params=list(FRONTS))
+def jupyter(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, server: Server
+) -> Iterator[Jupyter]:
+    """JupyterLab, then Notebook 7, serving a fresh directory holding the notebook; its kernels publish to
+    ``server``."""
+    front = FRONTS[request.param]
+    root = tmp_path_factory.mktemp(front.shots)
     write(root / "show.ipynb")
-    home = tmp_path_factory.mktemp("lab-home")
+    home = tmp_path_factory.mktemp(f"{front.shots}-home")
     settings = home / "settings"
     lab_settings = {
         # no news or update checks (both fetch from outside), no kernel-picker dialog
@@ -114,31 +159,28 @@ def lab(tmp_path_factory: pytest.TempPathFactory, server: Server) -> Iterator[La
         "JUPYTERLAB_SETTINGS_DIR": str(settings),
         "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces"),
     }
-    log = root.parent / f"{root.name}-lab.log"
+    log = root.parent / f"{root.name}-jupyter.log"
     args = [
-        str(LAB), "--no-browser", "--allow-root", f"--port={port}", "--ServerApp.port_retries=0",
+        str(BIN / front.command), "--no-browser", "--allow-root", f"--port={port}", "--ServerApp.port_retries=0",
         "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-        # offline: no announcements, no update check, no PyPI extension manager, no terminals
-        "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-        "--LabApp.extension_manager=readonly", "--ServerApp.terminals_enabled=False",
-        "--LabApp.expose_app_in_browser=True",  # window.jupyterapp: the test switches the theme with it
+        "--ServerApp.terminals_enabled=False", *front.args,
     ]  # fmt: skip
     with log.open("wb") as out:
         proc = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    lab = Lab(port, token, proc, log, env["SHARDSCOPE_URL"])
+    jupyter = Jupyter(front, port, token, proc, log, env["SHARDSCOPE_URL"])
     try:
-        deadline = time.monotonic() + LAB_START_SECONDS
+        deadline = time.monotonic() + JUPYTER_START_SECONDS
         while True:
             try:
-                with urllib.request.urlopen(f"{lab.origin}/api/status?token={token}", timeout=2):
+                with urllib.request.urlopen(f"{jupyter.origin}/api/status?token={token}", timeout=2):
                     break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"JupyterLab did not start:\n{log.read_text()[-4000:]}")
+                    pytest.fail(f"{front.name} did not start:\n{log.read_text()[-4000:]}")
                 time.sleep(0.5)
-        yield lab
+        yield jupyter
     finally:
-        # JupyterLab shuts its kernels down on SIGTERM; any left (a hung shutdown) are killed after it
+        # Jupyter shuts its kernels down on SIGTERM; any left (a hung shutdown) are killed after it
         kernels = [p for p in descendants(proc.pid) if p != proc.pid]
         for sig, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
             try:
@@ -156,11 +198,18 @@ def lab(tmp_path_factory: pytest.TempPathFactory, server: Server) -> Iterator[La
                     os.kill(pid, signal.SIGKILL)
 
 
-class Notebook:
-    """The notebook open in JupyterLab with its cells run; JavaScript errors and outside requests recorded."""
+KERNEL_IDLE = """(() => {
+    const kernel = window.jupyterapp.shell.currentWidget?.sessionContext?.session?.kernel;
+    return kernel?.status === 'idle' && kernel.connectionStatus === 'connected';
+})()"""
+"""The open notebook's kernel has started and is connected (both front ends: JupyterLab's shell and Notebook 7's)."""
 
-    def __init__(self, page: Page, lab: Lab) -> None:
-        self.page, self.lab = page, lab
+
+class Notebook:
+    """The notebook open in a front end with its cells run; JavaScript errors and outside requests recorded."""
+
+    def __init__(self, page: Page, jupyter: Jupyter) -> None:
+        self.page, self.jupyter = page, jupyter
         self.errors: list[str] = []
         self.outside: list[str] = []
         local = ("http://127.0.0.1:", "ws://127.0.0.1:", "blob:http://127.0.0.1:", "data:")
@@ -172,19 +221,22 @@ class Notebook:
         return self.page.locator(".jp-Cell").nth(SHOW_CELLS[name]).locator(".shardscope-nb")
 
     def widget_errors(self) -> list[str]:
-        return [e for e in self.errors if not any(n in e for n in LAB_NOISE)]
+        return [e for e in self.errors if not any(n in e for n in JUPYTER_NOISE + self.jupyter.front.noise)]
+
+    def shot(self, locator: Locator, name: str) -> None:
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        locator.scroll_into_view_if_needed()
+        locator.screenshot(path=str(SHOTS / f"{self.jupyter.front.shots}-{name}.png"))
 
 
 @pytest.fixture(scope="module")
-def nb(browser: Browser, lab: Lab) -> Iterator[Notebook]:
+def nb(browser: Browser, jupyter: Jupyter) -> Iterator[Notebook]:
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
-    notebook = Notebook(page, lab)
-    page.goto(f"{lab.origin}/lab/tree/show.ipynb?token={lab.token}")
+    notebook = Notebook(page, jupyter)
+    page.goto(f"{jupyter.origin}{jupyter.front.notebook_path}show.ipynb?token={jupyter.token}")
     page.wait_for_function("window.jupyterapp && document.querySelector('.jp-Notebook')", timeout=90_000)
-    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=90_000)
-    status = "document.querySelector('#jp-main-statusbar')?.innerText.includes('(ipykernel) | Idle')"
-    page.wait_for_function(status, timeout=90_000)
+    page.wait_for_function(KERNEL_IDLE, timeout=90_000)
     page.wait_for_timeout(1000)  # the kernel's first websocket is refused by jupyter_server while it connects
     page.click("text=Run", timeout=10_000)
     page.click("text=Run All Cells", timeout=10_000)
@@ -194,18 +246,12 @@ def nb(browser: Browser, lab: Lab) -> Iterator[Notebook]:
         )
     except Exception:
         SHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(SHOTS / "notebook-failed.png"), full_page=True)
+        page.screenshot(path=str(SHOTS / f"{jupyter.front.shots}-failed.png"), full_page=True)
         drawn = page.evaluate("document.querySelectorAll('.shardscope-nb[data-rendered]').length")
         outputs = page.locator(".jp-OutputArea-output").all_inner_texts()
         pytest.fail(f"{drawn} widgets drawn; errors {notebook.errors}; outputs {[o[:300] for o in outputs]}")
     yield notebook
     context.close()
-
-
-def shot(locator: Locator, name: str) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    locator.scroll_into_view_if_needed()
-    locator.screenshot(path=str(SHOTS / f"notebook-{name}.png"))
 
 
 def rendered(widget: Locator, after: int) -> None:
@@ -233,7 +279,7 @@ def jax_tiles(mesh_shape: tuple[int, int], spec: Any, shape: tuple[int, ...]) ->
 
 def test_the_array_grid_is_jaxs_layout_with_its_hover_cards(nb: Notebook) -> None:
     w = nb.widget("array")
-    shot(w, "array")
+    nb.shot(w, "array")
     expected = jax_tiles((2, 4), P("x", "y"), (8, 16))
     labels = w.locator(".tile-label").all_text_contents()
     assert sorted(labels) == sorted(expected)
@@ -266,11 +312,15 @@ def test_typing_a_spec_relays_out_in_the_kernel(nb: Notebook) -> None:
     )
     alert = w.locator(".ss-spec-error")
     assert "unknown_axis" in alert.inner_text() and "'q'" in alert.inner_text()
-    assert "stale" in (w.locator(".ss-grid").get_attribute("class") or "")
-    shot(w, "spec-error")
+    for part in (".ss-grid", ".ss-summary", ".ss-mesh"):  # the last picture, its summary and mesh: all dimmed
+        assert "stale" in (w.locator(part).get_attribute("class") or ""), part
+        dimmed = "e => getComputedStyle(e).opacity === '0.35'"  # after the fade
+        w.page.wait_for_function(dimmed, arg=w.locator(part).element_handle(), timeout=5_000)
+    nb.shot(w, "spec-error")
     before = count(w)
     box.fill("P('x', 'y')")
     rendered(w, before)
+    assert "stale" not in (w.locator(".ss-summary").get_attribute("class") or "")
     assert alert.is_hidden() and sorted(w.locator(".tile-label").all_text_contents()) == sorted(
         jax_tiles((2, 4), P("x", "y"), (8, 16))
     )
@@ -278,7 +328,7 @@ def test_typing_a_spec_relays_out_in_the_kernel(nb: Notebook) -> None:
 
 def test_a_hypothetical_tpu_layout_is_editable_and_publishes(nb: Notebook) -> None:
     w = nb.widget("hypothetical")
-    shot(w, "hypothetical")
+    nb.shot(w, "hypothetical")
     assert w.locator(".tile").count() == 16
     assert (w.locator(".tile-label").first.text_content() or "").startswith("TPU 0")
     box = w.get_by_label("PartitionSpec")
@@ -291,7 +341,7 @@ def test_a_hypothetical_tpu_layout_is_editable_and_publishes(nb: Notebook) -> No
     link = w.locator("a.ss-open")
     link.wait_for(state="visible", timeout=30_000)
     href = link.get_attribute("href") or ""
-    assert href.startswith(nb.lab.dashboard + "/s/")
+    assert href.startswith(nb.jupyter.dashboard + "/s/")
     page = nb.page.context.new_page()
     page.goto(href)
     page.wait_for_selector("body[data-rendered]", state="attached", timeout=30_000)
@@ -302,7 +352,7 @@ def test_a_hypothetical_tpu_layout_is_editable_and_publishes(nb: Notebook) -> No
 
 def test_a_model_state_shows_the_snapshot_view(nb: Notebook) -> None:
     w = nb.widget("model")
-    shot(w, "model")
+    nb.shot(w, "model")
     rows = w.locator("tr.leaf")
     assert rows.count() >= 5
     filter_box = w.get_by_label("Filter leaves")
@@ -336,7 +386,7 @@ def test_an_inspect_jit_capture_shows_its_collectives_on_the_mesh(nb: Notebook) 
         cells = [w.locator(f".collective-mesh td[data-device='{i}']") for i in ids]
         colours = {cell.evaluate("e => e.style.background") for cell in cells}
         assert len(colours) == 1
-    shot(w, "step")
+    nb.shot(w, "step")
 
 
 def test_4096_devices_draw_within_budget(nb: Notebook) -> None:
@@ -351,7 +401,7 @@ def test_4096_devices_draw_within_budget(nb: Notebook) -> None:
     assert w.locator(".ss-mesh td").count() == 0
     w.locator(".ss-mesh-details summary").click()
     assert w.locator(".ss-mesh td").count() == 4096
-    shot(w, "4096")
+    nb.shot(w, "4096")
 
 
 def test_light_and_dark_themes(nb: Notebook) -> None:
@@ -359,15 +409,15 @@ def test_light_and_dark_themes(nb: Notebook) -> None:
     assert "ss-dark" not in (w.get_attribute("class") or "")
     # the grid's tile separators follow the theme: white on light, the dark background on dark
     assert w.locator("svg.grid-tiles g.tiles").first.get_attribute("stroke") == "#ffffff"
-    shot(w, "light")
+    nb.shot(w, "light")
     nb.page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
     nb.page.wait_for_selector(".shardscope-nb.ss-dark", timeout=30_000)
     strokes = (
         "[...document.querySelectorAll('.shardscope-nb svg.grid-tiles g.tiles')].map(g => g.getAttribute('stroke'))"
     )
     nb.page.wait_for_function(f"() => {strokes}.length && {strokes}.every(s => s === '#15181d')", timeout=30_000)
-    shot(w, "dark")
-    shot(nb.widget("model"), "model-dark")
+    nb.shot(w, "dark")
+    nb.shot(nb.widget("model"), "model-dark")
     nb.page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
     nb.page.wait_for_function("() => !document.querySelector('.shardscope-nb.ss-dark')", timeout=30_000)
 
@@ -375,6 +425,6 @@ def test_light_and_dark_themes(nb: Notebook) -> None:
 def test_nothing_is_fetched_from_outside_and_nothing_errs(nb: Notebook) -> None:
     assert nb.outside == []
     assert nb.widget_errors() == []
-    rss = nb.lab.rss()
-    print(f"JupyterLab and its kernel: {rss / 2**20:.0f} MiB resident")
-    assert rss < MAX_LAB_RSS
+    rss = nb.jupyter.rss()
+    print(f"{nb.jupyter.front.name} and its kernel: {rss / 2**20:.0f} MiB resident")
+    assert rss < MAX_JUPYTER_RSS

@@ -183,14 +183,15 @@ function layoutView(root, model, dark, head) {
   const onPayload = () => {
     data = decode(model.get("payload"));
     showError(errorBox, null);
-    gridBox.classList.remove("stale");
+    for (const box of [gridBox, summary, meshBox]) box.classList.remove("stale");
     paint();
   };
   const onError = () => {
     const err = model.get("error");
     const bad = err && err.code;
     showError(errorBox, bad ? new ApiError(422, err) : null, { source: specBox ? specBox.value : "" });
-    gridBox.classList.toggle("stale", Boolean(bad));
+    // everything the last valid layout drew is dimmed together: the grid, its summary and its mesh table
+    for (const box of [gridBox, summary, meshBox]) box.classList.toggle("stale", Boolean(bad));
     if (bad) root.dataset.errors = String(Number(root.dataset.errors || 0) + 1);
   };
   dimsBox.addEventListener("change", paint);
