@@ -11,27 +11,22 @@ Screenshots: ``artifacts/screenshots/notebook-*.png`` (JupyterLab), ``notebook7-
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import secrets
-import signal
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-import jax
 import pytest
-from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 from playwright.sync_api import Browser, Locator, Page
 
+from tests.notebooks.hosting import descendants, jax_tiles, stop, wait_until_answering
 from tests.notebooks.show_cells import SHOW_CELLS, write
 from tests.plugins.browser import SHOTS
 from tests.plugins.live import Server, free_port
@@ -48,34 +43,6 @@ JUPYTER_START_SECONDS = 90
 
 # Jupyter's own noise on an offline machine, never the widget's.
 JUPYTER_NOISE = ("debugger", "WebSocket", "terminals", "History was unable", "favicon")
-
-
-def _processes() -> dict[int, tuple[int, int]]:
-    """pid → (parent pid, resident bytes), from /proc."""
-    out = {}
-    page = os.sysconf("SC_PAGE_SIZE")
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                stat = (proc / "stat").read_text().rsplit(")", 1)[1].split()
-                out[int(proc.name)] = (int(stat[1]), int(stat[21]) * page)
-            except (OSError, IndexError, ValueError):
-                continue
-    return out
-
-
-def descendants(pid: int) -> dict[int, int]:
-    """``pid`` and every process under it (Jupyter's kernels run in sessions of their own) → resident bytes."""
-    procs = _processes()
-    found = {pid: procs.get(pid, (0, 0))[1]}
-    grew = True
-    while grew:
-        grew = False
-        for p, (parent, rss) in procs.items():
-            if parent in found and p not in found:
-                found[p] = rss
-                grew = True
-    return found
 
 
 class Front(NamedTuple):
@@ -169,33 +136,10 @@ def jupyter(
         proc = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     jupyter = Jupyter(front, port, token, proc, log, env["SHARDSCOPE_URL"])
     try:
-        deadline = time.monotonic() + JUPYTER_START_SECONDS
-        while True:
-            try:
-                with urllib.request.urlopen(f"{jupyter.origin}/api/status?token={token}", timeout=2):
-                    break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"{front.name} did not start:\n{log.read_text()[-4000:]}")
-                time.sleep(0.5)
+        wait_until_answering(proc, f"{jupyter.origin}/api/status?token={token}", log, front.name, JUPYTER_START_SECONDS)
         yield jupyter
     finally:
-        # Jupyter shuts its kernels down on SIGTERM; any left (a hung shutdown) are killed after it
-        kernels = [p for p in descendants(proc.pid) if p != proc.pid]
-        for sig, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
-            try:
-                os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                proc.wait(wait)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        for pid in kernels:  # only ours still running: their command line names our runtime directory
-            with contextlib.suppress(OSError):
-                if str(home / "runtime") in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"):
-                    os.kill(pid, signal.SIGKILL)
+        stop(proc, str(home))
 
 
 KERNEL_IDLE = """(() => {
@@ -262,16 +206,6 @@ def rendered(widget: Locator, after: int) -> None:
 
 def count(widget: Locator, key: str = "rendered") -> int:
     return int(widget.get_attribute(f"data-{key}") or 0)
-
-
-def jax_tiles(mesh_shape: tuple[int, int], spec: Any, shape: tuple[int, ...]) -> dict[str, list[list[int]]]:
-    """JAX's own answer: for each distinct block, its holders' label (as the grid writes it) and its bounds."""
-    mesh = jax.make_mesh(mesh_shape, ("x", "y"), axis_types=(AxisType.Auto, AxisType.Auto))
-    blocks: dict[tuple[tuple[int, int], ...], list[int]] = {}
-    for device, index in NamedSharding(mesh, spec).devices_indices_map(shape).items():
-        bounds = tuple((s.start or 0, n if s.stop is None else s.stop) for s, n in zip(index, shape, strict=True))
-        blocks.setdefault(bounds, []).append(device.id)
-    return {f"CPU {','.join(map(str, sorted(ids)))}": [list(b) for b in bounds] for bounds, ids in blocks.items()}
 
 
 # ---- the tests -----------------------------------------------------------------------------------------------

@@ -430,6 +430,7 @@ function header(/** @type {any} */ data, model) {
 function render({ model, el: host }) {
   const t0 = performance.now();
   const root = el("div", "shardscope-nb");
+  root.dataset.cardHome = ""; // in a shadow root (marimo), the hover card lives here, under the widget's styles
   host.replaceChildren(root);
   const data = decode(model.get("payload"));
   root.dataset.kind = data.kind;

@@ -656,7 +656,7 @@ export function layoutGrid(container, layout, opts) {
     if (k >= 0) {
       const lines = describe(k);
       live.textContent = lines.slice(0, 2).join("; ");
-      if (at) showCard(lines, at.x, at.y);
+      if (at) showCard(lines, at.x, at.y, parts[pi].plot);
     } else {
       live.textContent = "no tile here";
       hideCard();
@@ -668,7 +668,7 @@ export function layoutGrid(container, layout, opts) {
     const plot = p.plot;
     plot.addEventListener("mousemove", (e) => {
       const { k } = hit(p, e.clientX, e.clientY);
-      if (k >= 0) showCard(describe(k), e.clientX, e.clientY);
+      if (k >= 0) showCard(describe(k), e.clientX, e.clientY, plot);
       else hideCard();
     });
     plot.addEventListener("mouseleave", hideCard);

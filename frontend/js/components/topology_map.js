@@ -515,7 +515,7 @@ function lattice3d(container, topo, opts) {
       return;
     }
     const i = nearest(e.clientX - rect.left, e.clientY - rect.top);
-    if (i >= 0 && current.describe) showCard(current.describe(topo.devices[i].id), e.clientX, e.clientY);
+    if (i >= 0 && current.describe) showCard(current.describe(topo.devices[i].id), e.clientX, e.clientY, canvas);
     else hideCard();
     canvas.dataset.hover = i >= 0 ? String(topo.devices[i].id) : "";
   });

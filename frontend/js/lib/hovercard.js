@@ -2,19 +2,38 @@
 // keyboard's current item) with a few lines of text about what is under it (a grid tile's index
 // ranges and devices, a topology device and the shard it holds). It shows at once: no native
 // `title` delay.
+//
+// It lives in the page's <body>, where no scrolled or clipped container can cut it off. A view drawn
+// inside a shadow root (marimo shows a notebook widget in one) cannot be styled from <body>: there the
+// card lives in the nearest element marked `data-card-home` (the widget's root), under the widget's
+// own stylesheet and theme.
 
 import { el } from "./dom.js";
 
-/** @type {HTMLElement | null} */
-let card = null;
+/** @type {Map<Element, HTMLElement>} the card of each home */
+const cards = new Map();
 
-function theCard() {
+/** Where the card for `near` lives. @param {Element | undefined} near */
+function homeOf(near) {
+  const root = near?.getRootNode();
+  if (near && typeof ShadowRoot !== "undefined" && root instanceof ShadowRoot) {
+    return near.closest("[data-card-home]") || root.firstElementChild || document.body;
+  }
+  return document.body;
+}
+
+/** @param {Element | undefined} near */
+function theCard(near) {
+  const home = homeOf(near);
+  let card = cards.get(home);
   if (!card || !card.isConnected) {
+    for (const [h, c] of cards) if (!c.isConnected) cards.delete(h);
     card = el("div", "tooltip");
     card.id = "tooltip";
     card.setAttribute("role", "tooltip");
     card.hidden = true;
-    document.body.appendChild(card);
+    home.appendChild(card);
+    cards.set(home, card);
   }
   return card;
 }
@@ -24,9 +43,12 @@ function theCard() {
  * @param {string[]} lines
  * @param {number} x
  * @param {number} y
+ * @param {Element} [near] what the card is about (the element under the pointer or focused): says
+ *   which document or shadow root the card belongs in
  */
-export function showCard(lines, x, y) {
-  const tip = theCard();
+export function showCard(lines, x, y, near) {
+  const tip = theCard(near);
+  for (const c of cards.values()) if (c !== tip) c.hidden = true;
   tip.replaceChildren(...lines.map((line) => el("div", "", line)));
   tip.hidden = false;
   const left = Math.min(x + 14, window.innerWidth - tip.offsetWidth - 8);
@@ -37,7 +59,7 @@ export function showCard(lines, x, y) {
 
 /** Hides the card. */
 export function hideCard() {
-  if (card) card.hidden = true;
+  for (const c of cards.values()) c.hidden = true;
 }
 
 /**
@@ -51,7 +73,7 @@ export function hoverCard(host, linesAt) {
     const e = /** @type {MouseEvent} */ (ev);
     const lines = linesAt(e.target, e);
     if (!lines) hideCard();
-    else showCard(lines, e.clientX, e.clientY);
+    else showCard(lines, e.clientX, e.clientY, host);
   });
   host.addEventListener("mouseleave", hideCard);
 }

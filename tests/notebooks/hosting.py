@@ -1,0 +1,94 @@
+"""Running a notebook host (JupyterLab, Notebook 7, marimo) for the browser tests: waiting for it to answer,
+the resident memory of its process tree, stopping it with every kernel it started, and JAX's own tiles to
+check the drawn grids against."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import jax
+import pytest
+from jax.sharding import AxisType, NamedSharding
+
+
+def _processes() -> dict[int, tuple[int, int]]:
+    """pid → (parent pid, resident bytes), from /proc."""
+    out = {}
+    page = os.sysconf("SC_PAGE_SIZE")
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                stat = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+                out[int(proc.name)] = (int(stat[1]), int(stat[21]) * page)
+            except (OSError, IndexError, ValueError):
+                continue
+    return out
+
+
+def descendants(pid: int) -> dict[int, int]:
+    """``pid`` and every process under it (kernels may run in sessions of their own) → resident bytes."""
+    procs = _processes()
+    found = {pid: procs.get(pid, (0, 0))[1]}
+    grew = True
+    while grew:
+        grew = False
+        for p, (parent, rss) in procs.items():
+            if parent in found and p not in found:
+                found[p] = rss
+                grew = True
+    return found
+
+
+def wait_until_answering(proc: subprocess.Popen[bytes], url: str, log: Path, name: str, seconds: float) -> None:
+    """Waits for ``url`` to answer; fails the test with the host's log if it exits or takes too long."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"{name} did not start:\n{log.read_text()[-4000:]}")
+            time.sleep(0.5)
+
+
+def stop(proc: subprocess.Popen[bytes], marker: str) -> None:
+    """Stops a host started in a session of its own; it shuts its kernels down on SIGTERM, and any left (a
+    hung shutdown) are killed after it — only ours: their command line or environment names ``marker``
+    (a directory of this test's)."""
+    kernels = [p for p in descendants(proc.pid) if p != proc.pid]
+    for sig, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(wait)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    for pid in kernels:
+        with contextlib.suppress(OSError):
+            mine = any(
+                marker in Path(f"/proc/{pid}/{part}").read_bytes().decode(errors="replace")
+                for part in ("cmdline", "environ")
+            )
+            if mine:
+                os.kill(pid, signal.SIGKILL)
+
+
+def jax_tiles(mesh_shape: tuple[int, int], spec: Any, shape: tuple[int, ...]) -> dict[str, list[list[int]]]:
+    """JAX's own answer: for each distinct block, its holders' label (as the grid writes it) and its bounds."""
+    mesh = jax.make_mesh(mesh_shape, ("x", "y"), axis_types=(AxisType.Auto, AxisType.Auto))
+    blocks: dict[tuple[tuple[int, int], ...], list[int]] = {}
+    for device, index in NamedSharding(mesh, spec).devices_indices_map(shape).items():
+        bounds = tuple((s.start or 0, n if s.stop is None else s.stop) for s, n in zip(index, shape, strict=True))
+        blocks.setdefault(bounds, []).append(device.id)
+    return {f"CPU {','.join(map(str, sorted(ids)))}": [list(b) for b in bounds] for bounds, ids in blocks.items()}
