@@ -111,9 +111,19 @@ async def send_error(send: Callable[[Any], Awaitable[None]], error: ShardingErro
     await send({"type": "http.response.body", "body": body})
 
 
-def not_found(what: str = "link") -> ApiError:
-    """The one 404 for unknown and malformed ids alike; the id is not echoed (it may be a secret)."""
-    return ApiError(404, NOT_FOUND, f"no such {what}", hint="check that the whole link was copied")
+def not_found(what: str = "link", kept_days: float | None = None) -> ApiError:
+    """The one 404 for unknown and malformed ids alike; the id is not echoed (it may be a secret). With the
+    store's retention for that kind (``kept_days``), the hint says an older record has expired: the store
+    keeps nothing of what it deleted, so it cannot tell an expired id from a mistyped one."""
+    return ApiError(404, NOT_FOUND, f"no such {what}", hint=not_found_hint(what, kept_days))
+
+
+def not_found_hint(what: str, kept_days: float | None) -> str:
+    hint = "check that the whole link was copied"
+    if kept_days is not None and kept_days > 0:
+        days = f"{kept_days:g} day" + ("" if kept_days == 1 else "s")
+        hint += f"; {what}s are kept {days} after they are made, so an older one has expired"
+    return hint
 
 
 def _path(loc: Sequence[Any]) -> str:

@@ -140,8 +140,8 @@ class Settings:
     max_snapshot_days: int = _setting(
         MAX_SNAPSHOT_DAYS,
         "Days a published snapshot, and each process's part of a run, is kept: older ones are deleted at "
-        "start-up and then hourly, freeing their bytes (a link to one then opens 'no such snapshot'); 0 keeps "
-        "them forever",
+        "start-up and then hourly, freeing their bytes (a link to one then opens 'no such snapshot', whose hint "
+        "says how long snapshots are kept); 0 keeps them forever",
         minimum=0,
     )
     # ---- the kernel lab (server/pool.py, sharding_core/kernels)

@@ -169,6 +169,11 @@ class Store:
         self._readers: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
         self.open()
 
+    def kept_days(self, table: str) -> float | None:
+        """Days the store keeps a record of ``table`` (None: until deleted)."""
+        days = self.max_days.get(table)
+        return days if days is not None and days > 0 else None
+
     # ---- lifecycle ---------------------------------------------------------------------------------
 
     def open(self) -> None:

@@ -263,6 +263,9 @@ def test_share_links_open_their_views_page_at_their_state(
     assert page.headers["location"] == location
 
 
+EXPIRED = "so an older one has expired"
+
+
 @pytest.mark.parametrize("link_id", ["A" * 22, "short", "A" * 21 + "%21"])
 def test_unknown_share_links_get_a_page_that_says_so(client: TestClient, link_id: str) -> None:
     page = client.get(f"/s/{link_id}", headers={"accept": "text/html,application/xhtml+xml,*/*;q=0.8"})
@@ -272,6 +275,28 @@ def test_unknown_share_links_get_a_page_that_says_so(client: TestClient, link_id
     assert "<script" not in page.text
     assert "default-src 'self'" in page.headers["content-security-policy"]
     assert_error(client.get(f"/s/{link_id}"), 404, "not_found")  # a script gets the JSON error
+
+
+def test_an_expired_link_says_links_expire(make_client: ClientFactory) -> None:
+    c = make_client(settings=Settings().with_values([("max_link_days", "3"), ("max_snapshot_days", "0")]))
+    link = post(c, "/api/links", {"view": "layout", "state": {"spec": "P('x')"}}).json()
+    link_id = link["url"].removeprefix("/s/")
+    store = c.app.state.store  # type: ignore[attr-defined]
+    now = store.clock
+    store.clock = lambda: now() + 3.5 * 86400
+    assert store.expire() == 1
+    html = {"accept": "text/html"}
+    page = c.get(link["url"], headers=html)
+    assert page.status_code == 404 and "keeps share links 3 days after they are made" in page.text
+    hint = assert_error(c.get(f"/api/links/{link_id}"), 404, "not_found")["hint"]
+    assert hint == "check that the whole link was copied; links are kept 3 days after they are made, " + EXPIRED
+    # a server that keeps links until deleted says nothing of expiry
+    forever = make_client(settings=Settings().with_values([("max_link_days", "0")]))
+    assert (
+        assert_error(forever.get(f"/api/links/{link_id}"), 404, "not_found")["hint"]
+        == "check that the whole link was copied"
+    )
+    assert "keeps share links" not in forever.get(f"/s/{link_id}", headers=html).text
 
 
 def test_static_frontend(client: TestClient) -> None:
@@ -501,7 +526,8 @@ def test_unknown_and_malformed_ids_get_the_same_404(client: TestClient, link_id:
     for url in (f"/api/links/{link_id}", f"/s/{link_id}"):
         response = client.get(url)
         error = assert_error(response, 404, "not_found")
-        assert error == {"code": "not_found", "message": "no such link", "hint": "check that the whole link was copied"}
+        hint = "check that the whole link was copied; links are kept 365 days after they are made, " + EXPIRED
+        assert error == {"code": "not_found", "message": "no such link", "hint": hint}
         assert link_id not in response.text
 
 

@@ -25,7 +25,7 @@ from pydantic import TypeAdapter
 
 from server.api import snapshots as api
 from server.middleware import BodyLimit
-from server.settings import MAX_BODY_BYTES, MAX_SNAPSHOT_BYTES, SETTINGS
+from server.settings import MAX_BODY_BYTES, MAX_SNAPSHOT_BYTES, SETTINGS, Settings
 from sharding_core import capture, new_run_id
 from sharding_core.snapshot.format import MAX_LEAF_PATH_CHARS, MAX_RULES, MAX_SNAPSHOT_NAME_CHARS
 from tests.conftest import ClientFactory
@@ -357,6 +357,23 @@ def test_bad_snapshots_get_explained(client: TestClient, model_snapshot: dict[st
         "not in the devices table"
         in assert_error(post(client, "/api/snapshots", foreign), 422, "bad_snapshot")["message"]
     )
+
+
+def test_an_expired_snapshot_says_snapshots_expire(make_client: ClientFactory, model_snapshot: dict[str, Any]) -> None:
+    c = make_client(settings=Settings().with_values([("max_snapshot_days", "2"), ("max_link_days", "3")]))
+    created = publish(c, model_snapshot)
+    assert c.get(f"/api/snapshots/{created['id']}").status_code == 200
+    store = c.app.state.store  # type: ignore[attr-defined]
+    now = store.clock
+    store.clock = lambda: now() + 2.5 * 86400  # past the snapshots' two days, within the links' three
+    assert store.expire() == 1
+    kept = "check that the whole link was copied; snapshots are kept 2 days after they are made, so an older one has "
+    kept += "expired"
+    assert assert_error(c.get(f"/api/snapshots/{created['id']}"), 404, "not_found")["hint"] == kept
+    ref = {"snapshot": created["id"]}
+    assert assert_error(post(c, "/api/snapshots/diff", {"a": ref, "b": ref}), 404, "not_found")["hint"] == kept
+    # the link that opens it still exists: the view then reads the snapshot and shows this hint
+    assert c.get("/api/links/" + created["url"].removeprefix("/s/")).status_code == 200
 
 
 @pytest.mark.parametrize("bad_id", ["A" * 22, "short", "x" * 65, "..%2f..%2fetc"])

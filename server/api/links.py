@@ -109,7 +109,7 @@ def get_link(link_id: str, store: StoreDep) -> Response:
     """The stored view and state. Unknown and malformed ids get the same 404, which does not repeat the id."""
     payload = store.get(LINKS, link_id)
     if payload is None:
-        raise not_found()
+        raise not_found("link", store.kept_days(LINKS))
     return OrjsonResponse(payload)
 
 
@@ -157,12 +157,17 @@ _NOT_FOUND_PAGE = """<!doctype html>
 """
 
 
-def not_found_page() -> HTMLResponse:
+def not_found_page(kept_days: float | None) -> HTMLResponse:
     """What a browser gets for an unknown or malformed link: words, not JSON (the id is not echoed)."""
     text = (
         "This share link does not exist on this Shardscope server. Check that the whole link was copied "
         "(share links end in a 22-character id), and that it points at the server it was made on."
     )
+    if kept_days is not None:
+        text += (
+            f" This server keeps share links {kept_days:g} day{'' if kept_days == 1 else 's'} after they are made "
+            "(setting max_link_days), so an older link has expired."
+        )
     body = _NOT_FOUND_PAGE.format(title=html.escape("No such share link"), text=html.escape(text))
     return HTMLResponse(body, status_code=404)
 
@@ -185,7 +190,7 @@ def shared_page(link_id: str, request: Request, store: StoreDep) -> Response:
     payload = store.get(LINKS, link_id)
     if payload is None:
         if wants_html(request):
-            return not_found_page()
-        raise not_found()
+            return not_found_page(store.kept_days(LINKS))
+        raise not_found("link", store.kept_days(LINKS))
     link = orjson.loads(payload)
     return RedirectResponse(link_location(str(link.get("view", "")), dict(link.get("state") or {})), status_code=303)

@@ -383,7 +383,7 @@ def get_snapshot(snapshot_id: str, store: StoreDep) -> Response:
     """The stored snapshot, its id and per-device memory."""
     payload = store.get(SNAPSHOTS, snapshot_id)
     if payload is None:
-        raise not_found("snapshot")
+        raise not_found("snapshot", store.kept_days(SNAPSHOTS))
     # The stored JSON is an object; splice the id in front rather than decode and re-encode megabytes.
     return OrjsonResponse(b'{"id":' + orjson.dumps(snapshot_id) + b"," + payload[1:])
 
@@ -428,7 +428,7 @@ def load_snapshot(store: Store, ref: SnapshotRef) -> dict[str, Any]:
         return _merged(store, run)
     parts = dict(store.run_parts(run))
     if process not in parts:
-        raise not_found("snapshot")
+        raise not_found("snapshot", store.kept_days(SNAPSHOTS))
     return _parsed(store, SNAPSHOTS, parts[process])
 
 
@@ -442,7 +442,7 @@ def _merged(store: Store, run_id: str) -> dict[str, Any]:
 def _merged_json(store: Store, run_id: str) -> bytes:
     parts = store.run_parts(run_id)
     if not parts:
-        raise not_found("snapshot")
+        raise not_found("snapshot", store.kept_days(SNAPSHOTS))
     return _merge_cached(run_id, tuple(parts), store)
 
 
@@ -490,7 +490,7 @@ def _cyclic_gc_paused() -> Iterator[None]:
 def _part(store: Store, snapshot_id: str) -> dict[str, Any]:
     payload = store.get(SNAPSHOTS, snapshot_id)
     if payload is None:  # expired since the parts were listed
-        raise not_found("snapshot")
+        raise not_found("snapshot", store.kept_days(SNAPSHOTS))
     part: dict[str, Any] = orjson.loads(payload)
     return part
 
@@ -498,7 +498,7 @@ def _part(store: Store, snapshot_id: str) -> dict[str, Any]:
 def _parsed(store: Store, table: str, record_id: str) -> dict[str, Any]:
     found = _parsed_cached(store, table, record_id)
     if found is None:
-        raise not_found("snapshot")
+        raise not_found("snapshot", store.kept_days(SNAPSHOTS))
     return found
 
 
