@@ -26,7 +26,7 @@ import pytest
 from jax.sharding import PartitionSpec as P
 from playwright.sync_api import Browser, Locator, Page
 
-from tests.notebooks.hosting import descendants, jax_tiles, stop, wait_until_answering
+from tests.notebooks.hosting import columns_fit_the_width, descendants, jax_tiles, stop, wait_until_answering
 from tests.notebooks.show_cells import SHOW_CELLS, write
 from tests.plugins.browser import SHOTS
 from tests.plugins.live import Server, free_port
@@ -228,6 +228,8 @@ def test_the_array_grid_is_jaxs_layout_with_its_hover_cards(nb: Notebook) -> Non
         assert "shard [4,4]" in text and "64 B per device" in text
     summary = w.locator(".ss-summary").inner_text()
     assert "[4,4]" in summary and "1× (no replication)" in summary and "64 B" in summary
+    columns, width = columns_fit_the_width(w)
+    print(f"output {width:.0f} px wide: {columns} column(s)")
 
 
 def test_typing_a_spec_relays_out_in_the_kernel(nb: Notebook) -> None:

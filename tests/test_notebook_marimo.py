@@ -25,7 +25,7 @@ import pytest
 from jax.sharding import PartitionSpec as P
 from playwright.sync_api import Browser, Locator, Page, expect
 
-from tests.notebooks.hosting import descendants, jax_tiles, stop, wait_until_answering
+from tests.notebooks.hosting import columns_fit_the_width, descendants, jax_tiles, stop, wait_until_answering
 from tests.notebooks.show_cells import SHOW_CELLS, write
 from tests.plugins.browser import SHOTS
 from tests.plugins.live import free_port
@@ -161,6 +161,8 @@ def test_the_array_grid_is_jaxs_layout(nb: Notebook) -> None:
     summary = w.locator(".ss-summary").inner_text()
     assert "[4,4]" in summary and "1× (no replication)" in summary and "64 B" in summary
     assert w.get_by_role("button", name=re.compile("Publish")).count() == 0  # no dashboard URL: no button
+    columns, width = columns_fit_the_width(w)
+    print(f"output {width:.0f} px wide: {columns} column(s)")
 
 
 def test_the_hover_card_is_beside_the_pointer_in_the_widgets_own_colours(nb: Notebook) -> None:

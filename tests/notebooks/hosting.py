@@ -92,3 +92,17 @@ def jax_tiles(mesh_shape: tuple[int, int], spec: Any, shape: tuple[int, ...]) ->
         bounds = tuple((s.start or 0, n if s.stop is None else s.stop) for s, n in zip(index, shape, strict=True))
         blocks.setdefault(bounds, []).append(device.id)
     return {f"CPU {','.join(map(str, sorted(ids)))}": [list(b) for b in bounds] for bounds, ids in blocks.items()}
+
+
+def columns_fit_the_width(widget: Any) -> tuple[int, float]:
+    """The number of columns of a widget's layout (grid | summary and mesh) and its content width: one
+    column at 760 px or less (the widget's container query), two above."""
+    tracks, width = widget.locator(".ss-layout").first.evaluate(
+        """e => {
+            const root = e.closest('.shardscope-nb'), style = getComputedStyle(root);
+            const width = root.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+            return [getComputedStyle(e).gridTemplateColumns.split(' ').length, width];
+        }"""
+    )
+    assert tracks == (1 if width <= 760 else 2), (tracks, width)
+    return int(tracks), float(width)
