@@ -26,7 +26,16 @@ import pytest
 from jax.sharding import PartitionSpec as P
 from playwright.sync_api import Browser, Locator, Page
 
-from tests.notebooks.hosting import columns_fit_the_width, descendants, jax_tiles, stop, wait_until_answering
+from tests.notebooks.hosting import (
+    HostPage,
+    columns_fit_the_width,
+    count,
+    counted,
+    descendants,
+    jax_tiles,
+    stop,
+    wait_until_answering,
+)
 from tests.notebooks.show_cells import SHOW_CELLS, write
 from tests.plugins.browser import SHOTS
 from tests.plugins.live import Server, free_port
@@ -149,28 +158,18 @@ KERNEL_IDLE = """(() => {
 """The open notebook's kernel has started and is connected (both front ends: JupyterLab's shell and Notebook 7's)."""
 
 
-class Notebook:
-    """The notebook open in a front end with its cells run; JavaScript errors and outside requests recorded."""
+class Notebook(HostPage):
+    """The notebook open in a front end with its cells run."""
 
     def __init__(self, page: Page, jupyter: Jupyter) -> None:
-        self.page, self.jupyter = page, jupyter
-        self.errors: list[str] = []
-        self.outside: list[str] = []
-        local = ("http://127.0.0.1:", "ws://127.0.0.1:", "blob:http://127.0.0.1:", "data:")
-        page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
-        page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
-        page.on("request", lambda r: None if r.url.startswith(local) else self.outside.append(r.url))
+        super().__init__(page, jupyter.front.shots)
+        self.jupyter = jupyter
 
     def widget(self, name: str) -> Locator:
         return self.page.locator(".jp-Cell").nth(SHOW_CELLS[name]).locator(".shardscope-nb")
 
     def widget_errors(self) -> list[str]:
         return [e for e in self.errors if not any(n in e for n in JUPYTER_NOISE + self.jupyter.front.noise)]
-
-    def shot(self, locator: Locator, name: str) -> None:
-        SHOTS.mkdir(parents=True, exist_ok=True)
-        locator.scroll_into_view_if_needed()
-        locator.screenshot(path=str(SHOTS / f"{self.jupyter.front.shots}-{name}.png"))
 
 
 @pytest.fixture(scope="module")
@@ -196,16 +195,6 @@ def nb(browser: Browser, jupyter: Jupyter) -> Iterator[Notebook]:
         pytest.fail(f"{drawn} widgets drawn; errors {notebook.errors}; outputs {[o[:300] for o in outputs]}")
     yield notebook
     context.close()
-
-
-def rendered(widget: Locator, after: int) -> None:
-    widget.page.wait_for_function(
-        "([el, n]) => Number(el.dataset.rendered || 0) > n", arg=[widget.element_handle(), after], timeout=30_000
-    )
-
-
-def count(widget: Locator, key: str = "rendered") -> int:
-    return int(widget.get_attribute(f"data-{key}") or 0)
 
 
 # ---- the tests -----------------------------------------------------------------------------------------------
@@ -237,15 +226,13 @@ def test_typing_a_spec_relays_out_in_the_kernel(nb: Notebook) -> None:
     box = w.get_by_label("PartitionSpec")
     before = count(w)
     box.fill("P('y')")
-    rendered(w, before)
+    counted(w, before)
     expected = jax_tiles((2, 4), P("y"), (8, 16))
     assert sorted(w.locator(".tile-label").all_text_contents()) == sorted(expected)
     assert "2× (replicated over x)" in w.locator(".ss-summary").inner_text()
     errors = count(w, "errors")
     box.fill("P('y', 'q')")  # not a mesh axis: the API's explanation, the last picture kept, dimmed
-    w.page.wait_for_function(
-        "([el, n]) => Number(el.dataset.errors || 0) > n", arg=[w.element_handle(), errors], timeout=30_000
-    )
+    counted(w, errors, "errors")
     alert = w.locator(".ss-spec-error")
     assert "unknown_axis" in alert.inner_text() and "'q'" in alert.inner_text()
     for part in (".ss-grid", ".ss-summary", ".ss-mesh"):  # the last picture, its summary and mesh: all dimmed
@@ -255,7 +242,7 @@ def test_typing_a_spec_relays_out_in_the_kernel(nb: Notebook) -> None:
     nb.shot(w, "spec-error")
     before = count(w)
     box.fill("P('x', 'y')")
-    rendered(w, before)
+    counted(w, before)
     assert "stale" not in (w.locator(".ss-summary").get_attribute("class") or "")
     assert alert.is_hidden() and sorted(w.locator(".tile-label").all_text_contents()) == sorted(
         jax_tiles((2, 4), P("x", "y"), (8, 16))
@@ -270,7 +257,7 @@ def test_a_hypothetical_tpu_layout_is_editable_and_publishes(nb: Notebook) -> No
     box = w.get_by_label("PartitionSpec")
     before = count(w)
     box.fill("P('x', 'y')")
-    rendered(w, before)
+    counted(w, before)
     assert w.locator(".tile").count() == 256 and "[64,64]" in w.locator(".ss-summary").inner_text()
     # Publish: the dashboard's layout explorer at the same state
     w.get_by_role("button", name=re.compile("Publish")).click()
@@ -294,9 +281,7 @@ def test_a_model_state_shows_the_snapshot_view(nb: Notebook) -> None:
     filter_box = w.get_by_label("Filter leaves")
     before = count(w, "filtered")
     filter_box.fill("Dense_1 kernel")
-    w.page.wait_for_function(
-        "([el, n]) => Number(el.dataset.filtered || 0) > n", arg=[w.element_handle(), before], timeout=10_000
-    )
+    counted(w, before, "filtered", timeout=10_000)
     assert re.match(r"\d+ of \d+ leaves match", w.locator(".ss-count").inner_text())
     w.locator("tr.leaf button.leaf-open").first.click()
     assert w.locator(".ss-leaf-title").inner_text().endswith("Dense_1/kernel")

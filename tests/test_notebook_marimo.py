@@ -25,7 +25,16 @@ import pytest
 from jax.sharding import PartitionSpec as P
 from playwright.sync_api import Browser, Locator, Page, expect
 
-from tests.notebooks.hosting import columns_fit_the_width, descendants, jax_tiles, stop, wait_until_answering
+from tests.notebooks.hosting import (
+    HostPage,
+    columns_fit_the_width,
+    count,
+    counted,
+    descendants,
+    jax_tiles,
+    stop,
+    wait_until_answering,
+)
 from tests.notebooks.show_cells import SHOW_CELLS, write
 from tests.plugins.browser import SHOTS
 from tests.plugins.live import free_port
@@ -91,26 +100,16 @@ def marimo(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         stop(proc, str(home))
 
 
-class Notebook:
-    """The notebook open in marimo with its cells run; JavaScript errors and outside requests recorded."""
+class Notebook(HostPage):
+    """The notebook open in marimo with its cells run."""
 
     def __init__(self, page: Page, app: Marimo) -> None:
-        self.page, self.app = page, app
-        self.errors: list[str] = []
-        self.outside: list[str] = []
-        local = ("http://127.0.0.1:", "ws://127.0.0.1:", "blob:http://127.0.0.1:", "data:")
-        page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
-        page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
-        page.on("request", lambda r: None if r.url.startswith(local) else self.outside.append(r.url))
+        super().__init__(page, f"marimo-{app.mode}")
+        self.app = app
 
     def widget(self, name: str) -> Locator:
         # Playwright's CSS locators reach into open shadow roots, where marimo draws widgets
         return self.page.locator(".shardscope-nb").nth(WIDGETS.index(name))
-
-    def shot(self, locator: Locator, name: str) -> None:
-        SHOTS.mkdir(parents=True, exist_ok=True)
-        locator.scroll_into_view_if_needed()
-        locator.screenshot(path=str(SHOTS / f"marimo-{self.app.mode}-{name}.png"))
 
 
 @pytest.fixture(scope="module")
@@ -127,16 +126,6 @@ def nb(browser: Browser, marimo: Marimo) -> Iterator[Notebook]:
         pytest.fail(f"not every widget drew; errors {notebook.errors}")
     yield notebook
     context.close()
-
-
-def rendered(widget: Locator, after: int, key: str = "rendered") -> None:
-    widget.page.wait_for_function(
-        f"([el, n]) => Number(el.dataset.{key} || 0) > n", arg=[widget.element_handle(), after], timeout=30_000
-    )
-
-
-def count(widget: Locator, key: str = "rendered") -> int:
-    return int(widget.get_attribute(f"data-{key}") or 0)
 
 
 def luminance(css: str) -> float:
@@ -193,11 +182,11 @@ def test_typing_a_spec_relays_out_in_the_kernel(nb: Notebook) -> None:
     box = w.get_by_label("PartitionSpec")
     before = count(w)
     box.fill("P('y')")
-    rendered(w, before)
+    counted(w, before)
     assert sorted(w.locator(".tile-label").all_text_contents()) == sorted(jax_tiles((2, 4), P("y"), (8, 16)))
     errors = count(w, "errors")
     box.fill("P('y', 'q')")
-    rendered(w, errors, "errors")
+    counted(w, errors, "errors")
     alert = w.locator(".ss-spec-error")
     assert "unknown_axis" in alert.inner_text() and "'q'" in alert.inner_text()
     for part in (".ss-grid", ".ss-summary", ".ss-mesh"):
@@ -205,7 +194,7 @@ def test_typing_a_spec_relays_out_in_the_kernel(nb: Notebook) -> None:
     nb.shot(w, "spec-error")
     before = count(w)
     box.fill("P('x', 'y')")
-    rendered(w, before)
+    counted(w, before)
     assert alert.is_hidden()
     assert sorted(w.locator(".tile-label").all_text_contents()) == sorted(jax_tiles((2, 4), P("x", "y"), (8, 16)))
 
@@ -215,7 +204,7 @@ def test_a_model_state_and_its_training_step(nb: Notebook) -> None:
     nb.shot(w, "model")
     before = count(w, "filtered")
     w.get_by_label("Filter leaves").fill("Dense_1 kernel")
-    rendered(w, before, "filtered")
+    counted(w, before, "filtered")
     w.locator("tr.leaf button.leaf-open").first.click()
     assert w.locator(".ss-leaf-title").inner_text().endswith("Dense_1/kernel")
     expected = jax_tiles((2, 4), P("y", None), (64, 16))

@@ -1,6 +1,6 @@
 """Running a notebook host (JupyterLab, Notebook 7, marimo) for the browser tests: waiting for it to answer,
-the resident memory of its process tree, stopping it with every kernel it started, and JAX's own tiles to
-check the drawn grids against."""
+the resident memory of its process tree, stopping it with every kernel it started; the page's errors and
+outside requests, the widgets' counters, screenshots; and JAX's own tiles to check the drawn grids against."""
 
 from __future__ import annotations
 
@@ -16,6 +16,9 @@ from typing import Any
 import jax
 import pytest
 from jax.sharding import AxisType, NamedSharding
+from playwright.sync_api import Locator, Page
+
+from tests.plugins.browser import SHOTS
 
 
 def _processes() -> dict[int, tuple[int, int]]:
@@ -106,3 +109,34 @@ def columns_fit_the_width(widget: Any) -> tuple[int, float]:
     )
     assert tracks == (1 if width <= 760 else 2), (tracks, width)
     return int(tracks), float(width)
+
+
+class HostPage:
+    """A notebook open in a host's page: its JavaScript errors and the requests it sends outside this machine
+    are recorded from the start; screenshots are named ``<prefix>-<name>.png``."""
+
+    def __init__(self, page: Page, prefix: str) -> None:
+        self.page, self.prefix = page, prefix
+        self.errors: list[str] = []
+        self.outside: list[str] = []
+        local = ("http://127.0.0.1:", "ws://127.0.0.1:", "blob:http://127.0.0.1:", "data:")
+        page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
+        page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        page.on("request", lambda r: None if r.url.startswith(local) else self.outside.append(r.url))
+
+    def shot(self, locator: Locator, name: str) -> None:
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        locator.scroll_into_view_if_needed()
+        locator.screenshot(path=str(SHOTS / f"{self.prefix}-{name}.png"))
+
+
+def count(widget: Locator, key: str = "rendered") -> int:
+    """One of the widget's counters (``data-rendered``, ``data-errors``, ``data-filtered``...)."""
+    return int(widget.get_attribute(f"data-{key}") or 0)
+
+
+def counted(widget: Locator, after: int, key: str = "rendered", timeout: int = 30_000) -> None:
+    """Waits for the widget's counter ``key`` to pass ``after``."""
+    widget.page.wait_for_function(
+        f"([el, n]) => Number(el.dataset.{key} || 0) > n", arg=[widget.element_handle(), after], timeout=timeout
+    )
