@@ -185,6 +185,7 @@ def kernel_worker_pool(settings: Settings, setup: Sequence[str] = ()) -> WorkerP
         timeout_s=settings.max_kernel_seconds,
         cache_entries=settings.max_kernel_cache_entries,
         max_jobs=settings.max_kernel_jobs,
+        max_result_bytes=settings.max_kernel_result_bytes,
         memory_limit=settings.worker_memory(),
         setup=setup,
     )

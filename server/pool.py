@@ -46,6 +46,7 @@ from server.settings import (
     MAX_KERNEL_CACHE_ENTRIES,
     MAX_KERNEL_JOBS,
     MAX_KERNEL_QUEUE,
+    MAX_KERNEL_RESULT_BYTES,
     MAX_KERNEL_SECONDS,
     MAX_KERNEL_WORKERS,
 )
@@ -123,6 +124,11 @@ class Job:
 
 
 # ---------------------------------------------------------------------------------------- pool
+
+
+def _held(result: bytes | None) -> int:
+    """What a result body counts against ``max_result_bytes`` (a failure is a small dict: 0)."""
+    return len(result) if result is not None else 0
 
 
 class _WorkerGone(Exception):
@@ -363,13 +369,14 @@ class WorkerPool:
         timeout_setting: str = "max_kernel_seconds",
         cache_entries: int = MAX_KERNEL_CACHE_ENTRIES,
         max_jobs: int = MAX_KERNEL_JOBS,
+        max_result_bytes: int = MAX_KERNEL_RESULT_BYTES,
         refused_code: str = "kernel_error",
         memory_limit: int | None = None,
         memory_setting: str = "max_worker_memory",
         setup: Sequence[str] = (),
         start_method: Literal["spawn", "forkserver"] = "spawn",
     ) -> None:
-        if workers < 1 or queue < 0 or timeout_s <= 0 or cache_entries < 0 or max_jobs < 1:
+        if workers < 1 or queue < 0 or timeout_s <= 0 or cache_entries < 0 or max_jobs < 1 or max_result_bytes < 1:
             raise ValueError("worker pool limits must be positive")
         self.entry = entry
         self.name = name
@@ -383,6 +390,7 @@ class WorkerPool:
         self.timeout_s = timeout_s
         self.cache_entries = cache_entries
         self.max_jobs = max_jobs
+        self.max_result_bytes = max_result_bytes  # held by the cache, and by the finished jobs, each
         self.setup = tuple(setup)  # "module:function" run in every worker (tests register hook kernels)
         self.start_method = start_method
         self.closing = False
@@ -394,6 +402,8 @@ class WorkerPool:
         self._cache: collections.OrderedDict[Hashable, tuple[bytes | None, dict[str, Any] | None]] = (
             collections.OrderedDict()
         )
+        self._cache_bytes = 0
+        self._job_bytes = 0  # of the remembered jobs' results
         self._slots: list[_Slot] = []
         self._avg_run_s = 1.0
         self.stats = collections.Counter[str]()
@@ -483,12 +493,19 @@ class WorkerPool:
 
     def _remember(self, job: Job) -> None:
         self._jobs[job.id] = job
-        if len(self._jobs) > self.max_jobs:
-            for old_id, old in list(self._jobs.items()):
-                if len(self._jobs) <= self.max_jobs:
-                    break
-                if old.future.done():
-                    del self._jobs[old_id]
+        self._job_bytes += _held(job.result)
+        self._forget_old(keep=job)
+
+    def _forget_old(self, keep: Job) -> None:
+        """Drops the oldest finished jobs (never ``keep``, the newest) past ``max_jobs`` or ``max_result_bytes``."""
+        if len(self._jobs) <= self.max_jobs and self._job_bytes <= self.max_result_bytes:
+            return
+        for old_id, old in list(self._jobs.items()):
+            if len(self._jobs) <= self.max_jobs and self._job_bytes <= self.max_result_bytes:
+                break
+            if old is not keep and old.future.done():
+                del self._jobs[old_id]
+                self._job_bytes -= _held(old.result)
 
     # -- slots
 
@@ -524,11 +541,16 @@ class WorkerPool:
                 del self._in_flight[job.key]
             if job.started is not None:
                 self._avg_run_s = 0.8 * self._avg_run_s + 0.2 * (job.finished - job.started)
-            if cache and self.cache_entries:
+            if self._jobs.get(job.id) is job:
+                self._job_bytes += _held(result)
+                self._forget_old(keep=job)
+            if cache and self.cache_entries and _held(result) <= self.max_result_bytes:
+                old = self._cache.pop(job.key, None)
+                self._cache_bytes += _held(result) - (_held(old[0]) if old else 0)
                 self._cache[job.key] = (result, failure)
-                self._cache.move_to_end(job.key)
-                while len(self._cache) > self.cache_entries:
-                    self._cache.popitem(last=False)
+                while len(self._cache) > self.cache_entries or self._cache_bytes > self.max_result_bytes:
+                    _, (dropped, _) = self._cache.popitem(last=False)
+                    self._cache_bytes -= _held(dropped)
             self.stats["done" if result is not None else (failure or {}).get("code", "error")] += 1
         if not job.future.done():
             job.future.set_result(None)
@@ -550,7 +572,13 @@ class WorkerPool:
 
     def cache_info(self) -> dict[str, int]:
         with self._lock:
-            return {"entries": len(self._cache), "limit": self.cache_entries}
+            return {
+                "entries": len(self._cache),
+                "limit": self.cache_entries,
+                "bytes": self._cache_bytes,
+                "job_bytes": self._job_bytes,
+                "max_bytes": self.max_result_bytes,
+            }
 
     def slot_threads(self) -> list[threading.Thread]:
         """The threads feeding the workers (for lifecycle tests)."""

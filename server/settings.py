@@ -46,6 +46,7 @@ MAX_KERNEL_QUEUE = 8
 MAX_KERNEL_SECONDS = 60
 MAX_KERNEL_CACHE_ENTRIES = 128
 MAX_KERNEL_JOBS = 1024
+MAX_KERNEL_RESULT_BYTES = 256 * 1024 * 1024
 MAX_SNAPSHOT_BYTES = 64 * 1024 * 1024
 
 MAX_CONNECTIONS = 1024
@@ -164,6 +165,12 @@ class Settings:
     )
     max_kernel_jobs: int = _setting(
         MAX_KERNEL_JOBS, "Kernel jobs remembered for GET /api/kernels/jobs/{id} (oldest finished go)"
+    )
+    max_kernel_result_bytes: int = _setting(
+        MAX_KERNEL_RESULT_BYTES,
+        "Bytes of kernel results held in memory: the result cache and the finished jobs each keep at most this "
+        "much (least recently used, or oldest finished, go first; the job that just finished is always kept)",
+        minimum=65536,
     )
     max_kernel_devices: int = _setting(
         MAX_KERNEL_DEVICES,

@@ -303,10 +303,10 @@ def test_unknown_jobs_are_404(client: TestClient) -> None:
     error(client.get("/api/kernels/jobs/nope"), 404, "not_found")
 
 
-def _finished(pool: WorkerPool, kernel: str, n: int) -> Job:
+def _finished(pool: WorkerPool, kernel: str, n: int, result: bytes = b'{"seeded":true}') -> Job:
     plan = plan_run(kernel, "cpu:8", MeshSpec((2, 4), ("x", "y")), [RunInput((8, 8 * n), "P('x', 'y')")])
     job = Job(f"seed-{kernel}-{n}", plan)
-    pool.finish(job, result=b'{"seeded":true}', cache=True)
+    pool.finish(job, result=result, cache=True)
     return job
 
 
@@ -314,13 +314,45 @@ def test_cache_entries_and_remembered_jobs_at_the_limit_and_one_past() -> None:
     # never started: every answer below is a cache hit
     pool = kernel_worker_pool(Settings().with_values([("max_kernel_cache_entries", 2), ("max_kernel_jobs", 2)]))
     seeded = [_finished(pool, "elementwise", n) for n in (1, 2)]
-    assert pool.cache_info() == {"entries": 2, "limit": 2}
+    assert pool.cache_info()["entries"] == 2 and pool.cache_info()["limit"] == 2
     assert all(pool.submit(j.task).cached for j in seeded)  # both still cached at the limit
     hits = [pool.submit(seeded[0].task) for _ in range(2)]
     assert all(pool.get(h.id) is h for h in hits)  # two remembered jobs: at the limit
     third = pool.submit(seeded[1].task)
     assert pool.get(hits[0].id) is None and pool.get(third.id) is third  # one past: the oldest goes
     _finished(pool, "elementwise", 3)
-    assert pool.cache_info() == {"entries": 2, "limit": 2}
+    assert pool.cache_info()["entries"] == 2 and pool.cache_info()["limit"] == 2
     assert not pool.cached(seeded[0].key) and pool.cached(seeded[1].key)
+    pool.close()
+
+
+def _body(size: int) -> bytes:
+    body = b'{"r":"' + b"x" * (size - 8) + b'"}'
+    assert len(body) == size
+    return body
+
+
+def test_results_held_at_the_byte_budget_and_one_past() -> None:
+    budget = 65536  # the setting's minimum
+    limits = [("max_kernel_result_bytes", budget), ("max_kernel_cache_entries", 100), ("max_kernel_jobs", 100)]
+    pool = kernel_worker_pool(Settings().with_values(limits))
+    half = budget // 2
+    a, b = (_finished(pool, "elementwise", n, _body(half)) for n in (1, 2))
+    assert pool.cache_info()["bytes"] == budget and pool.cached(a.key) and pool.cached(b.key)  # at the budget
+    c = _finished(pool, "elementwise", 3, _body(half))  # one result past it: the least recently used goes
+    assert pool.cache_info()["bytes"] == budget and not pool.cached(a.key) and pool.cached(c.key)
+    # finished jobs (here cache hits) are held to the same budget, oldest first
+    hb, hc = pool.submit(b.task), pool.submit(c.task)
+    assert pool.cache_info()["job_bytes"] == budget and pool.get(hb.id) is hb and pool.get(hc.id) is hc
+    hb2 = pool.submit(b.task)
+    assert pool.get(hb.id) is None and pool.get(hc.id) is hc and pool.get(hb2.id) is hb2
+    assert pool.cache_info()["job_bytes"] == budget
+    # a result of the whole budget is held alone; one larger is answered but never cached
+    whole = _finished(pool, "elementwise", 4, _body(budget))
+    assert pool.cached(whole.key) and pool.cache_info()["bytes"] == budget and not pool.cached(b.key)
+    hw = pool.submit(whole.task)
+    assert pool.get(hw.id) is hw and pool.get(hc.id) is None and pool.get(hb2.id) is None
+    assert pool.cache_info()["job_bytes"] == budget
+    over = _finished(pool, "elementwise", 5, _body(budget + 1))
+    assert not pool.cached(over.key) and pool.cached(whole.key)
     pool.close()
