@@ -48,6 +48,9 @@ MAX_KERNEL_CACHE_ENTRIES = 128
 MAX_KERNEL_JOBS = 1024
 MAX_KERNEL_RESULT_BYTES = 256 * 1024 * 1024
 MAX_SNAPSHOT_BYTES = 64 * 1024 * 1024
+SNAPSHOT_CACHE_BYTES = 256 * 1024 * 1024
+"""What the server's caches of parsed snapshots, and of merged runs, each hold at most (the largest
+snapshot fits)."""
 
 MAX_CONNECTIONS = 1024
 MAX_HEADER_BYTES = 16 * 1024

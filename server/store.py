@@ -166,6 +166,7 @@ class Store:
         self._conn: sqlite3.Connection | None = None
         self._run_key = b""
         self._expired_at = float("-inf")
+        self.deletions = 0  # bumped whenever expiry deletes records: caches of what was read key on it
         self._readers: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
         self.open()
 
@@ -574,6 +575,8 @@ class Store:
             if freed:
                 conn.execute("UPDATE meta SET value = value - ? WHERE key = 'bytes'", (freed,))
             conn.execute("COMMIT")
+            if deleted or freed:
+                self.deletions += 1
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")

@@ -309,7 +309,7 @@ def test_a_merge_holds_one_part_at_a_time(make_client: ClientFactory) -> None:
 
     part, parse_peak = traced(lambda: api._part(store, parts[0][1]))  # orjson's parse buffer is most of the peak
     _, all_at_once = traced(lambda: merge_run(read_id, [(p, sid, api._part(store, sid)) for p, sid in parts]))
-    api._merge_cached.cache_clear()
+    api._MERGED.clear()
     _, streamed = traced(lambda: api._merged_json(store, read_id))
     # Streaming holds the merged result (about one part here: the parts' leaves are the same), its
     # JSON and the part being parsed; all at once holds every part.
@@ -363,6 +363,8 @@ def test_an_expired_snapshot_says_snapshots_expire(make_client: ClientFactory, m
     c = make_client(settings=Settings().with_values([("max_snapshot_days", "2"), ("max_link_days", "3")]))
     created = publish(c, model_snapshot)
     assert c.get(f"/api/snapshots/{created['id']}").status_code == 200
+    ref = {"snapshot": created["id"]}
+    assert post(c, "/api/snapshots/diff", {"a": ref, "b": ref}).status_code == 200  # parsed and cached
     store = c.app.state.store  # type: ignore[attr-defined]
     now = store.clock
     store.clock = lambda: now() + 2.5 * 86400  # past the snapshots' two days, within the links' three
@@ -370,10 +372,34 @@ def test_an_expired_snapshot_says_snapshots_expire(make_client: ClientFactory, m
     kept = "check that the whole link was copied; snapshots are kept 2 days after they are made, so an older one has "
     kept += "expired"
     assert assert_error(c.get(f"/api/snapshots/{created['id']}"), 404, "not_found")["hint"] == kept
-    ref = {"snapshot": created["id"]}
+    # the cached parse is not served once the store has deleted the snapshot
     assert assert_error(post(c, "/api/snapshots/diff", {"a": ref, "b": ref}), 404, "not_found")["hint"] == kept
     # the link that opens it still exists: the view then reads the snapshot and shows this hint
     assert c.get("/api/links/" + created["url"].removeprefix("/s/")).status_code == 200
+
+
+def test_parsed_snapshots_held_at_the_byte_budget_and_one_past(make_client: ClientFactory) -> None:
+    c = make_client()
+    m = mesh()
+    snaps = [
+        capture({f"x{i}": jax.device_put(jnp.ones((8, 16)), NamedSharding(m, P("data")))}, f"s{i}") for i in range(3)
+    ]
+    ids = [publish(c, s)["id"] for s in snaps]
+    store = c.app.state.store  # type: ignore[attr-defined]
+    cost = [api.PARSED_PER_JSON_BYTE * len(store.get("snapshots", i)) for i in ids]
+    was = api._PARSED.max_bytes
+    api._PARSED.clear()
+    api._PARSED.resize(cost[0] + cost[1])
+    try:
+        diff = {"a": {"snapshot": ids[0]}, "b": {"snapshot": ids[1]}}
+        assert post(c, "/api/snapshots/diff", diff).status_code == 200
+        assert api._PARSED.bytes == cost[0] + cost[1] and len(api._PARSED) == 2  # at the budget: both kept
+        diff = {"a": {"snapshot": ids[1]}, "b": {"snapshot": ids[2]}}
+        assert post(c, "/api/snapshots/diff", diff).status_code == 200  # one past: the least recently used goes
+        assert api._PARSED.bytes <= cost[0] + cost[1] and len(api._PARSED) == 2
+        assert api._PARSED.get((store, store.deletions, "snapshots", ids[0])) is None
+    finally:
+        api._PARSED.resize(was)
 
 
 @pytest.mark.parametrize("bad_id", ["A" * 22, "short", "x" * 65, "..%2f..%2fetc"])

@@ -52,7 +52,9 @@ from server.api.schema import (
 )
 from server.errors import ApiError, not_found
 from server.jsonio import OrjsonResponse, OrjsonRoute
+from server.settings import SNAPSHOT_CACHE_BYTES
 from server.store import Store
+from sharding_core.cache import BoundedCache
 from sharding_core.errors import ShardingError
 from sharding_core.layout import MAX_RANK
 from sharding_core.mesh import MAX_MESH_AXES
@@ -383,7 +385,7 @@ def get_snapshot(snapshot_id: str, store: StoreDep) -> Response:
     """The stored snapshot, its id and per-device memory."""
     payload = store.get(SNAPSHOTS, snapshot_id)
     if payload is None:
-        raise not_found("snapshot", store.kept_days(SNAPSHOTS))
+        raise _no_snapshot(store)
     # The stored JSON is an object; splice the id in front rather than decode and re-encode megabytes.
     return OrjsonResponse(b'{"id":' + orjson.dumps(snapshot_id) + b"," + payload[1:])
 
@@ -428,7 +430,7 @@ def load_snapshot(store: Store, ref: SnapshotRef) -> dict[str, Any]:
         return _merged(store, run)
     parts = dict(store.run_parts(run))
     if process not in parts:
-        raise not_found("snapshot", store.kept_days(SNAPSHOTS))
+        raise _no_snapshot(store)
     return _parsed(store, SNAPSHOTS, parts[process])
 
 
@@ -442,18 +444,33 @@ def _merged(store: Store, run_id: str) -> dict[str, Any]:
 def _merged_json(store: Store, run_id: str) -> bytes:
     parts = store.run_parts(run_id)
     if not parts:
-        raise not_found("snapshot", store.kept_days(SNAPSHOTS))
+        raise _no_snapshot(store)
     return _merge_cached(run_id, tuple(parts), store)
 
 
-@functools.lru_cache(maxsize=4)
+_MERGED: BoundedCache[bytes] = BoundedCache(SNAPSHOT_CACHE_BYTES, len)
+"""Merged runs as JSON (a fraction of the parsed objects' memory), keyed by the parts' ids: a run that gains
+(or, expiring, loses) a process is merged afresh."""
+_PARSED: BoundedCache[tuple[dict[str, Any], int]] = BoundedCache(SNAPSHOT_CACHE_BYTES, lambda hit: hit[1])
+"""Parsed snapshots (immutable: what-if edits re-read the same one), with what each holds: about three times
+its JSON as Python objects, counted as four. Keyed by the store's deletions, so expiry is seen at once."""
+PARSED_PER_JSON_BYTE = 4
+
+
+def _no_snapshot(store: Store) -> ApiError:
+    """The 404 for a snapshot or run that is not (or no longer) stored, with this store's retention."""
+    return not_found("snapshot", store.kept_days(SNAPSHOTS))
+
+
 def _merge_cached(run_id: str, parts: tuple[tuple[int, str], ...], store: Store) -> bytes:
-    # Keyed by the parts' ids: a run that gains (or, expiring, loses) a process is merged afresh.
-    # Kept as JSON, a fraction of the parsed objects' memory. Parts are parsed one at a time and
-    # dropped once folded in, so a merge holds the merged result plus one part.
+    key = (store, run_id, parts)
+    hit = _MERGED.get(key)
+    if hit is not None:
+        return hit
+    # Parts are parsed one at a time and dropped once folded in: a merge holds the result plus one part.
     with _cyclic_gc_paused():
         merged = merge_run(run_id, ((p, sid, _part(store, sid)) for p, sid in parts), text=_canonical)
-        return orjson.dumps(merged)
+        return _MERGED.put(key, orjson.dumps(merged))
 
 
 def _canonical(item: Mapping[str, Any]) -> bytes:
@@ -490,7 +507,7 @@ def _cyclic_gc_paused() -> Iterator[None]:
 def _part(store: Store, snapshot_id: str) -> dict[str, Any]:
     payload = store.get(SNAPSHOTS, snapshot_id)
     if payload is None:  # expired since the parts were listed
-        raise not_found("snapshot", store.kept_days(SNAPSHOTS))
+        raise _no_snapshot(store)
     part: dict[str, Any] = orjson.loads(payload)
     return part
 
@@ -498,15 +515,17 @@ def _part(store: Store, snapshot_id: str) -> dict[str, Any]:
 def _parsed(store: Store, table: str, record_id: str) -> dict[str, Any]:
     found = _parsed_cached(store, table, record_id)
     if found is None:
-        raise not_found("snapshot", store.kept_days(SNAPSHOTS))
+        raise _no_snapshot(store)
     return found
 
 
-@functools.lru_cache(maxsize=8)
 def _parsed_cached(store: Store, table: str, record_id: str) -> dict[str, Any] | None:
-    # Snapshots are immutable, so a parsed one can be reused (what-if edits re-read the same one).
+    key = (store, store.deletions, table, record_id)
+    hit = _PARSED.get(key)
+    if hit is not None:
+        return hit[0]
     payload = store.get(table, record_id)
     if payload is None:
         return None
     parsed: dict[str, Any] = orjson.loads(payload)
-    return parsed
+    return _PARSED.put(key, (parsed, PARSED_PER_JSON_BYTE * len(payload)))[0]
