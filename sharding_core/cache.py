@@ -74,7 +74,7 @@ def bounded_cache(name: str, size_of: Callable[[Any], int]) -> Callable[[Callabl
     """Decorates a function of hashable arguments with a :class:`BoundedCache` (``.cache``) that takes
     ``name``'s share of the domain's cache budget.
 
-    Exceptions are not cached (a refused request is refused again, cheaply).
+    Exceptions and None results are not cached (a refused request is refused again, cheaply).
     """
 
     def wrap(f: Callable[P, V]) -> Callable[P, V]:
@@ -87,7 +87,9 @@ def bounded_cache(name: str, size_of: Callable[[Any], int]) -> Callable[[Callabl
             hit = cache.get(key)
             if hit is not None:
                 return hit
-            return cache.put(key, f(*args, **kwargs))
+            value = f(*args, **kwargs)
+            # None (nothing to keep, e.g. no torus for a CPU set) would take budget and never hit: not kept
+            return value if value is None else cache.put(key, value)
 
         cached.cache = cache  # type: ignore[attr-defined]
         return cached

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from typing import Any
 
+from sharding_core.cache import bounded_cache
 from sharding_core.errors import ShardingError
 from sharding_core.snapshot.format import blocks, flatten_ids, layout_of
 from sharding_core.snapshot.memory import memory
@@ -85,7 +85,7 @@ def _devset(snap: Mapping[str, Any]) -> Any:
     return _devset_cached(key)
 
 
-@functools.lru_cache(maxsize=16)
+@bounded_cache("device_sets", lambda devset: 1024 + 360 * len(devset))  # devices (as devices.py) and the key
 def _devset_cached(key: tuple[Any, ...]) -> Any:
     """Simulated devices with a snapshot's ids, hosts and coords (cached, so JAX's caches hit)."""
     from sharding_core.devices import DeviceSet, SimDevice
