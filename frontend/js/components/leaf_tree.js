@@ -138,13 +138,14 @@ export function leafTree(container, leaves, opts) {
   };
 
   let pending = 0;
-  container.addEventListener("scroll", () => {
+  // assigned, not added: a view that opens another snapshot in the same container replaces the listener
+  container.onscroll = () => {
     if (pending) return;
     pending = requestAnimationFrame(() => {
       pending = 0;
       draw();
     });
-  });
+  };
   body.addEventListener("click", (e) => {
     const target = /** @type {HTMLElement} */ (e.target);
     const toggle = /** @type {HTMLElement | null} */ (target.closest(".tree-toggle"));

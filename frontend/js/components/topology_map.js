@@ -568,7 +568,9 @@ function lattice3d(container, topo, opts) {
     fitted = null;
     draw();
   });
-  resized.observe(container);
+  // the picture's own box: its width follows the container's, and once it is replaced (detached) the
+  // observer is called with nothing to draw and lets go of this picture
+  resized.observe(wrap);
 
   size();
   const t0 = performance.now();

@@ -10,8 +10,10 @@
 
 import { el } from "./dom.js";
 
-/** @type {Map<Element, HTMLElement>} the card of each home */
-const cards = new Map();
+/** @type {WeakMap<Element, HTMLElement>} the card of each home (a widget's goes with the widget) */
+const cards = new WeakMap();
+/** @type {HTMLElement | null} the card on screen, if any: only one shows at a time */
+let shown = null;
 
 /** Where the card for `near` lives. @param {Element | undefined} near */
 function homeOf(near) {
@@ -27,7 +29,6 @@ function theCard(near) {
   const home = homeOf(near);
   let card = cards.get(home);
   if (!card || !card.isConnected) {
-    for (const [h, c] of cards) if (!c.isConnected) cards.delete(h);
     card = el("div", "tooltip");
     card.id = "tooltip";
     card.setAttribute("role", "tooltip");
@@ -48,7 +49,8 @@ function theCard(near) {
  */
 export function showCard(lines, x, y, near) {
   const tip = theCard(near);
-  for (const c of cards.values()) if (c !== tip) c.hidden = true;
+  if (shown && shown !== tip) shown.hidden = true;
+  shown = tip;
   tip.replaceChildren(...lines.map((line) => el("div", "", line)));
   tip.hidden = false;
   const left = Math.min(x + 14, window.innerWidth - tip.offsetWidth - 8);
@@ -59,7 +61,8 @@ export function showCard(lines, x, y, near) {
 
 /** Hides the card. */
 export function hideCard() {
-  for (const c of cards.values()) c.hidden = true;
+  if (shown) shown.hidden = true;
+  shown = null;
 }
 
 /**
