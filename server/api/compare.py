@@ -21,7 +21,7 @@ from starlette.responses import Response
 from server.api.deps import PoolDep, SettingsDep, StoreDep, responses
 from server.api.kernels import KernelRunRequest, finished, plan_request, submit_plan
 from server.api.reshard import ReshardRequest, plan_reshard_request
-from server.api.schema import Reply, Request, Roofline
+from server.api.schema import Communication, HbmFit, Reply, Request, Roofline
 from server.api.snapshots import SnapshotRef, load_snapshot
 from server.errors import ApiError
 from server.jsonio import OrjsonResponse, OrjsonRoute
@@ -53,14 +53,6 @@ class CompareRequest(Request):
     b: CompareSide
 
 
-class CompareHbm(Reply):
-    bytes_per_device: int | None
-    capacity_bytes: int | None
-    fits: bool | None
-    over_bytes: int | None
-    text: str
-
-
 class CompareCollective(Reply):
     op: str | None
     name: str | None
@@ -74,13 +66,6 @@ class CompareCollective(Reply):
     why: str | None
 
 
-class CompareCommunication(Reply):
-    count: int
-    bytes: int
-    seconds: float | None
-    without_estimate: int
-
-
 class CompareSummary(Reply):
     label: str
     kind: str = Field(description="kernel (a kernel run or a reshard) or snapshot")
@@ -89,9 +74,9 @@ class CompareSummary(Reply):
     mesh: str
     specs: list[str | None] = Field(description="The run's input specs then output specs")
     collectives: list[CompareCollective]
-    communication: CompareCommunication
+    communication: Communication
     roofline: Roofline | None
-    hbm: CompareHbm | None
+    hbm: HbmFit | None
     lower_bound_seconds: float | None
 
 
@@ -136,8 +121,8 @@ async def _prepare(
         )
     label = side.label or default
     if side.snapshot is not None:
-        snap = await run_in_threadpool(load_snapshot, store, side.snapshot)
-        return label, snapshot_summary(snap, label)
+        ref = side.snapshot
+        return label, await run_in_threadpool(lambda: snapshot_summary(load_snapshot(store, ref), label))
     if side.kernel is not None:
         return label, await run_in_threadpool(plan_request, side.kernel, settings)
     assert side.reshard is not None
@@ -147,8 +132,8 @@ async def _prepare(
 async def _summary(label: str, prepared: KernelPlan | dict[str, Any], pool: WorkerPool) -> dict[str, Any]:
     if isinstance(prepared, dict):
         return prepared
-    job = submit_plan(pool, prepared)
-    return kernel_summary(orjson.loads(await finished(job)), label)
+    body = await finished(submit_plan(pool, prepared))
+    return await run_in_threadpool(lambda: kernel_summary(orjson.loads(body), label))  # megabytes: off the loop
 
 
 COMPARE_ERRORS = responses(

@@ -8,8 +8,6 @@ TPU sets are compiled compile-only for libtpu's topology too. Every collective c
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 import orjson
 from fastapi import APIRouter
 from pydantic import Field
@@ -19,6 +17,7 @@ from starlette.responses import Response
 from server.api.deps import PoolDep, SettingsDep, device_set
 from server.api.kernels import (
     RUN_ERRORS,
+    KernelDType,
     KernelMemory,
     KernelTiming,
     KernelTpu,
@@ -29,6 +28,7 @@ from server.api.schema import (
     ArrayDim,
     ChipsPerHost,
     Collective,
+    Communication,
     DevicesText,
     MeshInfo,
     MeshRequest,
@@ -37,19 +37,12 @@ from server.api.schema import (
     Roofline,
     Slices,
     SpecText,
-    vocab,
 )
 from server.jsonio import OrjsonResponse, OrjsonRoute
 from server.settings import Settings
-from sharding_core.kernels.catalog import KERNEL_DTYPES
 from sharding_core.kernels.plan import KernelPlan
 from sharding_core.kernels.reshard import plan_reshard, reshard_json
 from sharding_core.layout import MAX_RANK
-
-if TYPE_CHECKING:
-    ReshardDType = str
-else:
-    ReshardDType = vocab(KERNEL_DTYPES)
 
 RESHARD_PATH = "/api/reshard"
 
@@ -60,18 +53,11 @@ class ReshardRequest(Request):
     devices: DevicesText
     mesh: MeshRequest
     shape: list[ArrayDim] = Field(max_length=MAX_RANK, description="The array's shape")
-    dtype: ReshardDType = "float32"
+    dtype: KernelDType = "float32"
     source: SpecText = Field(alias="from", description="The sharding the array has, e.g. P('x', None)")
     to: SpecText = Field(description="The sharding to move it to, e.g. P(None, 'y')")
     slices: Slices = 1
     chips_per_host: ChipsPerHost = None
-
-
-class Communication(Reply):
-    count: int = Field(description="Collectives in the program")
-    bytes: int = Field(description="Bytes of their results per device, summed")
-    seconds: float | None = Field(description="Their estimates summed (null: none has one)")
-    without_estimate: int = Field(description="Collectives without an estimate (left out of the sum)")
 
 
 class ReshardTpu(KernelTpu):
@@ -122,14 +108,9 @@ def plan_reshard_request(body: ReshardRequest, settings: Settings) -> KernelPlan
     )
 
 
-async def run_reshard(body: ReshardRequest, pool: Any, settings: Settings) -> dict[str, Any]:
-    """Plans (off the event loop), runs through the pool and answers the run's result as data."""
-    plan = await run_in_threadpool(plan_reshard_request, body, settings)
-    result: dict[str, Any] = orjson.loads(await finished(submit_plan(pool, plan)))
-    return result
-
-
 @router.post(RESHARD_PATH, response_model=ReshardResponse, responses=RUN_ERRORS)
 async def reshard(body: ReshardRequest, pool: PoolDep, settings: SettingsDep) -> Response:
     """The collectives (with estimates) that moving the array from ``from`` to ``to`` compiles to."""
-    return OrjsonResponse(reshard_json(await run_reshard(body, pool, settings)))
+    plan = await run_in_threadpool(plan_reshard_request, body, settings)
+    raw = await finished(submit_plan(pool, plan))
+    return OrjsonResponse(await run_in_threadpool(lambda: reshard_json(orjson.loads(raw))))  # off the loop

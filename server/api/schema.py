@@ -247,6 +247,15 @@ class HbmFit(TypedDict):
     text: Annotated[str, Field(max_length=1000, description="fits: ... of ..., or over by ...")]
 
 
+class Communication(Reply):
+    """A program's collectives in total (sharding_core.cost.collectives.communication): reshard and compare."""
+
+    count: int = Field(description="Collectives in the program")
+    bytes: int = Field(description="Bytes of their results per device, summed")
+    seconds: float | None = Field(description="Their estimates summed (null: none has one)")
+    without_estimate: int = Field(description="Collectives without an estimate (left out of the sum)")
+
+
 @with_config(CLOSED)
 class Roofline(TypedDict):
     """A compiled program's roofline on the device set's hardware (sharding_core.cost.roofline), per device."""
