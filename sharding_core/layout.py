@@ -248,11 +248,17 @@ class Layout:
             + "}"
         )  # fmt: skip
         text = json.dumps(head, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-        return text[:-1] + "," + self.array_json_text[1:-1] + ',"devices":' + devices + "}"
+        # the array's fields, serialised for this text only (not also kept as array_json_text: a cached layout
+        # would hold its shards twice), unless they already were
+        array = self.__dict__.get("array_json_text") or self._array_text()
+        return text[:-1] + "," + array[1:-1] + ',"devices":' + devices + "}"
 
     @functools.cached_property
     def array_json_text(self) -> str:
         """The fields of one array's layout (:data:`ARRAY_FIELDS`), serialised once."""
+        return self._array_text()
+
+    def _array_text(self) -> str:
         n, rank = self.starts.shape
         index_fmt = ",".join(["[%d,%d]"] * rank)
         shard_cols = [self.device_ids[:, None], np.stack([self.starts, self.stops], axis=-1).reshape(n, 2 * rank)]
@@ -445,10 +451,17 @@ def _layout_bytes(layout: Layout) -> int:
 
 @bounded_cache("layouts", _layout_bytes)
 def _named_layout(devset: DeviceSet, mesh_spec: MeshSpec, pspec: Any, shape: tuple[int, ...], dtype: str) -> Layout:
+    itemsize = check_dtype(dtype)
+    return named_on_mesh(build_mesh(devset, mesh_spec), pspec, shape, dtype, itemsize, devset.key)
+
+
+def named_on_mesh(
+    mesh: Any, pspec: Any, shape: tuple[int, ...], dtype: str, itemsize: int, devices_key: str | None = None
+) -> Layout:
+    """The layout of ``NamedSharding(mesh, pspec)`` on a built mesh (simulated or real devices), with the
+    checks and errors of ``/api/layout``: the spec against the mesh and shape, then JAX's own refusals."""
     from jax.sharding import NamedSharding
 
-    itemsize = check_dtype(dtype)
-    mesh = build_mesh(devset, mesh_spec)
     check_spec(pspec, dict(mesh.shape), shape)
     try:
         sharding = NamedSharding(mesh, pspec)  # JAX's own validation (e.g. unreduced needs Explicit axes)
@@ -457,7 +470,7 @@ def _named_layout(devset: DeviceSet, mesh_spec: MeshSpec, pspec: Any, shape: tup
             INVALID_SPEC, f"JAX rejects {canonical_spec(pspec)} on this mesh: {e}", hint=_refusal_hint(str(e))
         ) from None
     try:
-        return _build(sharding, shape, dtype, itemsize, devset.key)
+        return _build(sharding, shape, dtype, itemsize, devices_key)
     except (AssertionError, ValueError, TypeError, NotImplementedError) as e:
         raise _jax_refuses(pspec, mesh, e) from None
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from sharding_core.cache import bounded_cache
-from sharding_core.devices import DeviceSet
+from sharding_core.devices import TPU_GENERATIONS, DeviceSet
 from sharding_core.hardware import GPU_FIGURES, TPU_FIGURES, DeviceFigures, figures_for_kind, wraparound
 
 NO_CPU_FIGURES = "no hardware figures for CPU device sets"
@@ -76,9 +76,7 @@ def no_figures(label: str, platform: str, why: str, hardware: DeviceFigures | No
 
 def figures_only(label: str, platform: str, hardware: DeviceFigures | None, why: str) -> CostContext:
     """Hardware figures without device placement (a snapshot's HBM fit); ``why`` when there are none."""
-    z = np.zeros(0, dtype=np.int64)
-    reason = None if hardware is not None else why
-    return CostContext(label, platform, hardware, reason, z, z, np.zeros((0, 0), np.int64), z, z, z, z.astype(bool))
+    return dataclasses.replace(no_figures(label, platform, why, hardware), why=None if hardware is not None else why)
 
 
 @bounded_cache("topologies", lambda ctx: 4096 + 64 * len(ctx.ids))
@@ -89,26 +87,7 @@ def context_for(devset: DeviceSet) -> CostContext:
         label = f"{devset.key} ({hw.title if hw else devset.generation.name})"
         if hw is None:
             return no_figures(label, "tpu", f"no hardware figures for TPU {devset.generation.name}")
-        topo = tuple(devset.topology)
-        ids, rows, coords, chip, island = _columns(
-            devset.devices,
-            len(topo),
-            lambda d: d.slice_index or 0,
-            lambda d: (d.slice_index or 0, tuple(d.coords[: len(topo)])),
-        )
-        return CostContext(
-            label,
-            "tpu",
-            hw,
-            None,
-            ids,
-            rows,
-            coords,
-            chip,
-            island,
-            np.asarray(topo, dtype=np.int64),
-            np.asarray(wraparound(devset.generation.name, topo), dtype=bool),
-        )
+        return _tpu_context(label, "tpu", hw, devset.devices, tuple(devset.topology))
     if devset.platform == "gpu" and devset.simulated:
         kind = devset.key.split(":")[1]
         gpu = GPU_FIGURES.get(kind)
@@ -148,26 +127,23 @@ def context_for_devices(devices: Sequence[Any], label: str | None = None) -> Cos
     if hw.kind == "gpu":
         return _gpu_context(label, hw, devices)
     coords_of = [tuple(getattr(d, "coords", None) or ()) for d in devices]
-    dims = 2 if hw.name in ("v2", "v3", "v5e", "v6e") else 3
+    dims = TPU_GENERATIONS[hw.name].dims
     if any(len(c) < dims for c in coords_of):
         return no_figures(label, platform, "the TPU devices report no coordinates", hw)
     topo = tuple(int(max(c[a] for c in coords_of)) + 1 for a in range(dims))
+    return _tpu_context(label, platform, hw, devices, topo)
+
+
+def _tpu_context(
+    label: str, platform: str, hw: DeviceFigures, devices: Sequence[Any], topo: tuple[int, ...]
+) -> CostContext:
+    """A TPU slice (or slices) of torus ``topo``: chips by their coordinates within their slice."""
+
+    def slice_of(d: Any) -> int:
+        return int(getattr(d, "slice_index", 0) or 0)
+
     ids, rows, coords, chip, island = _columns(
-        devices,
-        dims,
-        lambda d: int(getattr(d, "slice_index", 0) or 0),
-        lambda d: (int(getattr(d, "slice_index", 0) or 0), tuple(d.coords[:dims])),
+        devices, len(topo), slice_of, lambda d: (slice_of(d), tuple(d.coords[: len(topo)]))
     )
-    return CostContext(
-        label,
-        platform,
-        hw,
-        None,
-        ids,
-        rows,
-        coords,
-        chip,
-        island,
-        np.asarray(topo, dtype=np.int64),
-        np.asarray(wraparound(hw.name, topo), dtype=bool),
-    )
+    wraps = np.asarray(wraparound(hw.name, topo), dtype=bool)
+    return CostContext(label, platform, hw, None, ids, rows, coords, chip, island, np.asarray(topo, np.int64), wraps)

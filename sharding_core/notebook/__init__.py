@@ -336,18 +336,13 @@ def layout_spec(layout: Any) -> Any:
 def layout_on_mesh(mesh: Any, text: str, shape: tuple[int, ...], dtype: str) -> Any:
     """The layout of ``shape`` under ``NamedSharding(mesh, spec)`` on a concrete mesh, with the checks
     ``Layout.from_named`` makes (the same errors as ``/api/layout``)."""
-    import jax
+    import jax.numpy as jnp  # any array's dtype (int4, float8_*), as Layout.from_sharding takes it
 
-    from sharding_core.layout import INVALID_SPEC, Layout, check_shape, check_spec
-    from sharding_core.spec import canonical_spec, parse_spec
+    from sharding_core.layout import check_shape, named_on_mesh
+    from sharding_core.spec import parse_spec
 
-    pspec = parse_spec(text)
-    check_spec(pspec, dict(mesh.shape), check_shape(shape))
-    try:
-        sharding = jax.sharding.NamedSharding(mesh, pspec)
-    except (ValueError, TypeError) as e:
-        raise ShardingError(INVALID_SPEC, f"JAX rejects {canonical_spec(pspec)} on this mesh: {e}") from None
-    return Layout.from_sharding(sharding, shape, dtype)
+    dt = jnp.dtype(dtype)
+    return named_on_mesh(mesh, parse_spec(text), check_shape(shape), dt.name, int(dt.itemsize))
 
 
 def mesh_spec_of(mesh: Any, axes: str | Sequence[str] | None, order: str) -> Any:

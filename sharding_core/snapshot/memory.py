@@ -18,11 +18,15 @@ def memory(snap: Mapping[str, Any], layouts: Mapping[int, Mapping[str, Any]] | N
     ids = list(snap["devices"]["id"])
     total = dict.fromkeys(ids, 0)
     override = layouts or {}
+    # Leaves share a few layouts (thousands of leaves, dozens of layouts): count the leaves of each, then
+    # walk each layout's shards once.
+    uses: dict[int, list[Any]] = {}  # id(layout) -> [layout, leaves using it]
     for i, leaf in enumerate(snap["leaves"]):
         layout = override[i] if i in override else layout_of(snap, leaf)
-        if layout is None:
-            continue
-        b = layout["bytes_per_device"]
+        if layout is not None:
+            uses.setdefault(id(layout), [layout, 0])[1] += 1
+    for layout, count in uses.values():
+        b = layout["bytes_per_device"] * count
         for shard in layout["shards"]:
             d = shard["device_id"]
             total[d] = total.get(d, 0) + b
