@@ -67,7 +67,8 @@ def build(db: Path, parts: int, mib: float) -> str:
 def measure(db: str, read_id: str, mode: str) -> None:
     import orjson
 
-    from server.api import snapshots as api
+    from server.services.snapshots import SnapshotRepository
+    from server.settings import Settings
     from server.store import Store
     from sharding_core.snapshot.merge import merge_run
 
@@ -80,7 +81,7 @@ def measure(db: str, read_id: str, mode: str) -> None:
         parsed = [(p, sid, orjson.loads(store.get("snapshots", sid) or b"")) for p, sid in parts]
         out = orjson.dumps(merge_run(read_id, parsed))
     else:
-        out = api._merged_json(store, read_id)
+        out = SnapshotRepository(store, Settings()).merged_json(read_id)
     seconds = time.perf_counter() - start
     peak = _status("VmHWM") - before
     print(f"| {mode} | {seconds:.2f} s | +{peak / 1024:.0f} MiB | {len(out) / 2**20:.1f} MiB |")

@@ -16,7 +16,7 @@ from starlette.staticfiles import StaticFiles
 
 import shardscope
 from server import docs, vendor
-from server.api import ROUTERS
+from server.api import compare, kernels, layout, links, meta, reshard, snapshots, topology
 from server.api.compare import COMPARE_PATH
 from server.api.kernels import JOBS_PATH, RUN_PATH
 from server.api.links import LINKS_PATH
@@ -40,6 +40,8 @@ from server.middleware import (
     is_loopback,
 )
 from server.pool import WorkerPool
+from server.services.kernels import KernelRuns
+from server.services.snapshots import SnapshotRepository
 from server.settings import Settings
 from server.store import Store
 from sharding_core import cache
@@ -50,6 +52,18 @@ FRONTEND_DIR = _PACKAGED if _PACKAGED.is_dir() else Path(__file__).resolve().par
 """The static dashboard (no build step), served at ``/``."""
 
 _METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+ROUTERS = (
+    meta.router,
+    layout.router,
+    topology.router,
+    links.router,
+    snapshots.router,
+    kernels.router,
+    reshard.router,
+    compare.router,
+)
+"""Every feature's router, in the order the app includes them."""
 
 WRITE_PATHS = (LINKS_PATH, SNAPSHOTS_PATH, RUN_PATH, JOBS_PATH, RESHARD_PATH, COMPARE_PATH)
 """The POSTs that store something or start work: with ``--token`` they need it; every read stays open."""
@@ -149,6 +163,8 @@ def create_app(
     app.state.store = store
     app.state.kernels = kernels
     app.state.settings = settings
+    app.state.snapshots = SnapshotRepository(store, settings)
+    app.state.runs = KernelRuns(kernels, settings)
     for router in ROUTERS:
         app.include_router(router)
     app.include_router(docs.router)

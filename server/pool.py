@@ -62,6 +62,9 @@ WORKER_START_TIMEOUT_S = 180.0  # importing JAX in a fresh process takes seconds
 TIMEOUT = "timeout"
 WORKER_CRASHED = "worker_crashed"
 BUSY = "busy"
+WORKER_ERROR = "worker_error"
+CANCELLED = "cancelled"
+KERNEL_ERROR = "kernel_error"
 JOB_STATES = ("queued", "compiling", "running", "done", "error")
 """A job's states as the page polls them (a worker reports the middle two as progress)."""
 
@@ -104,9 +107,10 @@ class Job:
     started: float | None = None
     finished: float | None = None
     result: bytes | None = None  # the run response without its leading {"cached": ...}
-    failure: dict[str, Any] | None = None  # {"code", "message", "hint"?, ...}
+    failure: ShardingError | None = None  # why it failed: code, message, hint and details
     cached: bool = False
     peak_memory: int | None = None  # the worker's largest resident memory seen while it ran (bytes)
+    owners: int = 1  # requests waiting for it (a compare withdraws its claim when its other side failed)
     future: concurrent.futures.Future[None] = dataclasses.field(default_factory=concurrent.futures.Future)
 
     @property
@@ -127,12 +131,28 @@ class Job:
 
 
 def _held(result: bytes | None) -> int:
-    """What a result body counts against ``max_result_bytes`` (a failure is a small dict: 0)."""
+    """What a result body counts against ``max_result_bytes`` (a failure is a small error: 0)."""
     return len(result) if result is not None else 0
 
 
 class _WorkerGone(Exception):
     pass
+
+
+def crashed(message: str, hint: str | None = None) -> ShardingError:
+    """A run whose worker died, could not start, or was stopped with the server."""
+    return ShardingError(WORKER_CRASHED, message, hint)
+
+
+SHUTTING_DOWN = "the server is shutting down"
+
+
+def refusal(data: Mapping[str, Any]) -> ShardingError:
+    """A worker's refusal (``("error", {"code", "message", "hint"?, ...details})`` on its pipe) as an error."""
+    details = {k: v for k, v in data.items() if k not in ("code", "message", "hint")}
+    return ShardingError(
+        str(data.get("code", KERNEL_ERROR)), str(data.get("message", "the run failed")), data.get("hint"), **details
+    )
 
 
 class _Slot:
@@ -233,7 +253,7 @@ class _Slot:
             except Exception as e:  # the slot must outlive any one job, or the queue stalls
                 log.exception("%s slot %d failed on a job", self.pool.name, self.index)
                 self.stop_process(kill=True)
-                self.pool.finish(job, failure={"code": "worker_error", "message": f"{type(e).__name__}: {e}"})
+                self.pool.finish(job, failure=ShardingError(WORKER_ERROR, f"{type(e).__name__}: {e}"))
         self.stop_process()
 
     def run(self, job: Job) -> None:
@@ -241,7 +261,7 @@ class _Slot:
         try:
             self.ensure_process()
         except _WorkerGone as e:
-            pool.finish(job, failure={"code": WORKER_CRASHED, "message": str(e)})
+            pool.finish(job, failure=crashed(str(e)))
             return
         assert self.conn is not None and self.proc is not None
         conn, proc = self.conn, self.proc
@@ -260,13 +280,13 @@ class _Slot:
                 self.stop_process(kill=True)
                 pool.finish(
                     job,
-                    failure={
-                        "code": TIMEOUT,
-                        "message": f"the run took longer than {pool.timeout_s:g} s (setting {pool.timeout_setting}); "
+                    failure=ShardingError(
+                        TIMEOUT,
+                        f"the run took longer than {pool.timeout_s:g} s (setting {pool.timeout_setting}); "
                         "its worker was stopped and replaced",
-                        "hint": "use smaller shapes or a smaller mesh (compiling for many devices takes longest)",
-                        "limit": pool.timeout_s,
-                    },
+                        hint="use smaller shapes or a smaller mesh (compiling for many devices takes longest)",
+                        limit=pool.timeout_s,
+                    ),
                 )
                 self._respawn()
                 return
@@ -281,7 +301,7 @@ class _Slot:
             if message is None:
                 if pool.closing:
                     self.stop_process(kill=True)
-                    pool.finish(job, failure={"code": WORKER_CRASHED, "message": "the server is shutting down"})
+                    pool.finish(job, failure=crashed(SHUTTING_DOWN))
                     return
                 if not proc.is_alive():
                     self._replace(job, f"the worker exited while running (exit code {proc.exitcode})")
@@ -298,7 +318,7 @@ class _Slot:
             if kind == "result":
                 pool.complete(job, data)
             else:
-                pool.finish(job, failure=dict(data), cache=data.get("code") not in ("worker_error",))
+                pool.finish(job, failure=refusal(data), cache=data.get("code") != WORKER_ERROR)
             if retiring:
                 self.stop_process()
                 self._respawn()  # warm again before the next job arrives
@@ -333,11 +353,9 @@ class _Slot:
             return
         self.pool.finish(
             job,
-            failure={
-                "code": WORKER_CRASHED,
-                "message": message + "; it was replaced",
-                "hint": "the run crashed its process (e.g. out of memory); try smaller shapes",
-            },
+            failure=crashed(
+                message + "; it was replaced", "the run crashed its process (e.g. out of memory); try smaller shapes"
+            ),
         )
         self._respawn()
 
@@ -370,7 +388,7 @@ class WorkerPool:
         cache_entries: int = MAX_KERNEL_CACHE_ENTRIES,
         max_jobs: int = MAX_KERNEL_JOBS,
         max_result_bytes: int = MAX_KERNEL_RESULT_BYTES,
-        refused_code: str = "kernel_error",
+        refused_code: str = KERNEL_ERROR,
         memory_limit: int | None = None,
         memory_setting: str = "max_worker_memory",
         setup: Sequence[str] = (),
@@ -399,7 +417,7 @@ class WorkerPool:
         self._running: set[Job] = set()
         self._in_flight: dict[Hashable, Job] = {}
         self._jobs: collections.OrderedDict[str, Job] = collections.OrderedDict()
-        self._cache: collections.OrderedDict[Hashable, tuple[bytes | None, dict[str, Any] | None]] = (
+        self._cache: collections.OrderedDict[Hashable, tuple[bytes | None, ShardingError | None]] = (
             collections.OrderedDict()
         )
         self._cache_bytes = 0
@@ -435,7 +453,7 @@ class WorkerPool:
             self._queue.clear()
             self._lock.notify_all()
         for job in pending:
-            self.finish(job, failure={"code": WORKER_CRASHED, "message": "the server is shutting down"})
+            self.finish(job, failure=crashed(SHUTTING_DOWN))
         for slot in self._slots:
             if slot.thread.ident is not None:
                 slot.thread.join(timeout=30)
@@ -447,44 +465,75 @@ class WorkerPool:
 
     def submit(self, task: Task) -> Job:
         """A job for ``task``: answered from the cache, joined to an identical one in flight, or queued."""
-        key = task.key
+        return self.submit_all([task])[0]
+
+    def submit_all(self, tasks: Sequence[Task]) -> list[Job]:
+        """Jobs for ``tasks``, all or none (a compare's two sides): each answered from the cache, joined to
+        an identical one in flight, or queued; :class:`Busy` when the new ones together do not fit, and
+        then nothing was queued."""
         with self._lock:
             if self.closing:
                 raise RuntimeError("the worker pool is closed")
-            hit = self._cache.get(key)
-            if hit is not None:
-                self._cache.move_to_end(key)
-                self.stats["cache_hits"] += 1
-                job = Job(secrets.token_urlsafe(16), task, cached=True)
-                job.result, job.failure = hit
-                job.state = "done" if job.result is not None else "error"
-                job.finished = job.created
-                job.future.set_result(None)
-                self._remember(job)
-                return job
-            same = self._in_flight.get(key)
-            if same is not None:
-                self.stats["joined"] += 1
-                return same
+            plan: list[tuple[str, Task, Job | None]] = []
+            new: dict[Hashable, Job] = {}
+            for task in tasks:
+                key = task.key
+                if key in self._cache:
+                    plan.append(("cached", task, None))
+                elif key in self._in_flight or key in new:
+                    plan.append(("joined", task, self._in_flight.get(key) or new[key]))
+                else:
+                    new[key] = Job(secrets.token_urlsafe(16), task)
+                    plan.append(("queued", task, new[key]))
             in_flight = len(self._queue) + len(self._running)
             limit = self.workers + self.queue_limit
-            if in_flight >= limit:
+            if new and in_flight + len(new) > limit:
                 self.stats["busy"] += 1
-                waves = math.ceil((len(self._queue) + 1) / self.workers)
+                waves = math.ceil((len(self._queue) + len(new)) / self.workers)
                 raise Busy(in_flight, limit, max(1, math.ceil(waves * self._avg_run_s)))
-            job = Job(secrets.token_urlsafe(16), task)
-            self._queue.append(job)
-            self._in_flight[key] = job
-            self._remember(job)
-            self._lock.notify_all()
-        self.warm()
-        return job
+            jobs: list[Job] = []
+            for how, task, job in plan:
+                if how == "cached":
+                    self._cache.move_to_end(task.key)
+                    self.stats["cache_hits"] += 1
+                    job = Job(secrets.token_urlsafe(16), task, cached=True)
+                    job.result, job.failure = self._cache[task.key]
+                    job.state = "done" if job.result is not None else "error"
+                    job.finished = job.created
+                    job.future.set_result(None)
+                    self._remember(job)
+                elif how == "joined":
+                    assert job is not None
+                    self.stats["joined"] += 1
+                    job.owners += 1
+                else:
+                    assert job is not None
+                    self._queue.append(job)
+                    self._in_flight[task.key] = job
+                    self._remember(job)
+                jobs.append(job)
+            if new:
+                self._lock.notify_all()
+        if new:
+            self.warm()
+        return jobs
+
+    def withdraw(self, job: Job) -> bool:
+        """Gives up one owner's claim on ``job`` (a compare whose other side failed); a job still queued
+        that nobody else waits for is taken out of the queue and never runs. True when it was."""
+        with self._lock:
+            job.owners -= 1
+            if job.owners > 0 or job not in self._queue:
+                return False
+            self._queue.remove(job)
+        self.finish(job, failure=ShardingError(CANCELLED, "the run was withdrawn before it started"))
+        return True
 
     def get(self, job_id: str) -> Job | None:
         with self._lock:
             return self._jobs.get(job_id)
 
-    def status(self, job: Job) -> tuple[str, bytes | None, dict[str, Any] | None, int | None]:
+    def status(self, job: Job) -> tuple[str, bytes | None, ShardingError | None, int | None]:
         """A consistent view of a job: state, response bytes, failure, runs queued ahead of it."""
         with self._lock:
             ahead = next((i for i, queued in enumerate(self._queue) if queued is job), None)
@@ -525,12 +574,12 @@ class WorkerPool:
         try:
             body = orjson.dumps(job.task.result(raw))
         except ShardingError as e:
-            self.finish(job, failure={**e.to_dict(), "code": self.refused_code}, cache=True)
+            self.finish(job, failure=ShardingError(self.refused_code, e.message, e.hint, **e.details), cache=True)
             return
         self.finish(job, result=body, cache=True)
 
     def finish(
-        self, job: Job, *, result: bytes | None = None, failure: dict[str, Any] | None = None, cache: bool = False
+        self, job: Job, *, result: bytes | None = None, failure: ShardingError | None = None, cache: bool = False
     ) -> None:
         with self._lock:
             job.result, job.failure = result, failure
@@ -551,20 +600,20 @@ class WorkerPool:
                 while len(self._cache) > self.cache_entries or self._cache_bytes > self.max_result_bytes:
                     _, (dropped, _) = self._cache.popitem(last=False)
                     self._cache_bytes -= _held(dropped)
-            self.stats["done" if result is not None else (failure or {}).get("code", "error")] += 1
+            self.stats["done" if result is not None else failure.code if failure is not None else "error"] += 1
         if not job.future.done():
             job.future.set_result(None)
 
-    def memory_failure(self, used: int | None) -> dict[str, Any]:
+    def memory_failure(self, used: int | None) -> ShardingError:
         limit = self.memory_limit or 0
         seen = f" (it reached {fmt_bytes(used)})" if used else ""
-        return {
-            "code": TOO_LARGE,
-            "message": f"the run needed more memory than a worker may use, {fmt_bytes(limit)} (setting "
+        return ShardingError(
+            TOO_LARGE,
+            f"the run needed more memory than a worker may use, {fmt_bytes(limit)} (setting "
             f"{self.memory_setting}){seen}; its worker was stopped and replaced",
-            "hint": "use smaller shapes or fewer devices: the shardings and collectives are the same at any multiple",
-            "limit": limit,
-        }
+            hint="use smaller shapes or fewer devices: the shardings and collectives are the same at any multiple",
+            limit=limit,
+        )
 
     def cached(self, key: Hashable) -> bool:
         with self._lock:

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from server.store import MAX_LINK_DAYS, MAX_SNAPSHOT_DAYS, MAX_STORE_BYTES, RECORD_OVERHEAD
 from sharding_core.cache import MAX_CACHE_BYTES
-from sharding_core.devices import MAX_DEVICES, MAX_SLICES
-from sharding_core.errors import ShardingError
+from sharding_core.devices import MAX_DEVICES, MAX_SLICES, DeviceSet, parse_devices
+from sharding_core.errors import TOO_LARGE, ShardingError
 from sharding_core.kernels.memory import physical_ram
 from sharding_core.kernels.plan import MAX_KERNEL_DEVICES, MAX_KERNEL_ELEMENTS
 from sharding_core.kernels.runner import MAX_TEXT_CHARS as MAX_KERNEL_TEXT_CHARS
@@ -243,6 +243,19 @@ class Settings:
     def worker_memory(self) -> int:
         """``max_worker_memory`` in bytes, with 0 resolved to a quarter of the machine's RAM."""
         return self.max_worker_memory or physical_ram() // 4
+
+    def device_set(self, devices: str, slices: int = 1, chips_per_host: Sequence[int] | None = None) -> DeviceSet:
+        """A request's device set, within this server's ``max_devices`` (which may be lower than the domain's)."""
+        devset = parse_devices(devices, slices=slices, chips_per_host=chips_per_host)
+        if len(devset) > self.max_devices:
+            raise ShardingError(
+                TOO_LARGE,
+                f"{devset.key} has {len(devset)} devices; this server allows at most {self.max_devices} "
+                "(setting max_devices)",
+                hint="pick a smaller device set",
+                limit=self.max_devices,
+            )
+        return devset
 
     def with_values(self, pairs: Iterable[tuple[str, str | int]]) -> Settings:
         """These settings with ``(name, value)`` pairs applied, each checked against the table.

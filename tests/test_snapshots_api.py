@@ -25,6 +25,7 @@ from pydantic import TypeAdapter
 
 from server.api import snapshots as api
 from server.middleware import BodyLimit
+from server.services.snapshots import PARSED_PER_JSON_BYTE, SnapshotRepository
 from server.settings import MAX_BODY_BYTES, MAX_SNAPSHOT_BYTES, SETTINGS, Settings
 from sharding_core import capture, new_run_id
 from sharding_core.snapshot.format import MAX_LEAF_PATH_CHARS, MAX_RULES, MAX_SNAPSHOT_NAME_CHARS
@@ -292,6 +293,7 @@ def test_a_merge_holds_one_part_at_a_time(make_client: ClientFactory) -> None:
     for p in range(processes):
         publish(c, big_part(p, processes, secret, leaves=1500))
     store = c.app.state.store  # type: ignore[attr-defined]
+    repo: SnapshotRepository = c.app.state.snapshots  # type: ignore[attr-defined]
     read_id = store.run_read_id(secret)
     parts = store.run_parts(read_id)
     assert len(parts) == processes and len(store.get("snapshots", parts[0][1])) > 500_000
@@ -307,15 +309,15 @@ def test_a_merge_holds_one_part_at_a_time(make_client: ClientFactory) -> None:
         finally:
             tracemalloc.stop()
 
-    part, parse_peak = traced(lambda: api._part(store, parts[0][1]))  # orjson's parse buffer is most of the peak
-    _, all_at_once = traced(lambda: merge_run(read_id, [(p, sid, api._part(store, sid)) for p, sid in parts]))
-    api._MERGED.clear()
-    _, streamed = traced(lambda: api._merged_json(store, read_id))
+    part, parse_peak = traced(lambda: repo.part(parts[0][1]))  # orjson's parse buffer is most of the peak
+    _, all_at_once = traced(lambda: merge_run(read_id, [(p, sid, repo.part(sid)) for p, sid in parts]))
+    repo.merged.clear()
+    _, streamed = traced(lambda: repo.merged_json(read_id))
     # Streaming holds the merged result (about one part here: the parts' leaves are the same), its
     # JSON and the part being parsed; all at once holds every part.
     assert streamed - parse_peak < 4 * part, (part, parse_peak, streamed)
     assert all_at_once - parse_peak > (processes - 2) * part, (part, parse_peak, all_at_once)
-    merged = orjson.loads(api._merged_json(store, read_id))
+    merged = orjson.loads(repo.merged_json(read_id))
     assert merged["processes"]["reported"] == list(range(processes)) and len(merged["leaves"]) == 1500
 
 
@@ -385,22 +387,23 @@ def test_parsed_snapshots_held_at_the_byte_budget_and_one_past(make_client: Clie
         capture({f"x{i}": jax.device_put(jnp.ones((8, 16)), NamedSharding(m, P("data")))}, f"s{i}") for i in range(3)
     ]
     store = c.app.state.store  # type: ignore[attr-defined]
+    repo: SnapshotRepository = c.app.state.snapshots  # type: ignore[attr-defined]
     # sizes differ by a few bytes (capture times): the two largest fill the budget, the smallest comes third
     ids = sorted((publish(c, s)["id"] for s in snaps), key=lambda i: -len(store.get("snapshots", i)))
-    cost = [api.PARSED_PER_JSON_BYTE * len(store.get("snapshots", i)) for i in ids]
-    was = api._PARSED.max_bytes
-    api._PARSED.clear()
-    api._PARSED.resize(cost[0] + cost[1])
+    cost = [PARSED_PER_JSON_BYTE * len(store.get("snapshots", i)) for i in ids]
+    was = repo.parsed.max_bytes
+    repo.parsed.clear()
+    repo.parsed.resize(cost[0] + cost[1])
     try:
         diff = {"a": {"snapshot": ids[0]}, "b": {"snapshot": ids[1]}}
         assert post(c, "/api/snapshots/diff", diff).status_code == 200
-        assert api._PARSED.bytes == cost[0] + cost[1] and len(api._PARSED) == 2  # at the budget: both kept
+        assert repo.parsed.bytes == cost[0] + cost[1] and len(repo.parsed) == 2  # at the budget: both kept
         diff = {"a": {"snapshot": ids[1]}, "b": {"snapshot": ids[2]}}
         assert post(c, "/api/snapshots/diff", diff).status_code == 200  # one past: the least recently used goes
-        assert api._PARSED.bytes == cost[1] + cost[2] and len(api._PARSED) == 2
-        assert api._PARSED.get((store, store.deletions, "snapshots", ids[0])) is None
+        assert repo.parsed.bytes == cost[1] + cost[2] and len(repo.parsed) == 2
+        assert repo.parsed.get((store.deletions, ids[0])) is None
     finally:
-        api._PARSED.resize(was)
+        repo.parsed.resize(was)
 
 
 @pytest.mark.parametrize("bad_id", ["A" * 22, "short", "x" * 65, "..%2f..%2fetc"])

@@ -18,16 +18,22 @@ from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from server.api.deps import PoolDep, SettingsDep, StoreDep, responses
-from server.api.kernels import KernelRunRequest, finished, plan_request, submit_plan
-from server.api.reshard import ReshardRequest, plan_reshard_request
-from server.api.schema import Communication, HbmFit, Reply, Request, Roofline
-from server.api.snapshots import SnapshotRef, load_snapshot
+from server.api.deps import RunsDep, SnapshotsDep, responses
+from server.api.schema import (
+    Communication,
+    HbmFit,
+    KernelRunRequest,
+    Reply,
+    Request,
+    ReshardRequest,
+    Roofline,
+    SnapshotRef,
+)
 from server.errors import ApiError
 from server.jsonio import OrjsonResponse, OrjsonRoute
-from server.pool import WorkerPool
-from server.settings import Settings
-from server.store import Store
+from server.pool import Job
+from server.services.kernels import KernelRuns
+from server.services.snapshots import SnapshotRepository
 from sharding_core.cost.compare import compare, kernel_summary, snapshot_summary
 from sharding_core.hardware import table_json
 from sharding_core.kernels.plan import KernelPlan
@@ -108,7 +114,7 @@ class CompareResponse(Reply):
 
 
 async def _prepare(
-    side: CompareSide, default: str, settings: Settings, store: Store
+    side: CompareSide, default: str, runs: KernelRuns, snapshots: SnapshotRepository
 ) -> tuple[str, KernelPlan | dict[str, Any]]:
     """A side's label and its checked run plan, or its snapshot's summary (nothing is started yet)."""
     chosen = [k for k in ("kernel", "reshard", "snapshot") if getattr(side, k) is not None]
@@ -122,18 +128,11 @@ async def _prepare(
     label = side.label or default
     if side.snapshot is not None:
         ref = side.snapshot
-        return label, await run_in_threadpool(lambda: snapshot_summary(load_snapshot(store, ref), label))
+        return label, await run_in_threadpool(lambda: snapshot_summary(snapshots.load(ref), label))
     if side.kernel is not None:
-        return label, await run_in_threadpool(plan_request, side.kernel, settings)
+        return label, await run_in_threadpool(runs.plan_kernel, side.kernel)
     assert side.reshard is not None
-    return label, await run_in_threadpool(plan_reshard_request, side.reshard, settings)
-
-
-async def _summary(label: str, prepared: KernelPlan | dict[str, Any], pool: WorkerPool) -> dict[str, Any]:
-    if isinstance(prepared, dict):
-        return prepared
-    body = await finished(submit_plan(pool, prepared))
-    return await run_in_threadpool(lambda: kernel_summary(orjson.loads(body), label))  # megabytes: off the loop
+    return label, await run_in_threadpool(runs.plan_reshard, side.reshard)
 
 
 COMPARE_ERRORS = responses(
@@ -153,12 +152,30 @@ COMPARE_ERRORS = responses(
 
 
 @router.post(COMPARE_PATH, response_model=CompareResponse, responses=COMPARE_ERRORS)
-async def compare_route(body: CompareRequest, pool: PoolDep, settings: SettingsDep, store: StoreDep) -> Response:
+async def compare_route(body: CompareRequest, runs: RunsDep, snapshots: SnapshotsDep) -> Response:
     """Two runs, reshards or snapshots side by side: collectives matched up, bytes, estimates, memory,
     roofline, and a verdict (every time an estimate on public hardware figures)."""
-    label_a, a = await _prepare(body.a, "A", settings, store)
-    label_b, b = await _prepare(body.b, "B", settings, store)
-    sa, sb = await asyncio.gather(_summary(label_a, a, pool), _summary(label_b, b, pool))
+    label_a, a = await _prepare(body.a, "A", runs, snapshots)
+    label_b, b = await _prepare(body.b, "B", runs, snapshots)
+    # Both sides' runs are queued together or not at all: a 429 leaves nothing running for this compare.
+    jobs = runs.submit(*(p for p in (a, b) if isinstance(p, KernelPlan)))
+    pending = iter(jobs)
+
+    async def summary(label: str, prepared: KernelPlan | dict[str, Any], job: Job | None) -> dict[str, Any]:
+        if job is None:
+            assert isinstance(prepared, dict)
+            return prepared
+        raw = await runs.result(job)
+        return await run_in_threadpool(lambda: kernel_summary(orjson.loads(raw), label))  # megabytes: off the loop
+
+    try:
+        sa, sb = await asyncio.gather(
+            summary(label_a, a, next(pending) if isinstance(a, KernelPlan) else None),
+            summary(label_b, b, next(pending) if isinstance(b, KernelPlan) else None),
+        )
+    except BaseException:
+        runs.withdraw(jobs)  # one side failed: the other, if still queued for this compare alone, never runs
+        raise
     return OrjsonResponse(compare(sa, sb))
 
 

@@ -1,19 +1,17 @@
-"""What routes share: the app's store, settings and worker pool as dependencies, and the documented error
+"""What routes share: the app's store, settings and services as dependencies, and the documented error
 statuses of ``/openapi.json`` (one table; a feature adds what its statuses mean for it)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
 from server.api.schema import ErrorResponse
-from server.pool import WorkerPool
+from server.services.kernels import KernelRuns
+from server.services.snapshots import SnapshotRepository
 from server.settings import Settings
 from server.store import Store
-from sharding_core.devices import DeviceSet, parse_devices
-from sharding_core.errors import TOO_LARGE, ShardingError
 
 DESCRIPTIONS: dict[int, str] = {
     400: "Malformed request: invalid JSON, or a Host header this server does not answer to (bad_host)",
@@ -46,37 +44,37 @@ WRITE_ERRORS = responses(400, 401, 403, 413, 415, 422, 500)  # writes need the t
 ID_ERRORS = responses(400, 404, 422, 500)
 
 
-def get_store(request: Request) -> Store:
-    store: Store = request.app.state.store
-    return store
+KERNEL_MEANING = {
+    "s404": "No such job (not_found): unknown, or forgotten (setting max_kernel_jobs)",
+    "s422": "Input refused before or during the run: validation_error, unknown_kernel, unavailable, bad_inputs, "
+    "the layout codes (parse_error, unknown_axis, indivisible, ...; a refusal of one input names it: input, "
+    "input_name and field), too_large, kernel_error (JAX refused the kernel: its message and what to change), "
+    "timeout (setting max_kernel_seconds), worker_crashed",
+}
+"""What the kernel lab's statuses mean (kernel runs, jobs, and the reshards and comparisons that start runs)."""
+RUN_ERRORS = responses(400, 401, 403, 413, 415, 422, 429, 500, **KERNEL_MEANING)
+
+STORE_ERRORS: dict[int | str, dict[str, Any]] = {
+    503: {"model": ErrorResponse, "description": "The store cannot be written right now (store_unavailable)"},
+    507: {
+        "model": ErrorResponse,
+        "description": "The store is at its byte budget (setting max_store_bytes) or its disk is full "
+        "(insufficient_storage); nothing was stored",
+    },
+}
+"""What a route that writes to the store adds to its documented errors (server/store.py)."""
 
 
-def get_settings(request: Request) -> Settings:
-    settings: Settings = request.app.state.settings
-    return settings
+def _state(name: str) -> Any:
+    """A dependency that gives the app's ``app.state.<name>`` (made once by server.app.create_app)."""
+
+    def get(request: Request) -> Any:
+        return getattr(request.app.state, name)
+
+    return Depends(get)
 
 
-def get_pool(request: Request) -> WorkerPool:
-    pool: WorkerPool = request.app.state.kernels
-    return pool
-
-
-StoreDep = Annotated[Store, Depends(get_store)]
-SettingsDep = Annotated[Settings, Depends(get_settings)]
-PoolDep = Annotated[WorkerPool, Depends(get_pool)]
-
-
-def device_set(
-    settings: Settings, devices: str, slices: int = 1, chips_per_host: Sequence[int] | None = None
-) -> DeviceSet:
-    """A request's device set, within the server's ``max_devices`` (which may be lower than the domain's)."""
-    devset = parse_devices(devices, slices=slices, chips_per_host=chips_per_host)
-    if len(devset) > settings.max_devices:
-        raise ShardingError(
-            TOO_LARGE,
-            f"{devset.key} has {len(devset)} devices; this server allows at most {settings.max_devices} "
-            "(setting max_devices)",
-            hint="pick a smaller device set",
-            limit=settings.max_devices,
-        )
-    return devset
+StoreDep = Annotated[Store, _state("store")]
+SettingsDep = Annotated[Settings, _state("settings")]
+SnapshotsDep = Annotated[SnapshotRepository, _state("snapshots")]
+RunsDep = Annotated[KernelRuns, _state("runs")]

@@ -4,93 +4,50 @@
 answers at once with a job id and ``GET /api/kernels/jobs/{id}`` reports queued / compiling /
 running / done / error, which is what the page shows while it waits. Both validate on the
 simulated devices first (``plan_run``: a 422 before any worker is involved), then go through the
-same worker pool, cache and limits (:mod:`server.pool`). Routes are ``async``: waiting for a worker
-holds no thread.
+same worker pool, cache and limits (:class:`server.services.kernels.KernelRuns`). Routes are ``async``:
+waiting for a worker holds no thread.
 """
 
 from __future__ import annotations
 
-import asyncio
-import functools
 from typing import TYPE_CHECKING, Annotated, NotRequired
 
-import orjson
 from fastapi import APIRouter
 from pydantic import Field, with_config
-from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from server.api.deps import PoolDep, SettingsDep, device_set, responses
+from server.api.deps import KERNEL_MEANING, RUN_ERRORS, RunsDep, responses
 from server.api.schema import (
     CLOSED,
-    ArrayDim,
-    ChipsPerHost,
     Collective,
-    DevicesText,
     ErrorDetail,
-    Estimate,
+    KernelCost,
+    KernelMemory,
+    KernelRunRequest,
+    KernelTiming,
+    KernelTpu,
     Layout,
     MeshInfo,
-    MeshRequest,
     Reply,
-    Request,
     Roofline,
-    Slices,
-    SpecText,
     vocab,
 )
-from server.errors import ApiError
 from server.jsonio import OrjsonResponse, OrjsonRoute
-from server.pool import BUSY, JOB_STATES, Busy, Job, WorkerPool
-from server.settings import Settings
-from sharding_core.errors import NOT_FOUND
-from sharding_core.kernels.catalog import KERNEL_DTYPES, MODES, PARAM_KINDS, kernels
-from sharding_core.kernels.plan import KernelPlan, RunInput, plan_run
-from sharding_core.layout import MAX_RANK
+from server.pool import JOB_STATES
+from sharding_core.kernels.catalog import MODES, PARAM_KINDS
 
 if TYPE_CHECKING:
-    KernelDType = str
     KernelState = str
     KernelMode = str
     ParamKind = str
 else:
-    KernelDType = vocab(KERNEL_DTYPES)
     KernelState = vocab(JOB_STATES)
     KernelMode = vocab(MODES)
     ParamKind = vocab(PARAM_KINDS)
 
-KERNEL_ERROR_STATUS = 422
 RUN_PATH = "/api/kernels/run"
 JOBS_PATH = "/api/kernels/jobs"
-MAX_KERNEL_ARRAYS = 16  # inputs, out_specs and params per run; the catalog's kernels take at most 3
-KernelName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
-
 router = APIRouter(route_class=OrjsonRoute, default_response_class=OrjsonResponse, tags=["kernels"])
-
-
-class KernelInputRequest(Request):
-    shape: list[ArrayDim] = Field(max_length=MAX_RANK, description="The input's shape")
-    spec: SpecText
-    dtype: KernelDType = "float32"
-
-
-class KernelRunRequest(Request):
-    kernel: KernelName = Field(description="A name from GET /api/kernels", examples=["sum_axis0"])
-    devices: DevicesText
-    mesh: MeshRequest
-    inputs: list[KernelInputRequest] | None = Field(
-        None, max_length=MAX_KERNEL_ARRAYS, description="One per kernel input, in order (null: the catalog's defaults)"
-    )
-    out_specs: list[SpecText] | None = Field(
-        None,
-        max_length=MAX_KERNEL_ARRAYS,
-        description="Output shardings: out_shardings of a jit kernel, out_specs of a shard_map kernel (null: JAX's)",
-    )
-    params: dict[Annotated[str, Field(max_length=64)], SpecText] | None = Field(
-        None, max_length=MAX_KERNEL_ARRAYS, description="The kernel's parameters by name (null: defaults)"
-    )
-    slices: Slices = 1
-    chips_per_host: ChipsPerHost = None
 
 
 class KernelInputInfo(Reply):
@@ -159,29 +116,6 @@ class KernelArray(Layout):
     ]
 
 
-class KernelMemory(Reply):
-    argument_bytes: int | None = None
-    output_bytes: int | None = None
-    temp_bytes: int | None = None
-    alias_bytes: int | None = None
-    generated_code_bytes: int | None = None
-    peak_bytes: int | None = None
-
-
-class KernelCost(Reply):
-    flops: float | None = None
-    bytes_accessed: float | None = None
-    transcendentals: float | None = None
-    optimal_seconds: float | None = None
-
-
-class KernelTiming(Reply):
-    lower_ms: float
-    compile_ms: float
-    run_ms: float
-    reference_ms: float
-
-
 class KernelOrigin(Reply):
     axis: str
     origin: str = Field(description="Shardy's text: self, input: N, output: N, constraint_K, mc_K_input: N, ...")
@@ -200,52 +134,6 @@ class KernelOrigins(Reply):
     entries: list[KernelOriginEntry]
     outputs: list[KernelOriginEntry | None]
     truncated: bool
-
-
-class DcnStep(Reply):
-    """A cross-slice step of a multi-slice program, from a CPU collective whose groups span slices."""
-
-    op: str
-    name: str = Field(description="The CPU run's collective it comes from")
-    fabric: str = Field(description="dcn")
-    bytes: int | None
-    groups: list[list[int]] = Field(description="The devices that exchange over DCN: the k-th of the group per slice")
-    global_groups: list[list[int]] = Field(description="The CPU run's global groups that span slices")
-    slices: list[int]
-    axes: list[str] | None
-    axes_text: str
-    estimate: Estimate = Field(description="The step's time over DCN (an estimate: formula and inputs)")
-
-
-class MegascaleTransfer(Reply):
-    op: str = Field(description="The collective libtpu's megascale runtime carries out between slices")
-    rendezvous: str | None
-    bytes: int | None = Field(description="Bytes each device sends")
-
-
-class KernelTpu(Reply):
-    """The kernel compiled (never run) for libtpu's real topology of a tpu: set; one of three shapes."""
-
-    skipped: str | None = Field(None, description="Why there is no TPU compile (not a tpu: set, or no libtpu)")
-    error: ErrorDetail | None = Field(None, description="The TPU compiler's refusal")
-    topology: str | None = Field(None, description="libtpu's topology name, e.g. v5e:2x4")
-    device_kind: str | None = None
-    slices: int | None = Field(None, description="Slices of the set (libtpu compiles one slice's program)")
-    hlo: str | None = Field(None, description="The compiled TPU HLO")
-    hlo_truncated: bool | None = None
-    collectives: list[Collective] | None = Field(
-        None, description="One per collective in the TPU HLO (ICI), its groups in every slice"
-    )
-    dcn: list[DcnStep] | None = Field(None, description="Multi-slice: the cross-slice (DCN) steps")
-    dcn_note: str | None = Field(None, description="How the DCN steps are found")
-    megascale_transfers: list[MegascaleTransfer] | None = Field(
-        None, description="Multi-slice: the DCN transfers libtpu wrote into the slice's program"
-    )
-    device_assignment: list[int] | None = Field(None, description="Device ids by partition id")
-    memory: KernelMemory | None = Field(None, description="compiled.memory_analysis() on TPU, per device")
-    cost: KernelCost | None = Field(None, description="compiled.cost_analysis() on TPU, per device")
-    compile_ms: float | None = None
-    roofline: Roofline | None = Field(None, description="The TPU compile's roofline and HBM fit (estimates)")
 
 
 class KernelRunResponse(Reply):
@@ -303,140 +191,34 @@ class KernelJobResponse(Reply):
     failure: ErrorDetail | None = Field(description="Why the run failed (state error)")
 
 
-_MEANING = {
-    "s404": "No such job (not_found): unknown, or forgotten (setting max_kernel_jobs)",
-    "s422": "Input refused before or during the run: validation_error, unknown_kernel, unavailable, bad_inputs, "
-    "the layout codes (parse_error, unknown_axis, indivisible, ...), too_large, kernel_error (JAX refused the "
-    "kernel: its message and what to change), timeout (setting max_kernel_seconds), worker_crashed",
-}
-
-
-@functools.lru_cache(maxsize=8)
-def _catalog(names: tuple[str, ...], settings: Settings) -> bytes:
-    # Keyed by the kernels' names too: tests register and unregister hook kernels.
-    return orjson.dumps(
-        {
-            "kernels": [k.catalog_entry() for k in kernels()],
-            "dtypes": list(KERNEL_DTYPES),
-            "limits": {
-                "max_kernel_devices": settings.max_kernel_devices,
-                "max_kernel_elements": settings.max_kernel_elements,
-                "max_kernel_seconds": settings.max_kernel_seconds,
-                "max_kernel_workers": settings.max_kernel_workers,
-                "max_kernel_queue": settings.max_kernel_queue,
-                "max_worker_memory": settings.worker_memory(),
-            },
-        }
-    )
-
-
-@router.get("/api/kernels", response_model=KernelCatalogResponse, responses=responses(400, 500, **_MEANING))
-async def kernel_catalog(pool: PoolDep, settings: SettingsDep) -> Response:
+@router.get("/api/kernels", response_model=KernelCatalogResponse, responses=responses(400, 500, **KERNEL_MEANING))
+async def kernel_catalog(runs: RunsDep) -> Response:
     """The catalog: each kernel's doc, source, default inputs, mesh and parameters.
 
     Asking for it also starts the workers, so they are warm by the time the page's first run arrives.
     """
-    pool.warm()
-    return OrjsonResponse(_catalog(tuple(k.name for k in kernels()), settings))
-
-
-def plan_request(body: KernelRunRequest, settings: Settings) -> KernelPlan:
-    device_set(settings, body.devices, body.slices, body.chips_per_host)  # the server's max_devices
-    inputs = [RunInput(tuple(i.shape), i.spec, i.dtype) for i in body.inputs] if body.inputs is not None else None
-    return plan_run(
-        body.kernel,
-        body.devices,
-        body.mesh.to_spec(),
-        inputs,
-        body.out_specs,
-        body.params,
-        slices=body.slices,
-        chips_per_host=body.chips_per_host,
-        max_devices=settings.max_kernel_devices,
-        max_elements=settings.max_kernel_elements,
-        max_bytes=settings.worker_memory(),
-    )
-
-
-def _busy(e: Busy) -> ApiError:
-    return ApiError(
-        429,
-        BUSY,
-        f"every kernel worker is busy and the queue is full ({e.in_flight} runs in flight, at most {e.limit}: "
-        "settings max_kernel_workers + max_kernel_queue)",
-        hint=f"try again in {e.retry_after} s",
-        headers={"Retry-After": str(e.retry_after)},
-        retry_after=e.retry_after,
-        limit=e.limit,
-    )
-
-
-async def _submit(pool: WorkerPool, body: KernelRunRequest, settings: Settings) -> Job:
-    # Planning computes layouts on the simulated devices (JAX work): off the event loop.
-    plan = await run_in_threadpool(plan_request, body, settings)
-    return submit_plan(pool, plan)
-
-
-def submit_plan(pool: WorkerPool, plan: KernelPlan) -> Job:
-    """Hands a checked run to the worker pool (its cache, queue and limits); 429 when it is full."""
-    try:
-        return pool.submit(plan)
-    except Busy as e:
-        raise _busy(e) from None
-
-
-async def finished(job: Job) -> bytes:
-    """Waits for a run and answers its response bytes (``{"cached", ...the run}``), or raises its failure."""
-    await asyncio.wrap_future(job.future)
-    if job.result is None:
-        raise _failure(job)
-    return job.response_bytes()
-
-
-def _failure(job: Job) -> ApiError:
-    failure = dict(job.failure or {"code": "kernel_error", "message": "the run failed"})
-    code = str(failure.pop("code"))
-    message = str(failure.pop("message", ""))
-    hint = failure.pop("hint", None)
-    return ApiError(KERNEL_ERROR_STATUS, code, message, hint, **failure)
-
-
-RUN_ERRORS = responses(400, 401, 403, 413, 415, 422, 429, 500, **_MEANING)
+    runs.pool.warm()
+    return OrjsonResponse(runs.catalog())
 
 
 @router.post(RUN_PATH, response_model=KernelRunResponse, responses=RUN_ERRORS)
-async def run_kernel(body: KernelRunRequest, pool: PoolDep, settings: SettingsDep) -> Response:
+async def run_kernel(body: KernelRunRequest, runs: RunsDep) -> Response:
     """Runs a kernel and answers when it is done: output layouts, collectives, memory, cost, errors, HLO."""
-    job = await _submit(pool, body, settings)
-    return Response(await finished(job), media_type="application/json")
+    return Response(await runs.run_request(body), media_type="application/json")
 
 
 @router.post(JOBS_PATH, status_code=202, response_model=KernelJobCreated, responses=RUN_ERRORS)
-async def start_job(body: KernelRunRequest, pool: PoolDep, settings: SettingsDep) -> Response:
+async def start_job(body: KernelRunRequest, runs: RunsDep) -> Response:
     """Starts a run and answers at once; poll the job's url for its state and result."""
-    job = await _submit(pool, body, settings)
+    job = await runs.start_request(body)
     return OrjsonResponse({"id": job.id, "state": job.state, "url": f"/api/kernels/jobs/{job.id}"}, status_code=202)
 
 
 @router.get(
-    "/api/kernels/jobs/{job_id}", response_model=KernelJobResponse, responses=responses(400, 404, 422, 500, **_MEANING)
+    "/api/kernels/jobs/{job_id}",
+    response_model=KernelJobResponse,
+    responses=responses(400, 404, 422, 500, **KERNEL_MEANING),
 )
-async def job_status(job_id: str, pool: PoolDep) -> Response:
+async def job_status(job_id: str, runs: RunsDep) -> Response:
     """A job's state (queued, compiling, running, done, error) and, once done, its result or failure."""
-    job = pool.get(job_id)
-    if job is None:
-        raise ApiError(404, NOT_FOUND, "no such kernel job", hint="jobs are kept in memory; start the run again")
-    state, result, failure, ahead = pool.status(job)
-    assert isinstance(job.task, KernelPlan)
-    head = {
-        "id": job.id,
-        "kernel": job.task.kernel.name,
-        "state": state,
-        "queued_ahead": ahead,
-        "elapsed_ms": job.elapsed_ms,
-        "peak_memory_bytes": job.peak_memory,
-        "failure": failure,
-    }
-    # The result is already encoded (and cached) bytes: splice it in rather than decode and re-encode.
-    body = orjson.dumps(head)
-    return Response(body[:-1] + b',"result":' + (result or b"null") + b"}", media_type="application/json")
+    return Response(runs.job_json(job_id), media_type="application/json")

@@ -15,7 +15,7 @@ from pydantic import Field
 from starlette.responses import Response
 
 from server.api import schema
-from server.api.deps import POST_ERRORS, SettingsDep, device_set
+from server.api.deps import POST_ERRORS, SettingsDep
 from server.api.schema import (
     ArrayDim,
     ChipsPerHost,
@@ -70,7 +70,7 @@ def logical_spec(text: str, rules: list[Any]) -> PartitionSpec:
 @router.post("/api/layout", response_model=schema.Layout, responses=POST_ERRORS)
 def layout(body: LayoutRequest, settings: SettingsDep) -> Response:
     """Where every shard of an array lives: ``NamedSharding(mesh, spec).devices_indices_map(shape)``."""
-    devset = device_set(settings, body.devices, body.slices, body.chips_per_host)
+    devset = settings.device_set(body.devices, body.slices, body.chips_per_host)
     spec: Any = body.spec if body.rules is None else logical_spec(body.spec, body.rules)
     result = Layout.from_named(devset, body.mesh.to_spec(), spec, body.shape, body.dtype)
     # sharding_core serialised this (cached, immutable) layout once, straight from its numpy

@@ -18,15 +18,14 @@ from fastapi import APIRouter, Request
 from pydantic import Field
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from server.api.deps import ID_ERRORS, WRITE_ERRORS, SettingsDep, StoreDep
-from server.api.schema import ErrorResponse, Reply
+from server.api.deps import ID_ERRORS, STORE_ERRORS, WRITE_ERRORS, SettingsDep, StoreDep
+from server.api.schema import Reply
 from server.api.schema import Request as RequestModel
-from server.errors import ApiError, not_found
+from server.errors import not_found
 from server.jsonio import OrjsonResponse, OrjsonRoute
+from server.services.links import LINKS, store_link
 from server.settings import MAX_VIEW_CHARS
-from server.store import Store
 
-LINKS = "links"
 LINKS_PATH = "/api/links"
 MAX_STATE_KEYS = 4096  # the byte limit (max_link_bytes) is the real bound; this stops absurd objects early
 
@@ -40,16 +39,6 @@ VIEW_PAGES: dict[str, str] = {
 """Which page opens a link of each view (a link of an unknown view opens the layout page)."""
 
 router = APIRouter(route_class=OrjsonRoute, default_response_class=OrjsonResponse)
-
-STORE_ERRORS: dict[int | str, dict[str, Any]] = {
-    503: {"model": ErrorResponse, "description": "The store cannot be written right now (store_unavailable)"},
-    507: {
-        "model": ErrorResponse,
-        "description": "The store is at its byte budget (setting max_store_bytes) or its disk is full "
-        "(insufficient_storage); nothing was stored",
-    },
-}
-"""What a route that writes to the store adds to its documented errors (server/store.py)."""
 
 
 class LinkRequest(RequestModel):
@@ -74,27 +63,6 @@ class LinkCreated(Reply):
 class LinkResponse(Reply):
     view: str
     state: dict[str, Any]
-
-
-def link_payload(view: str, state: dict[str, Any], max_bytes: int) -> bytes:
-    """What a link stores: its view and state as compact JSON, within ``max_bytes`` (else 413)."""
-    payload = orjson.dumps({"view": view, "state": state})
-    if len(payload) > max_bytes:
-        raise ApiError(
-            413,
-            "too_large",
-            f"the link payload is {len(payload)} bytes as JSON; at most {max_bytes} are allowed "
-            "(setting max_link_bytes)",
-            hint="keep only what the view needs to reopen in the state",
-            limit=max_bytes,
-        )
-    return payload
-
-
-def store_link(store: Store, view: str, state: dict[str, Any], max_bytes: int) -> str:
-    """Stores a link (links that come with a record are stored with it: Store.put_linked); its id.
-    Past the store's byte budget, or on a full disk, 507 insufficient_storage."""
-    return store.put(LINKS, link_payload(view, state, max_bytes))
 
 
 @router.post(LINKS_PATH, status_code=201, response_model=LinkCreated, responses={**WRITE_ERRORS, **STORE_ERRORS})

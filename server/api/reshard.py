@@ -14,50 +14,24 @@ from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from server.api.deps import PoolDep, SettingsDep, device_set
-from server.api.kernels import (
-    RUN_ERRORS,
-    KernelDType,
+from server.api.deps import RUN_ERRORS, RunsDep
+from server.api.schema import (
+    Collective,
+    Communication,
     KernelMemory,
     KernelTiming,
     KernelTpu,
-    finished,
-    submit_plan,
-)
-from server.api.schema import (
-    ArrayDim,
-    ChipsPerHost,
-    Collective,
-    Communication,
-    DevicesText,
     MeshInfo,
-    MeshRequest,
     Reply,
-    Request,
+    ReshardRequest,
     Roofline,
-    Slices,
-    SpecText,
 )
 from server.jsonio import OrjsonResponse, OrjsonRoute
-from server.settings import Settings
-from sharding_core.kernels.plan import KernelPlan
-from sharding_core.kernels.reshard import plan_reshard, reshard_json
-from sharding_core.layout import MAX_RANK
+from sharding_core.kernels.reshard import reshard_json
 
 RESHARD_PATH = "/api/reshard"
 
 router = APIRouter(route_class=OrjsonRoute, default_response_class=OrjsonResponse, tags=["cost"])
-
-
-class ReshardRequest(Request):
-    devices: DevicesText
-    mesh: MeshRequest
-    shape: list[ArrayDim] = Field(max_length=MAX_RANK, description="The array's shape")
-    dtype: KernelDType = "float32"
-    source: SpecText = Field(alias="from", description="The sharding the array has, e.g. P('x', None)")
-    to: SpecText = Field(description="The sharding to move it to, e.g. P(None, 'y')")
-    slices: Slices = 1
-    chips_per_host: ChipsPerHost = None
 
 
 class ReshardTpu(KernelTpu):
@@ -91,26 +65,9 @@ class ReshardResponse(Reply):
     tpu: ReshardTpu | None = Field(None, description="tpu: sets: the same move compiled for libtpu's topology")
 
 
-def plan_reshard_request(body: ReshardRequest, settings: Settings) -> KernelPlan:
-    device_set(settings, body.devices, body.slices, body.chips_per_host)  # the server's max_devices
-    return plan_reshard(
-        body.devices,
-        body.mesh.to_spec(),
-        body.shape,
-        body.dtype,
-        body.source,
-        body.to,
-        slices=body.slices,
-        chips_per_host=body.chips_per_host,
-        max_devices=settings.max_kernel_devices,
-        max_elements=settings.max_kernel_elements,
-        max_bytes=settings.worker_memory(),
-    )
-
-
 @router.post(RESHARD_PATH, response_model=ReshardResponse, responses=RUN_ERRORS)
-async def reshard(body: ReshardRequest, pool: PoolDep, settings: SettingsDep) -> Response:
+async def reshard(body: ReshardRequest, runs: RunsDep) -> Response:
     """The collectives (with estimates) that moving the array from ``from`` to ``to`` compiles to."""
-    plan = await run_in_threadpool(plan_reshard_request, body, settings)
-    raw = await finished(submit_plan(pool, plan))
+    plan = await run_in_threadpool(runs.plan_reshard, body)
+    raw = await runs.run(plan)
     return OrjsonResponse(await run_in_threadpool(lambda: reshard_json(orjson.loads(raw))))  # off the loop

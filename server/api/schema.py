@@ -21,9 +21,10 @@ from server.settings import MAX_DEVICES_CHARS
 from sharding_core.cost.collectives import FABRICS
 from sharding_core.devices import MAX_DEVICES, MAX_SLICES
 from sharding_core.hlo.text import COLLECTIVE_OPS
+from sharding_core.kernels.catalog import KERNEL_DTYPES
 from sharding_core.layout import DTYPES, MAX_ARRAY_ELEMENTS, MAX_RANK
 from sharding_core.mesh import AXIS_TYPES, MAX_AXIS_NAME_CHARS, MAX_MESH_AXES, ORDERS, MeshSpec
-from sharding_core.snapshot.format import AXIS_TYPE_NAMES
+from sharding_core.snapshot.format import AXIS_TYPE_NAMES, MAX_RUN_PROCESSES
 from sharding_core.spec import MAX_SPEC_CHARS
 
 
@@ -309,3 +310,143 @@ class Collective(TypedDict):
     source: NotRequired[Annotated[str | None, Field(max_length=4096, description="The JAX op that asked for it")]]
     raw: NotRequired[Annotated[str | None, Field(max_length=400, description="Snapshots before 0.2: groups' text")]]
     estimate: NotRequired[Annotated[Estimate, Field(description="Its time on the device set's hardware")]]
+
+
+# ---- a reference to a stored snapshot: what diff, what-if and compare take -------------------------------
+
+RecordId = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$", description="An id from this server")]
+RunId = Annotated[
+    str,
+    Field(
+        pattern=r"^[A-Za-z0-9_-]{22,64}$",
+        description="A run's id, at least 128 random bits, URL-safe: in a snapshot's run, the run's secret "
+        "(which writes); in a reference, the run's read id (which reads)",
+    ),
+]
+ProcessIndex = Annotated[int, Field(ge=0, lt=MAX_RUN_PROCESSES)]
+
+
+@with_config(CLOSED)
+class SnapshotRef(TypedDict):
+    """Which snapshot: ``{"snapshot": id}``, ``{"run": read id}`` (the merged run) or
+    ``{"run": read id, "process": n}`` (one process's part of it)."""
+
+    snapshot: NotRequired[RecordId]
+    run: NotRequired[RunId]
+    process: NotRequired[ProcessIndex]
+
+
+# ---- kernel runs and reshards: what the kernel lab, reshard and compare take and answer ----------------
+
+if TYPE_CHECKING:
+    KernelDType = str
+else:
+    KernelDType = vocab(KERNEL_DTYPES)
+
+MAX_KERNEL_ARRAYS = 16  # inputs, out_specs and params per run; the catalog's kernels take at most 3
+KernelName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
+
+
+class KernelInputRequest(Request):
+    shape: list[ArrayDim] = Field(max_length=MAX_RANK, description="The input's shape")
+    spec: SpecText
+    dtype: KernelDType = "float32"
+
+
+class KernelRunRequest(Request):
+    kernel: KernelName = Field(description="A name from GET /api/kernels", examples=["sum_axis0"])
+    devices: DevicesText
+    mesh: MeshRequest
+    inputs: list[KernelInputRequest] | None = Field(
+        None, max_length=MAX_KERNEL_ARRAYS, description="One per kernel input, in order (null: the catalog's defaults)"
+    )
+    out_specs: list[SpecText] | None = Field(
+        None,
+        max_length=MAX_KERNEL_ARRAYS,
+        description="Output shardings: out_shardings of a jit kernel, out_specs of a shard_map kernel (null: JAX's)",
+    )
+    params: dict[Annotated[str, Field(max_length=64)], SpecText] | None = Field(
+        None, max_length=MAX_KERNEL_ARRAYS, description="The kernel's parameters by name (null: defaults)"
+    )
+    slices: Slices = 1
+    chips_per_host: ChipsPerHost = None
+
+
+class ReshardRequest(Request):
+    devices: DevicesText
+    mesh: MeshRequest
+    shape: list[ArrayDim] = Field(max_length=MAX_RANK, description="The array's shape")
+    dtype: KernelDType = "float32"
+    source: SpecText = Field(alias="from", description="The sharding the array has, e.g. P('x', None)")
+    to: SpecText = Field(description="The sharding to move it to, e.g. P(None, 'y')")
+    slices: Slices = 1
+    chips_per_host: ChipsPerHost = None
+
+
+class KernelMemory(Reply):
+    argument_bytes: int | None = None
+    output_bytes: int | None = None
+    temp_bytes: int | None = None
+    alias_bytes: int | None = None
+    generated_code_bytes: int | None = None
+    peak_bytes: int | None = None
+
+
+class KernelCost(Reply):
+    flops: float | None = None
+    bytes_accessed: float | None = None
+    transcendentals: float | None = None
+    optimal_seconds: float | None = None
+
+
+class KernelTiming(Reply):
+    lower_ms: float
+    compile_ms: float
+    run_ms: float
+    reference_ms: float
+
+
+class DcnStep(Reply):
+    """A cross-slice step of a multi-slice program, from a CPU collective whose groups span slices."""
+
+    op: str
+    name: str = Field(description="The CPU run's collective it comes from")
+    fabric: str = Field(description="dcn")
+    bytes: int | None
+    groups: list[list[int]] = Field(description="The devices that exchange over DCN: the k-th of the group per slice")
+    global_groups: list[list[int]] = Field(description="The CPU run's global groups that span slices")
+    slices: list[int]
+    axes: list[str] | None
+    axes_text: str
+    estimate: Estimate = Field(description="The step's time over DCN (an estimate: formula and inputs)")
+
+
+class MegascaleTransfer(Reply):
+    op: str = Field(description="The collective libtpu's megascale runtime carries out between slices")
+    rendezvous: str | None
+    bytes: int | None = Field(description="Bytes each device sends")
+
+
+class KernelTpu(Reply):
+    """The kernel compiled (never run) for libtpu's real topology of a tpu: set; one of three shapes."""
+
+    skipped: str | None = Field(None, description="Why there is no TPU compile (not a tpu: set, or no libtpu)")
+    error: ErrorDetail | None = Field(None, description="The TPU compiler's refusal")
+    topology: str | None = Field(None, description="libtpu's topology name, e.g. v5e:2x4")
+    device_kind: str | None = None
+    slices: int | None = Field(None, description="Slices of the set (libtpu compiles one slice's program)")
+    hlo: str | None = Field(None, description="The compiled TPU HLO")
+    hlo_truncated: bool | None = None
+    collectives: list[Collective] | None = Field(
+        None, description="One per collective in the TPU HLO (ICI), its groups in every slice"
+    )
+    dcn: list[DcnStep] | None = Field(None, description="Multi-slice: the cross-slice (DCN) steps")
+    dcn_note: str | None = Field(None, description="How the DCN steps are found")
+    megascale_transfers: list[MegascaleTransfer] | None = Field(
+        None, description="Multi-slice: the DCN transfers libtpu wrote into the slice's program"
+    )
+    device_assignment: list[int] | None = Field(None, description="Device ids by partition id")
+    memory: KernelMemory | None = Field(None, description="compiled.memory_analysis() on TPU, per device")
+    cost: KernelCost | None = Field(None, description="compiled.cost_analysis() on TPU, per device")
+    compile_ms: float | None = None
+    roofline: Roofline | None = Field(None, description="The TPU compile's roofline and HBM fit (estimates)")

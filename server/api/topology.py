@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query
 from pydantic import Field
 from starlette.responses import Response
 
-from server.api.deps import POST_ERRORS, QUERY_ERRORS, SettingsDep, device_set, responses
+from server.api.deps import POST_ERRORS, QUERY_ERRORS, SettingsDep, responses
 from server.api.schema import (
     ChipsPerHost,
     DeviceId,
@@ -147,7 +147,7 @@ class TopologyMeshResponse(Reply):
 
 @bounded_cache("topologies", len)
 def _encode_topology(devices: str, slices: int, chips_per_host: tuple[int, ...] | None, settings: Settings) -> bytes:
-    return orjson.dumps(topology(device_set(settings, devices, slices, chips_per_host)))
+    return orjson.dumps(topology(settings.device_set(devices, slices, chips_per_host)))
 
 
 @router.get("/api/topology", response_model=TopologyResponse, responses=QUERY_ERRORS)
@@ -190,7 +190,7 @@ def topology_groups(body: TopologyGroupsRequest, settings: SettingsDep) -> Respo
             f"{total} ids do not make groups of {body.group_size}: ids lists the groups one after another",
             hint="give group_size as the length of each group, and every group in full",
         )
-    devset = device_set(settings, body.devices, body.slices, body.chips_per_host)
+    devset = settings.device_set(body.devices, body.slices, body.chips_per_host)
     groups = [body.ids[i : i + body.group_size] for i in range(0, total, body.group_size)]
     return OrjsonResponse(groups_on_topology(devset, groups, body.name))
 
@@ -200,7 +200,7 @@ def topology_mesh(body: TopologyMeshRequest, settings: SettingsDep) -> Response:
     """The mesh laid on the interconnect: per mesh axis, the device groups a collective over it
     involves in ring order, the hops between consecutive members, whether each group is a ring and
     whether it crosses hosts or slices; and the make_mesh / iota / split orderings side by side."""
-    devset = device_set(settings, body.devices, body.slices, body.chips_per_host)
+    devset = settings.device_set(body.devices, body.slices, body.chips_per_host)
     spec = body.mesh.to_spec()
     result = mesh_on_topology(devset, build_mesh(devset, spec))
     result["orderings"] = compare_orderings(devset, spec.shape, spec.axis_names)

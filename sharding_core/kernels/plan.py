@@ -24,10 +24,21 @@ import numpy as np
 from sharding_core.cost.context import context_for
 from sharding_core.cost.roofline import roofline
 from sharding_core.devices import DeviceSet, parse_devices
-from sharding_core.errors import BAD_DTYPE, BAD_MESH, TOO_LARGE, UNKNOWN_AXIS, ShardingError
+from sharding_core.errors import (
+    BAD_DTYPE,
+    BAD_MESH,
+    BAD_SHAPE,
+    DUPLICATE_AXIS,
+    INDIVISIBLE,
+    PARSE_ERROR,
+    RANK_MISMATCH,
+    TOO_LARGE,
+    UNKNOWN_AXIS,
+    ShardingError,
+)
 from sharding_core.kernels.catalog import KERNEL_DTYPES, Footing, Kernel, default_footprint, get_kernel, kernels
 from sharding_core.kernels.memory import estimate, fmt_bytes
-from sharding_core.layout import Layout, check_dtype
+from sharding_core.layout import INVALID_SPEC, Layout, check_dtype
 from sharding_core.mesh import MeshSpec, build_mesh
 from sharding_core.spec import canonical_spec, parse_spec, spec_axes
 
@@ -165,6 +176,35 @@ def _check_spec_axes(text: str, what: str, mesh_axes: Sequence[str]) -> Any:
     return spec
 
 
+INPUT_FIELDS: Mapping[str, str] = {
+    PARSE_ERROR: "spec",
+    UNKNOWN_AXIS: "spec",
+    DUPLICATE_AXIS: "spec",
+    INVALID_SPEC: "spec",
+    RANK_MISMATCH: "spec",
+    INDIVISIBLE: "shape",  # the shape is what does not divide (the spec may be what the user meant)
+    BAD_SHAPE: "shape",
+    TOO_LARGE: "shape",
+    BAD_DTYPE: "dtype",
+}
+"""Which field of an input a layout refusal is about, by its code (the rest are about the mesh or devices)."""
+
+
+def input_error(e: ShardingError, index: int, name: str, given: RunInput) -> ShardingError:
+    """A layout refusal of one input, named after it: the message says which input (as the kernel names it)
+    with its spec and shape, and the details carry ``input`` (its index), ``input_name`` and ``field``."""
+    field = INPUT_FIELDS.get(e.code)
+    if field is None:
+        return e
+    shape = ", ".join(map(str, given.shape))
+    return ShardingError(
+        e.code,
+        f"input {name} ({given.spec[:64]} on shape [{shape}]): {e.message}",
+        e.hint,
+        **{**e.details, "input": index, "input_name": name, "field": field},
+    )
+
+
 def _params(kernel: Kernel, given: Mapping[str, str] | None, mesh_axes: Sequence[str]) -> tuple[tuple[str, str], ...]:
     given = dict(given or {})
     known = {p.name for p in kernel.params}
@@ -264,13 +304,19 @@ def plan_run(
     layouts: list[Layout] = []
     job_inputs: list[JobInput] = []
     total = 0
-    for meta, given in zip(kernel.inputs, chosen, strict=True):
+    for index, (meta, given) in enumerate(zip(kernel.inputs, chosen, strict=True)):
         if given.dtype not in KERNEL_DTYPES:
             raise ShardingError(
                 BAD_DTYPE,
                 f"input {meta.name} has dtype {given.dtype[:32]!r}; kernels take {', '.join(KERNEL_DTYPES)}",
+                input=index,
+                input_name=meta.name,
+                field="dtype",
             )
-        layout = Layout.from_named(devset, mesh_spec, given.spec, tuple(given.shape), given.dtype)
+        try:
+            layout = Layout.from_named(devset, mesh_spec, given.spec, tuple(given.shape), given.dtype)
+        except ShardingError as e:
+            raise input_error(e, index, meta.name, given) from None
         total += math.prod(given.shape)
         layouts.append(layout)
         assert layout.spec is not None  # a named layout always has its spec

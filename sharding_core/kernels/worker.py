@@ -39,7 +39,10 @@ def main(conn: Connection, setup: Sequence[str]) -> None:
         module, _, function = name.partition(":")
         getattr(importlib.import_module(module), function)()
     del catalog
-    conn.send(("ready", os.getpid()))
+    try:
+        conn.send(("ready", os.getpid()))
+    except OSError:  # the server stopped (or gave up on us) while JAX was importing: nothing to report to
+        return
     while True:
         try:
             message = conn.recv()

@@ -1,0 +1,33 @@
+"""Share links in the store: a view and its state as compact JSON under an unguessable id."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from server.errors import ApiError
+from server.store import Store
+
+LINKS = "links"
+
+
+def link_payload(view: str, state: dict[str, Any], max_bytes: int) -> bytes:
+    """What a link stores: its view and state as compact JSON, within ``max_bytes`` (else 413)."""
+    payload = orjson.dumps({"view": view, "state": state})
+    if len(payload) > max_bytes:
+        raise ApiError(
+            413,
+            "too_large",
+            f"the link payload is {len(payload)} bytes as JSON; at most {max_bytes} are allowed "
+            "(setting max_link_bytes)",
+            hint="keep only what the view needs to reopen in the state",
+            limit=max_bytes,
+        )
+    return payload
+
+
+def store_link(store: Store, view: str, state: dict[str, Any], max_bytes: int) -> str:
+    """Stores a link (links that come with a record are stored with it: Store.put_linked); its id.
+    Past the store's byte budget, or on a full disk, 507 insufficient_storage."""
+    return store.put(LINKS, link_payload(view, state, max_bytes))
