@@ -16,12 +16,13 @@ from starlette.staticfiles import StaticFiles
 
 import shardscope
 from server import docs, vendor
-from server.api import compare, kernels, layout, links, meta, reshard, snapshots, topology
+from server.api import compare, kernels, layout, links, meta, reshard, session, snapshots, topology
 from server.api.compare import COMPARE_PATH
 from server.api.kernels import JOBS_PATH, RUN_PATH
 from server.api.links import LINKS_PATH
 from server.api.reshard import RESHARD_PATH
 from server.api.snapshots import SNAPSHOTS_PATH
+from server.auth import TOKEN_HINT, Sessions, token_problem
 from server.errors import EXCEPTION_HANDLERS
 from server.jsonio import OrjsonResponse
 from server.middleware import (
@@ -45,6 +46,7 @@ from server.services.snapshots import SnapshotRepository
 from server.settings import Settings
 from server.store import Store
 from sharding_core import cache
+from sharding_core.errors import ShardingError
 from sharding_core.kernels import worker
 
 _PACKAGED = Path(__file__).resolve().parent / "frontend"  # a wheel install (pyproject force-include)
@@ -62,6 +64,7 @@ ROUTERS = (
     kernels.router,
     reshard.router,
     compare.router,
+    session.router,
 )
 """Every feature's router, in the order the app includes them."""
 
@@ -124,6 +127,9 @@ def create_app(
     its workers start on first use and stop with the app.
     """
     settings = settings if settings is not None else Settings()
+    problem = token_problem(token)
+    if problem is not None:
+        raise ShardingError("bad_token", problem, hint=TOKEN_HINT)
     cache.configure(settings.max_cache_bytes)
     store = Store(
         db_path,
@@ -165,6 +171,7 @@ def create_app(
     app.state.settings = settings
     app.state.snapshots = SnapshotRepository(store, settings)
     app.state.runs = KernelRuns(kernels, settings)
+    app.state.sessions = sessions = Sessions(settings.max_sessions, settings.max_session_seconds)
     for router in ROUTERS:
         app.include_router(router)
     app.include_router(docs.router)
@@ -181,7 +188,7 @@ def create_app(
         path_limits={SNAPSHOTS_PATH: (settings.max_snapshot_bytes, "max_snapshot_bytes")},
     )
     app.add_middleware(JsonOnly)
-    app.add_middleware(TokenCheck, token=token, paths=WRITE_PATHS)  # before any body is read
+    app.add_middleware(TokenCheck, token=token, paths=WRITE_PATHS, sessions=sessions)  # before any body is read
     app.add_middleware(CrossSiteCheck)
     app.add_middleware(HostCheck, allowed=allowed_hosts)
     app.add_middleware(CatchAll)

@@ -26,6 +26,45 @@ BACKSTOP_SLACK = 1.10
 """The cgroup limit is this much above the watchdog's, so the watchdog's clean answer usually comes first."""
 
 
+def _cgroup_dirs() -> list[Path]:
+    """This process's memory cgroup directories (v1 memory controller, or v2), innermost first, up to the root."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return []
+    found: list[Path] = []
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if "memory" in controllers.split(","):
+            root = Path("/sys/fs/cgroup/memory")
+        elif line.startswith("0::"):
+            root = Path("/sys/fs/cgroup")
+        else:
+            continue
+        here = root / path.lstrip("/")
+        while True:
+            found.append(here)
+            if here == root or root not in here.parents:
+                break
+            here = here.parent
+    return found
+
+
+def available_ram() -> int:
+    """Bytes of RAM this process may use: the machine's, or the lowest memory limit of its cgroup and the
+    cgroups above it when lower (a container's memory limit, a systemd unit's MemoryMax, a test's cap)."""
+    total = int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    for directory in _cgroup_dirs():
+        for name in ("memory.max", "memory.limit_in_bytes"):
+            try:
+                text = (directory / name).read_text().strip()
+            except OSError:
+                continue
+            if text.isascii() and text.isdigit() and 0 < int(text) < total:
+                total = int(text)
+    return total
+
+
 def _own_cgroup() -> tuple[str, Path] | None:
     """(version, directory) of this process's memory cgroup, if it is writable."""
     try:

@@ -8,7 +8,7 @@ Outermost first, as :func:`server.app.create_app` stacks them:
 4. :class:`HostCheck` — DNS-rebinding defence: a loopback-bound server answers loopback names only.
 5. :class:`CrossSiteCheck` — CSRF defence: state-changing requests from another origin are refused.
 6. :class:`JsonOnly` — POST bodies must be ``application/json`` (a second CSRF wall: forms cannot send it).
-7. :class:`TokenCheck` — with ``shardscope serve --token``, writes need ``Authorization: Bearer <token>``.
+7. :class:`TokenCheck` — with ``shardscope serve --token``, writes need the token (or a browser session).
 8. :class:`BodyLimit` — request bodies over the limit get 413 before the rest is read.
 
 Each answers refusals itself with the common error shape, so even requests that never reach a
@@ -25,6 +25,7 @@ import urllib.parse
 from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
 from typing import Any
 
+from server.auth import Sessions
 from server.errors import ApiError, send_error
 
 Scope = MutableMapping[str, Any]
@@ -382,29 +383,32 @@ class BodyLimit:
 # ---- 6. bearer token for writes -------------------------------------------------------------------
 
 
-TOKEN_COOKIE = "shardscope_token"  # noqa: S105 - the cookie's name, not a secret
-TOKEN_COOKIE_SECONDS = 30 * 24 * 3600
+TOKEN_COOKIE = "shardscope_token"  # noqa: S105 - the name of the cookie older servers set (it held the token)
+SESSION_COOKIE = "shardscope_session"
 
 
 class TokenCheck:
-    """Technique: **bearer-token authentication with a constant-time comparison**, for shared servers
-    (``shardscope serve --token``). A POST to one of ``paths`` (the writes: links, kernel runs,
-    snapshots) must carry the token, as ``Authorization: Bearer <token>`` (scripts, ``publish()``) or
-    as the ``shardscope_token`` cookie (the pages): none gets 401 ``unauthorized`` with
-    ``WWW-Authenticate: Bearer``, another token 403 ``bad_token``, checked with
-    :func:`hmac.compare_digest` (no timing leak of how much matched) before any of the body is read.
-    Reads stay open (a link is itself an unguessable secret).
+    """Technique: **bearer-token authentication with a constant-time comparison, and server-side browser
+    sessions** (:mod:`server.auth`), for shared servers (``shardscope serve --token``). A POST to one of
+    ``paths`` (the writes: links, kernel runs, snapshots) must carry the token as ``Authorization: Bearer
+    <token>`` (scripts, ``publish()``) or a live session as the ``shardscope_session`` cookie (the pages):
+    neither gets 401 ``unauthorized`` with ``WWW-Authenticate: Bearer``, another token 403 ``bad_token``
+    (compared with :func:`hmac.compare_digest`, no timing leak of how much matched), an ended session 401,
+    all before any of the body is read. Reads stay open (a link is itself an unguessable secret).
 
-    A teammate's browser gets the token once, as Jupyter does: opening any page with ``?token=<token>``
-    sets the cookie (``HttpOnly``: no script reads it; ``SameSite=Strict``: no other site's request
-    carries it) and redirects to the same address without the token, so it leaves neither the address
-    bar, the history nor a copied link. ``token=None`` disables the check (the loopback default).
+    A teammate's browser gets a session once, as Jupyter hands its token over: opening any page with
+    ``?token=<token>`` sets the session cookie (``HttpOnly``: no script reads it; ``SameSite=Strict``: no
+    other site's request carries it) and redirects to the same path on this server without the token, so
+    the token leaves neither the address bar, the history nor a copied link, and never becomes a cookie.
+    ``DELETE /api/session`` ends the caller's session. A cookie from an older server that held the raw
+    token authorizes nothing and is cleared. ``token=None`` disables the check (the loopback default).
     """
 
-    def __init__(self, app: ASGIApp, token: str | None, paths: Iterable[str]) -> None:
+    def __init__(self, app: ASGIApp, token: str | None, paths: Iterable[str], sessions: Sessions | None = None) -> None:
         self.app = app
         self.token = token.encode() if token else None
         self.paths = frozenset(paths)
+        self.sessions = sessions if sessions is not None else Sessions()
 
     def _matches(self, given: str) -> bool:
         assert self.token is not None
@@ -414,64 +418,89 @@ class TokenCheck:
         if self.token is None or scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if scope.get("method") == "GET" and _query_has(scope, "token"):
+        if cookie(scope, TOKEN_COOKIE) is not None:
+            send = _clearing(send, TOKEN_COOKIE)  # an older server's cookie held the token itself: gone
+        method, path = scope.get("method"), scope.get("path")
+        if method == "GET" and _query_has(scope, "token"):
             await self._adopt(scope, send)
             return
-        if scope.get("method") != "POST" or scope.get("path") not in self.paths:
+        if method != "POST" or path not in self.paths:
             await self.app(scope, receive, send)
             return
         given = header(scope, b"authorization")
         scheme, _, credentials = (given or "").strip().partition(" ")
         bearer = credentials.strip() if given is not None and scheme.lower() == "bearer" else ""
-        cookie = _cookie(scope, TOKEN_COOKIE)
-        if not bearer and not cookie:
+        session = cookie(scope, SESSION_COOKIE)
+        if bearer:
+            if not self._matches(bearer):
+                await send_error(send, bad_token("the token is not this server's", "use the token"))
+                return
+        elif not session or not self.sessions.valid(session):
             await send_error(
                 send,
                 ApiError(
                     401,
                     "unauthorized",
-                    "this server takes writes (share links, kernel runs, snapshots) only with its token",
+                    "this server takes writes (share links, kernel runs, snapshots) only with its token"
+                    + (", and this browser's session has ended" if session else ""),
                     hint="scripts: Authorization: Bearer <token> (publish(..., token=...) or $SHARDSCOPE_TOKEN); "
                     "browsers: open the dashboard once at ?token=<token>",
                     headers={"www-authenticate": 'Bearer realm="shardscope"'},
                 ),
             )
             return
-        if not self._matches(bearer or cookie or ""):
-            await send_error(
-                send,
-                ApiError(403, "bad_token", "the token is not this server's",
-                         hint="use the token `shardscope serve --token` was started with"),
-            )  # fmt: skip
-            return
         await self.app(scope, receive, send)
 
     async def _adopt(self, scope: Scope, send: Send) -> None:
-        """``GET ...?token=T``: the right token becomes the cookie, and the address loses it."""
+        """``GET ...?token=T``: the right token opens a session, and the address loses the token."""
         pairs = urllib.parse.parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
         given = next((v for k, v in pairs if k == "token"), "")
         if not self._matches(given):
             await send_error(
-                send,
-                ApiError(403, "bad_token", "the token in the address is not this server's",
-                         hint="ask for the link with the token `shardscope serve --token` was started with"),
-            )  # fmt: skip
+                send, bad_token("the token in the address is not this server's", "ask for the link with the token")
+            )
             return
         rest = urllib.parse.urlencode([(k, v) for k, v in pairs if k != "token"])
-        location = urllib.parse.quote(scope.get("path", "/")) + (f"?{rest}" if rest else "")
-        cookie = (
-            f"{TOKEN_COOKIE}={urllib.parse.quote(given, safe='')}; Path=/; HttpOnly; SameSite=Strict; "
-            f"Max-Age={TOKEN_COOKIE_SECONDS}"
+        location = own_path(scope.get("path", "/")) + (f"?{rest}" if rest else "")
+        session = (
+            f"{SESSION_COOKIE}={self.sessions.open()}; Path=/; HttpOnly; SameSite=Strict; "
+            f"Max-Age={int(self.sessions.lifetime_s)}"
         )
         await send(
             {
                 "type": "http.response.start",
                 "status": 303,
-                "headers": [(b"location", location.encode("latin-1")), (b"set-cookie", cookie.encode("latin-1")),
+                "headers": [(b"location", location.encode("latin-1")), (b"set-cookie", session.encode("latin-1")),
                             (b"cache-control", b"no-store"), (b"content-length", b"0")],
             }
         )  # fmt: skip
         await send({"type": "http.response.body", "body": b""})
+
+
+def bad_token(message: str, what: str) -> ApiError:
+    return ApiError(403, "bad_token", message, hint=f"{what} `shardscope serve --token` was started with")
+
+
+def own_path(path: str) -> str:
+    """``path`` as a redirect target that stays on this server: one leading slash, so ``//evil.example/`` (a
+    scheme-relative URL, another host) becomes the path ``/evil.example/``; backslashes, which browsers read
+    as slashes, are escaped."""
+    return urllib.parse.quote("/" + path.lstrip("/\\"), safe="/:@!$&'()*+,;=-._~")
+
+
+def expired_cookie(name: str) -> bytes:
+    return f"{name}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0".encode("latin-1")
+
+
+def _clearing(send: Send, name: str) -> Send:
+    """``send`` with a Set-Cookie that deletes the cookie ``name`` added to the response."""
+
+    async def clearing_send(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message["headers"] = [*message.get("headers", ()), (b"set-cookie", expired_cookie(name))]
+        await send(message)
+
+    return clearing_send
 
 
 def _query_has(scope: Scope, name: str) -> bool:
@@ -481,7 +510,7 @@ def _query_has(scope: Scope, name: str) -> bool:
     return any(k == name for k, _ in urllib.parse.parse_qsl(query.decode("latin-1"), keep_blank_values=True))
 
 
-def _cookie(scope: Scope, name: str) -> str | None:
+def cookie(scope: Scope, name: str) -> str | None:
     raw = header(scope, b"cookie")
     if not raw:
         return None

@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from server.memcap import available_ram
 from server.store import MAX_LINK_DAYS, MAX_SNAPSHOT_DAYS, MAX_STORE_BYTES, RECORD_OVERHEAD
 from sharding_core.cache import MAX_CACHE_BYTES
 from sharding_core.devices import MAX_DEVICES, MAX_SLICES, DeviceSet, parse_devices
 from sharding_core.errors import TOO_LARGE, ShardingError
-from sharding_core.kernels.memory import physical_ram
+from sharding_core.kernels.memory import fmt_bytes
 from sharding_core.kernels.plan import MAX_KERNEL_DEVICES, MAX_KERNEL_ELEMENTS
 from sharding_core.kernels.runner import MAX_TEXT_CHARS as MAX_KERNEL_TEXT_CHARS
 from sharding_core.layout import MAX_ARRAY_ELEMENTS, MAX_RANK
@@ -59,11 +61,30 @@ MAX_KEEP_ALIVE_SECONDS = 5
 MAX_OPEN_CONNECTIONS = 4096
 MAX_HEADER_SECONDS = 10
 MAX_BODY_SECONDS = 60
+MAX_BODY_WAITS = 128
+MAX_BODY_SECONDS_PER_MIB = 1024  # 1 KiB/s
+MAX_CLIENT_REQUESTS = 64
+MAX_SEND_STALL_SECONDS = 10
+MAX_SEND_SECONDS_PER_MIB = 256  # 4 KiB/s
+MAX_SEND_BUFFER_BYTES = 256 * 1024 * 1024
+# Browser sessions (server/auth.py) and per-client write quotas (server/quota.py).
+MAX_SESSION_SECONDS = 12 * 3600
+MAX_SESSIONS = 4096
+MAX_CLIENT_STORE_BYTES_PER_HOUR = 256 * 1024 * 1024
+MAX_DIGITS = 20
+"""Characters of a setting's value on the command line (2^64 has 20 digits; every maximum is below it)."""
+
+KIB, MIB, GIB, TIB = 1024, 1024**2, 1024**3, 1024**4
 
 _DOMAIN = "enforced by sharding_core for the CLI, capture() and the server alike (the request schema carries it)"
 
 
-def _setting(default: int, help: str, *, minimum: int = 1, maximum: int | None = None, fixed: str | None = None) -> Any:
+def _setting(default: int, help: str, *, maximum: int | None = None, minimum: int = 1, fixed: str | None = None) -> Any:
+    """One row. Every row has a maximum: a settable row names its own, a fixed row's is its value."""
+    if maximum is None:
+        if fixed is None:
+            raise ValueError("a setting that can be changed needs a maximum")
+        maximum = default
     return dataclasses.field(
         default=default, metadata={"help": help, "minimum": minimum, "maximum": maximum, "fixed": fixed}
     )
@@ -78,11 +99,13 @@ class Settings:
         "Largest request body in bytes; a longer one (by Content-Length or as streamed) gets 413 too_large "
         "before the rest is read",
         minimum=1024,
+        maximum=GIB,
     )
     max_link_bytes: int = _setting(
         MAX_LINK_BYTES,
         "Largest share link payload (its view and state as compact JSON) in bytes; larger gets 413 too_large",
         minimum=256,
+        maximum=16 * MIB,
     )
     max_devices: int = _setting(
         MAX_DEVICES,
@@ -113,6 +136,7 @@ class Settings:
         "Largest POST /api/snapshots body in bytes (that path only; every other path keeps max_body_bytes): "
         "a 10,000-leaf snapshot on 8 devices is about 12 MB; larger gets 413 too_large before the rest is read",
         minimum=1024,
+        maximum=GIB,
     )
     max_snapshot_leaves: int = _setting(
         MAX_SNAPSHOT_LEAVES, "Leaves in one snapshot; more gets 422 validation_error", fixed=_DOMAIN
@@ -134,12 +158,14 @@ class Settings:
         "when max_link_days or max_snapshot_days expires them). The file is larger by SQLite's page slack and "
         "its WAL (cut back to 64 MiB after each checkpoint)",
         minimum=64 * 1024,
+        maximum=16 * TIB,
     )
     max_link_days: int = _setting(
         MAX_LINK_DAYS,
         "Days a share link is kept: older links are deleted at start-up and then hourly, freeing their bytes; "
         "0 keeps them forever",
         minimum=0,
+        maximum=36500,
     )
     max_snapshot_days: int = _setting(
         MAX_SNAPSHOT_DAYS,
@@ -147,6 +173,7 @@ class Settings:
         "start-up and then hourly, freeing their bytes (a link to one then opens 'no such snapshot', whose hint "
         "says how long snapshots are kept); 0 keeps them forever",
         minimum=0,
+        maximum=36500,
     )
     # ---- the kernel lab (server/pool.py, sharding_core/kernels)
     max_kernel_workers: int = _setting(
@@ -157,23 +184,31 @@ class Settings:
         "Kernel runs that may wait for a worker; with every worker busy and this many waiting, a run gets "
         "429 busy with Retry-After",
         minimum=0,
+        maximum=1024,
     )
     max_kernel_seconds: int = _setting(
         MAX_KERNEL_SECONDS,
         "Seconds a kernel run (compile and execute) may take; past it the worker is killed and replaced and "
         "the run gets 422 timeout",
+        maximum=3600,
     )
     max_kernel_cache_entries: int = _setting(
-        MAX_KERNEL_CACHE_ENTRIES, "Kernel results kept (least recently used go first)", minimum=0
+        MAX_KERNEL_CACHE_ENTRIES,
+        "Kernel results kept (least recently used go first)",
+        minimum=0,
+        maximum=65536,
     )
     max_kernel_jobs: int = _setting(
-        MAX_KERNEL_JOBS, "Kernel jobs remembered for GET /api/kernels/jobs/{id} (oldest finished go)"
+        MAX_KERNEL_JOBS,
+        "Kernel jobs remembered for GET /api/kernels/jobs/{id} (oldest finished go)",
+        maximum=65536,
     )
     max_kernel_result_bytes: int = _setting(
         MAX_KERNEL_RESULT_BYTES,
         "Bytes of kernel results held in memory: the result cache and the finished jobs each keep at most this "
         "much (least recently used, or oldest finished, go first; the job that just finished is always kept)",
         minimum=65536,
+        maximum=64 * GIB,
     )
     max_kernel_devices: int = _setting(
         MAX_KERNEL_DEVICES,
@@ -184,40 +219,60 @@ class Settings:
         MAX_KERNEL_ELEMENTS,
         "Elements across a kernel run's inputs, and in any array it creates (2^24), checked before anything is "
         "allocated; more gets 422 too_large",
+        maximum=2**31,
+    )
+    max_kernel_memory: int = _setting(
+        0,
+        "Bytes of memory the kernel workers may use together (0: half of the RAM this server may use: the "
+        "machine's, or its memory cgroup's limit, as a container's memory limit sets it). A run starts only when "
+        "its estimate fits beside the runs in progress (a compare's two sides count together: one waits for the "
+        "other rather than both run past it); the workers share one parent memory cgroup with this limit where "
+        "the server may make one, and a watchdog on the sum of their resident memory stops the largest past it "
+        "(its run gets 422 too_large). Start-up refuses a value above the RAM",
+        minimum=0,
+        maximum=256 * TIB,
     )
     max_worker_memory: int = _setting(
         0,
-        "Bytes of memory one kernel worker may use (0: a quarter of the machine's RAM). A run whose estimate "
-        "(inputs on the host and on every device, the arrays the kernel creates, XLA's program, the reference) "
-        "is larger gets 422 too_large before it runs; a worker that grows past it anyway is stopped (a memory "
-        "cgroup where the server may make one, and a resident-memory watchdog) and the run gets 422 too_large",
+        "Bytes of memory one kernel worker may use (0: max_kernel_memory shared by max_kernel_workers). A run "
+        "whose estimate (inputs on the host and on every device, the arrays the kernel creates, XLA's program, the "
+        "reference) is larger gets 422 too_large before it runs; a worker that grows past it anyway is stopped "
+        "(its own memory cgroup where the server may make one, and a resident-memory watchdog) and the run gets "
+        "422 too_large. Start-up refuses max_kernel_workers × this above the RAM, or this above max_kernel_memory",
         minimum=0,
+        maximum=256 * TIB,
     )
     max_kernel_text_chars: int = _setting(
         MAX_KERNEL_TEXT_CHARS,
         "Characters of StableHLO and of compiled HLO text in a kernel result; longer text is cut and flagged",
         minimum=1024,
+        maximum=64 * MIB,
     )
     max_cache_bytes: int = _setting(
         MAX_CACHE_BYTES,
         "Bytes the caches of layouts, device sets, meshes and topologies may hold in all (least recently used "
         "go first): what distinct large requests can add to the server's memory",
         minimum=1024 * 1024,
+        maximum=TIB,
     )
     # ---- the HTTP server itself (passed to uvicorn by `shardscope serve`)
     max_connections: int = _setting(
         MAX_CONNECTIONS,
         "Requests in progress at once (each counts from its complete head until its response is done; idle "
         "connections and unfinished heads do not): one more gets 503 overloaded with Retry-After",
+        maximum=65536,
     )
     max_header_bytes: int = _setting(
         MAX_HEADER_BYTES,
         "Bytes of an unfinished request head uvicorn buffers (h11_max_incomplete_event_size); more gets 431 "
         "too_large and the connection is closed",
         minimum=1024,
+        maximum=MIB,
     )
     max_keep_alive_seconds: int = _setting(
-        MAX_KEEP_ALIVE_SECONDS, "Seconds an idle keep-alive connection stays open (timeout_keep_alive)"
+        MAX_KEEP_ALIVE_SECONDS,
+        "Seconds an idle keep-alive connection stays open (timeout_keep_alive)",
+        maximum=3600,
     )
     max_open_connections: int = _setting(
         MAX_OPEN_CONNECTIONS,
@@ -225,6 +280,7 @@ class Settings:
         "request head or on keep-alive), never one with a request in progress. Capped to the open-file limit "
         "(RLIMIT_NOFILE, raised to its hard limit at start) less 256",
         minimum=16,
+        maximum=2**20,
     )
     max_header_seconds: int = _setting(
         MAX_HEADER_SECONDS,
@@ -239,10 +295,102 @@ class Settings:
         "request_timeout (unless answered already) and the connection is closed",
         maximum=3600,
     )
+    max_body_seconds_per_mib: int = _setting(
+        MAX_BODY_SECONDS_PER_MIB,
+        "The slowest pace a request body may arrive at, as seconds per MiB (1024: 1 KiB/s): from 2 s after its "
+        "head, a body behind that pace gets 408 request_timeout and the connection is closed, so a body trickled "
+        "a byte at a time ends in seconds, not max_body_seconds",
+        maximum=86400,
+    )
+    max_body_waits: int = _setting(
+        MAX_BODY_WAITS,
+        "Requests waiting for their body at once (head in, body still arriving). They hold no request slot "
+        "(max_connections counts a request once its body is in); one more closes the one waiting longest with "
+        "503 overloaded",
+        minimum=8,
+        maximum=65536,
+    )
+    max_client_requests: int = _setting(
+        MAX_CLIENT_REQUESTS,
+        "Requests one client address may have at once, in progress or waiting for their body; one more gets 429 "
+        "busy with Retry-After (behind a reverse proxy every client has the proxy's address: raise it there)",
+        maximum=65536,
+    )
+    max_send_stall_seconds: int = _setting(
+        MAX_SEND_STALL_SECONDS,
+        "Seconds a response may wait for its reader to take any of it; past it the connection is cut (a reader "
+        "that never reads holds nothing longer than this)",
+        maximum=3600,
+    )
+    max_send_seconds_per_mib: int = _setting(
+        MAX_SEND_SECONDS_PER_MIB,
+        "The slowest pace a reader may take a response at, as seconds per MiB (256: 4 KiB/s): from "
+        "max_send_stall_seconds after the response began, a reader behind that pace is cut",
+        maximum=86400,
+    )
+    max_send_buffer_bytes: int = _setting(
+        MAX_SEND_BUFFER_BYTES,
+        "Bytes of responses held for readers that have not taken them yet, in all (responses go out in 64 KiB "
+        "pieces, a snapshot straight from the store); past it the slowest reader is cut, never the server",
+        minimum=MIB,
+        maximum=TIB,
+    )
+    # ---- who may write (server/auth.py, server/quota.py)
+    max_session_seconds: int = _setting(
+        MAX_SESSION_SECONDS,
+        "Seconds a browser session lasts: opening a page at ?token= gives the browser a random session id (never "
+        "the token) in an HttpOnly cookie; past this, after DELETE /api/session, or after a restart, the browser "
+        "opens ?token= again",
+        minimum=60,
+        maximum=30 * 86400,
+    )
+    max_sessions: int = _setting(
+        MAX_SESSIONS, "Browser sessions held at once; one more ends the oldest", minimum=16, maximum=2**20
+    )
+    max_client_store_bytes_per_hour: int = _setting(
+        MAX_CLIENT_STORE_BYTES_PER_HOUR,
+        "Bytes one client address may add to the store per hour (share links, snapshots, run parts, counted as "
+        "the store counts them), refilled continuously; past it 429 quota_exceeded with Retry-After, nothing "
+        "stored",
+        minimum=64 * KIB,
+        maximum=16 * TIB,
+    )
 
-    def worker_memory(self) -> int:
-        """``max_worker_memory`` in bytes, with 0 resolved to a quarter of the machine's RAM."""
-        return self.max_worker_memory or physical_ram() // 4
+    def kernel_memory(self, ram: int | None = None) -> int:
+        """``max_kernel_memory`` in bytes, with 0 resolved to half of ``ram`` (default: what this server may use)."""
+        return self.max_kernel_memory or (ram if ram is not None else available_ram()) // 2
+
+    def worker_memory(self, ram: int | None = None) -> int:
+        """``max_worker_memory`` in bytes, with 0 resolved to the kernel workers' total shared by the workers."""
+        return self.max_worker_memory or self.kernel_memory(ram) // self.max_kernel_workers
+
+    def memory_problem(self, ram: int | None = None) -> ShardingError | None:
+        """Why these settings would let the kernel workers use more memory than there is, or None.
+
+        ``ram``: the bytes this server may use (default: the machine's RAM, or its memory cgroup's limit)."""
+        ram = ram if ram is not None else available_ram()
+        total, each, workers = self.kernel_memory(ram), self.worker_memory(ram), self.max_kernel_workers
+        if total > ram:
+            message = f"max_kernel_memory is {fmt_bytes(total)}, more than the {fmt_bytes(ram)} of RAM here"
+            setting = "max_kernel_memory"
+        elif workers * each > ram:
+            message = (
+                f"max_kernel_workers × max_worker_memory is {workers} × {fmt_bytes(each)} = "
+                f"{fmt_bytes(workers * each)}, more than the {fmt_bytes(ram)} of RAM here"
+            )
+            setting = "max_worker_memory"
+        elif each > total:
+            message = f"max_worker_memory ({fmt_bytes(each)}) is more than max_kernel_memory ({fmt_bytes(total)})"
+            setting = "max_worker_memory"
+        else:
+            return None
+        return ShardingError(
+            BAD_SETTING,
+            message,
+            hint="lower max_worker_memory or max_kernel_workers, or leave max_worker_memory 0 (the total shared)",
+            setting=setting,
+            ram=ram,
+        )
 
     def device_set(self, devices: str, slices: int = 1, chips_per_host: Sequence[int] | None = None) -> DeviceSet:
         """A request's device set, within this server's ``max_devices`` (which may be lower than the domain's)."""
@@ -270,7 +418,7 @@ class Settings:
                 close = difflib.get_close_matches(name, SETTINGS_BY_NAME, n=3)
                 raise ShardingError(
                     BAD_SETTING,
-                    f"there is no setting {name[:64]!r}",
+                    f"there is no setting {_shown(name)}",
                     hint=f"did you mean {', '.join(close)}?" if close else "`shardscope settings` lists them",
                     setting=name[:64],
                 )
@@ -282,11 +430,11 @@ class Settings:
                     setting=name,
                 )
             value = raw if isinstance(raw, int) and not isinstance(raw, bool) else _integer(name, str(raw))
-            if value < row.minimum or (row.maximum is not None and value > row.maximum):
-                upper = f" to {row.maximum}" if row.maximum is not None else " or more"
+            if not row.minimum <= value <= row.maximum:
+                shown = str(value) if len(str(value)) <= MAX_DIGITS else f"a number of {len(str(value))} digits"
                 raise ShardingError(
                     BAD_SETTING,
-                    f"{name} must be {row.minimum}{upper}, got {value}",
+                    f"{name} must be {row.minimum} to {row.maximum}, got {shown}",
                     setting=name,
                     minimum=row.minimum,
                     maximum=row.maximum,
@@ -295,11 +443,29 @@ class Settings:
         return dataclasses.replace(self, **changes)
 
 
+_INTEGER = re.compile(r"[0-9]+(?:_[0-9]+)*", re.ASCII)
+
+
 def _integer(name: str, text: str) -> int:
-    cleaned = text.strip().replace("_", "")
-    if not cleaned.isdigit():
-        raise ShardingError(BAD_SETTING, f"{name} takes a whole number, got {text[:32]!r}", setting=name)
-    return int(cleaned)
+    """A whole number as the command line gives it: ASCII digits only (``str.isdigit`` also takes "²" and
+    Arabic-Indic digits), ``_`` between digits allowed, at most :data:`MAX_DIGITS` digits (checked before
+    ``int``, which refuses more than 4300 digits with a traceback)."""
+    cleaned = text.strip()
+    if len(cleaned) > 2 * MAX_DIGITS or not _INTEGER.fullmatch(cleaned):
+        raise ShardingError(
+            BAD_SETTING,
+            f"{name} takes a whole number (ASCII digits 0-9, at most {MAX_DIGITS}), got {_shown(text)}",
+            setting=name,
+        )
+    digits = cleaned.replace("_", "")
+    if len(digits) > MAX_DIGITS:
+        raise ShardingError(BAD_SETTING, f"{name} takes at most {MAX_DIGITS} digits, got {len(digits)}", setting=name)
+    return int(digits)
+
+
+def _shown(text: str) -> str:
+    """A value quoted for a one-line message: at most 32 characters, anything but printable ASCII escaped."""
+    return ascii(text[:32] + ("…" if len(text) > 32 else ""))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -307,8 +473,8 @@ class Setting:
     name: str
     default: int
     help: str
-    minimum: int = 1
-    maximum: int | None = None
+    minimum: int
+    maximum: int
     fixed: str | None = None  # why it cannot be set (None: `--setting` changes it)
 
 

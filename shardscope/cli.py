@@ -40,9 +40,9 @@ def _parser() -> argparse.ArgumentParser:
         "--token",
         default=os.environ.get("SHARDSCOPE_TOKEN") or None,
         help="for a shared server: every write (share links, kernel runs, snapshots) needs this token, as "
-        "'Authorization: Bearer TOKEN' or the cookie a browser gets by opening the dashboard once at ?token=TOKEN; "
-        "at least 16 printable ASCII characters; default $SHARDSCOPE_TOKEN (an environment variable keeps it out "
-        "of the process list)",
+        "'Authorization: Bearer TOKEN', or the session a browser gets by opening the dashboard once at ?token=TOKEN; "
+        "at least 128 bits of randomness (e.g. secrets.token_urlsafe(32)); default $SHARDSCOPE_TOKEN (an "
+        "environment variable keeps it out of the process list)",
     )
     s.add_argument(
         "--allowed-host",
@@ -121,27 +121,20 @@ def settings_table() -> int:
     return 0
 
 
-PLACEHOLDER_TOKENS = ("change-me", "changeme", "placeholder", "your-token", "secret")
-
-
-def token_problem(token: str | None) -> str | None:
-    """Why ``token`` cannot guard a server, or None: too short, not printable ASCII (an HTTP header can't
-    carry it everywhere), or a placeholder left in from an example."""
-    if token is None:
-        return None
-    if len(token) < 16:
-        return f"the token has {len(token)} characters; use at least 16 (random, e.g. secrets.token_urlsafe(32))"
-    if not token.isascii() or not token.isprintable() or " " in token:
-        return "the token must be printable ASCII without spaces (it travels in an HTTP Authorization header)"
-    if any(p in token.lower() for p in PLACEHOLDER_TOKENS):
-        return "the token is a placeholder from an example; set your own random one"
-    return None
+def refuse(error: Exception) -> int:
+    """A start-up refusal as one line on stderr (``error [code]: message (hint)``, no traceback); exit code 2."""
+    code = getattr(error, "code", "error")
+    hint = getattr(error, "hint", None)
+    text = " ".join(f"{getattr(error, 'message', error)}".split())
+    print(f"error [{code}]: {text}" + (f" (hint: {' '.join(hint.split())})" if hint else ""), file=sys.stderr)
+    return 2
 
 
 def serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from server.app import create_app
+    from server.auth import TOKEN_HINT, token_problem
     from server.http import RESERVED_FDS, protocol_class, raise_open_file_limit
     from server.settings import Settings
     from sharding_core.errors import ShardingError
@@ -149,16 +142,13 @@ def serve(args: argparse.Namespace) -> int:
     try:
         settings = Settings().with_values((name, value) for name, value in args.setting)
     except ShardingError as e:
-        print(f"error [{e.code}]: {e.message}", file=sys.stderr)
-        if e.hint:
-            print(f"hint: {e.hint}", file=sys.stderr)
-        return 2
+        return refuse(e)
     problem = token_problem(args.token)
     if problem:
-        print(f"error [bad_token]: {problem}", file=sys.stderr)
-        print("hint: e.g. export SHARDSCOPE_TOKEN=$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))')",
-              file=sys.stderr)  # fmt: skip
-        return 2
+        return refuse(ShardingError("bad_token", problem, hint=TOKEN_HINT))
+    oversubscribed = settings.memory_problem()
+    if oversubscribed is not None:
+        return refuse(oversubscribed)
     if not is_loopback(args.host):
         guard = "writes need the token" if args.token else "anyone who can reach it can write: consider --token"
         hosts = ", ".join(args.allowed_host) if args.allowed_host else "any Host (consider --allowed-host)"
@@ -168,8 +158,7 @@ def serve(args: argparse.Namespace) -> int:
             db_path=args.db, bind_host=args.host, token=args.token, settings=settings, allowed_hosts=args.allowed_host
         )
     except ShardingError as e:  # the store cannot be opened (server.store.StoreUnavailable): one line, no traceback
-        print(f"error [{e.code}]: {e.message}", file=sys.stderr)
-        return 2
+        return refuse(e)
     max_open = settings.max_open_connections
     limits = raise_open_file_limit()
     if limits is not None:

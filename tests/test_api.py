@@ -636,6 +636,8 @@ BAD_REQUESTS: list[tuple[str, str, dict[str, Any], int, str]] = [
     ),
     ("POST", "/api/compare", {"json": {"a": {}, "b": {}}}, 422, "bad_compare"),
     ("GET", "/api/hardware", {"headers": {"host": "evil.example"}}, 400, "bad_host"),
+    ("POST", "/api/session", {}, 405, "method_not_allowed"),
+    ("DELETE", "/api/session", {"headers": {"origin": "https://evil.example"}}, 403, "cross_site_request"),
     ("DELETE", "/api/links/{link_id}", {}, 405, "method_not_allowed"),
     ("GET", "/s/{link_id}", {}, 404, "not_found"),
     ("GET", "/no/such/page", {}, 404, "not_found"),
@@ -763,8 +765,9 @@ def test_settings_table() -> None:
     assert len(names) == len(set(names))
     for s in SETTINGS:
         assert re.fullmatch(r"max_[a-z_]+", s.name) and len(s.help) > 10, s
-        assert s.default >= s.minimum and (s.maximum is None or s.default <= s.maximum), s
-    assert Settings().worker_memory() > 0  # max_worker_memory 0: a quarter of the machine's RAM
+        assert isinstance(s.maximum, int) and s.minimum <= s.default <= s.maximum < 2**64, s  # every row bounded
+        assert s.fixed is None or s.maximum == s.default, s
+    assert Settings().worker_memory() > 0  # max_worker_memory 0: max_kernel_memory shared by the workers
 
 
 @pytest.mark.parametrize(
@@ -773,14 +776,56 @@ def test_settings_table() -> None:
         ("max_kernel_worker", "3", "did you mean max_kernel_workers"),
         ("max_rank", "4", "cannot be set"),
         ("max_devices", "16385", "1 to 16384"),
-        ("max_link_bytes", "255", "256 or more"),
+        ("max_link_bytes", "255", "256 to 16777216"),
+        ("max_link_bytes", "16777217", "256 to 16777216"),
         ("max_link_bytes", "lots", "whole number"),
+        # issue 20: each of these crashed the server with a traceback or silently disabled a limit
+        ("max_worker_memory", "\u00b2", "whole number (ASCII digits"),  # str.isdigit accepts a superscript
+        ("max_kernel_workers", "\u0663", "whole number (ASCII digits"),  # and Arabic-Indic digits
+        ("max_kernel_workers", "\uff13", "whole number (ASCII digits"),  # and full-width ones
+        ("max_kernel_workers", "9" * 5000, "whole number (ASCII digits 0-9, at most 20)"),  # int() refuses > 4300
+        ("max_kernel_workers", "9" * 21, "at most 20 digits"),
+        ("max_kernel_seconds", "1" + "0" * 19, "1 to 3600"),  # 10^400 overflowed every run
+        ("max_worker_memory", "1" + "0" * 19, "0 to 281474976710656"),  # 10^30 left the cgroup unlimited
+        ("max_kernel_workers", "-1", "whole number"),
+        ("max_kernel_workers", "1e3", "whole number"),
+        ("max_kernel_workers", "0x10", "whole number"),
+        ("max_kernel_workers", "", "whole number"),
     ],
 )
 def test_settings_are_checked_against_the_table(name: str, value: str, says: str) -> None:
     with pytest.raises(ShardingError) as err:
         Settings().with_values([(name, value)])
     assert err.value.code == "bad_setting" and says in f"{err.value.message} {err.value.hint}"
+    assert len(err.value.message) < 200 and err.value.message.isascii()  # one short line, whatever was typed
+
+
+def test_settings_take_underscores_between_ascii_digits() -> None:
+    assert Settings().with_values([("max_link_bytes", " 1_048_576 ")]).max_link_bytes == 2**20
+    for bad in ("_1", "1_", "1__0"):
+        with pytest.raises(ShardingError):
+            Settings().with_values([("max_link_bytes", bad)])
+
+
+def test_the_kernel_workers_memory_must_fit_the_ram() -> None:
+    gib = 1024**3
+    assert Settings().memory_problem(ram=24 * gib) is None  # the defaults fit any machine
+    assert Settings().with_values([("max_kernel_workers", 64)]).memory_problem(ram=gib) is None
+    fits = Settings().with_values([("max_kernel_workers", 4), ("max_worker_memory", 6 * gib)])
+    assert fits.memory_problem(ram=24 * gib) is None
+    assert fits.kernel_memory(24 * gib) == 12 * gib  # 0: half the RAM for the workers together
+    # the issue's 64 workers, each with the default 5.9 GiB of a 24 GiB machine
+    over = Settings().with_values([("max_kernel_workers", 64), ("max_worker_memory", 6 * gib)])
+    problem = over.memory_problem(ram=24 * gib)
+    assert problem is not None and problem.details["setting"] == "max_worker_memory"
+    assert "64 × 6.0 GiB = 384.0 GiB, more than the 24.0 GiB of RAM" in problem.message
+    one_past = Settings().with_values([("max_kernel_workers", 4), ("max_worker_memory", 6 * gib + 1)])
+    assert one_past.memory_problem(ram=24 * gib) is not None  # 4 × budget one byte past the RAM
+    total = Settings().with_values([("max_kernel_memory", 24 * gib + 1)])
+    assert (
+        total.memory_problem(ram=24 * gib) is not None
+        and total.with_values([("max_kernel_memory", 24 * gib)]).memory_problem(ram=24 * gib) is None
+    )
 
 
 def test_settings_reach_the_routes(make_client: ClientFactory) -> None:

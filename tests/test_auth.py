@@ -1,5 +1,5 @@
-"""``shardscope serve --token``: every write needs the token, every read stays open, and a browser gets the
-token once through ``?token=`` as an HttpOnly, SameSite cookie.
+"""``shardscope serve --token``: every write needs the token, every read stays open, and a browser gets a
+session once through ``?token=`` as an HttpOnly, SameSite cookie (never the token itself).
 
 Regression (issue 12): the token guarded snapshots only; share links (86 GiB/hour in a test) and kernel
 runs were accepted without it.
@@ -7,19 +7,22 @@ runs were accepted without it.
 
 from __future__ import annotations
 
+import urllib.parse
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
 from server.app import WRITE_PATHS, kernel_worker_pool
+from server.auth import Sessions
+from server.middleware import SESSION_COOKIE, TOKEN_COOKIE
 from server.pool import Job
 from server.settings import Settings
 from sharding_core import capture
 from sharding_core.kernels.plan import plan_run
 from sharding_core.mesh import MeshSpec
 from tests.conftest import ClientFactory
-from tests.helpers import assert_error, layout_request, post
+from tests.helpers import BASE, assert_error, layout_request, post
 
 TOKEN = "Zr4i0pC1VqkqzY3sX2m0JtQeZk8B5nT1"
 KERNEL = {"kernel": "elementwise", "devices": "cpu:8", "mesh": {"shape": [2, 4], "axis_names": ["x", "y"]}}
@@ -78,21 +81,106 @@ def test_a_read_link_is_not_a_write_token(client: TestClient) -> None:
         assert_error(refused, 403, "bad_token")
 
 
-def test_a_browser_gets_the_token_once_as_a_cookie(make_client: ClientFactory) -> None:
+def session_of(response: Any) -> str:
+    """The session id the hand-off's Set-Cookie gives, checking the cookie's attributes."""
+    cookie = response.headers["set-cookie"]
+    name, _, rest = cookie.partition("=")
+    value = rest.split(";")[0]
+    assert name == SESSION_COOKIE and len(value) >= 43  # 256 random bits
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
+    assert f"Max-Age={Settings().max_session_seconds}" in cookie
+    return value
+
+
+def test_a_browser_gets_a_session_never_the_token(make_client: ClientFactory) -> None:
+    """Issue 20: the cookie was the raw token, and cookies are not scoped by port, so Chromium sent it to
+    every other service on the same host name (TensorBoard, Jupyter) for 30 days. Now it is a session id."""
     browser = make_client(token=TOKEN)  # a fresh cookie jar
     assert_error(post(browser, "/api/links", {"view": "x", "state": {}}), 401, "unauthorized")
     opened = browser.get(f"/kernels.html?kernel=psum_sum&token={TOKEN}", follow_redirects=False)
     assert opened.status_code == 303
     assert opened.headers["location"] == "/kernels.html?kernel=psum_sum"  # the token leaves the address bar
-    cookie = opened.headers["set-cookie"]
-    assert cookie.startswith(f"shardscope_token={TOKEN};")
-    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
-    browser.cookies.set("shardscope_token", TOKEN)
+    session = session_of(opened)
+    assert TOKEN not in opened.headers["set-cookie"] and session != TOKEN
+    browser.cookies.set(SESSION_COOKIE, session)
     assert post(browser, "/api/links", {"view": "x", "state": {}}).status_code == 201  # the page's Copy link
     unknown = {"kernel": "nope", "devices": "cpu:8", "mesh": {"shape": [8], "axis_names": ["x"]}}
     assert post(browser, "/api/kernels/jobs", unknown).status_code == 422  # past the token: the kernel is checked
-    browser.cookies.set("shardscope_token", TOKEN + "x")
-    assert_error(post(browser, "/api/links", {"view": "x", "state": {}}), 403, "bad_token")
+    # what another port's service sees (the cookie) is not a bearer token
+    other = make_client(token=TOKEN)
+    assert_error(post(other, "/api/links", {"view": "x", "state": {}}, {"authorization": f"Bearer {session}"}), 403,
+                 "bad_token")  # fmt: skip
+    browser.cookies.set(SESSION_COOKIE, session[:-1] + ("A" if session[-1] != "A" else "B"))
+    assert_error(post(browser, "/api/links", {"view": "x", "state": {}}), 401, "unauthorized")
+
+
+def test_a_session_ends_on_request_and_after_its_lifetime(make_client: ClientFactory) -> None:
+    settings = Settings().with_values([("max_session_seconds", 60)])
+    browser = make_client(token=TOKEN, settings=settings)
+    sessions: Sessions = browser.app.state.sessions  # type: ignore[attr-defined]
+    session = session_of_lifetime(browser.get(f"/?token={TOKEN}", follow_redirects=False), 60)
+    browser.cookies.set(SESSION_COOKIE, session)
+    assert post(browser, "/api/links", {"view": "x", "state": {}}).status_code == 201
+    ended = browser.delete("/api/session")
+    assert ended.json() == {"ended": True} and "Max-Age=0" in ended.headers["set-cookie"]
+    browser.cookies.set(SESSION_COOKIE, session)  # a copy of the cookie kept elsewhere is dead too
+    error = assert_error(post(browser, "/api/links", {"view": "x", "state": {}}), 401, "unauthorized")
+    assert "session has ended" in error["message"] and "?token=" in error["hint"]
+    assert browser.delete("/api/session").json() == {"ended": False}
+    # at its lifetime and one second past it
+    later = session_of_lifetime(browser.get(f"/?token={TOKEN}", follow_redirects=False), 60)
+    browser.cookies.set(SESSION_COOKIE, later)
+    now = sessions.clock()
+    sessions.clock = lambda: now + 59.5
+    assert post(browser, "/api/links", {"view": "x", "state": {}}).status_code == 201
+    sessions.clock = lambda: now + 60.5
+    assert_error(post(browser, "/api/links", {"view": "x", "state": {}}), 401, "unauthorized")
+
+
+def session_of_lifetime(response: Any, seconds: int) -> str:
+    cookie = response.headers["set-cookie"]
+    assert f"Max-Age={seconds}" in cookie
+    return str(cookie.split(";")[0].partition("=")[2])
+
+
+def test_sessions_are_bounded_oldest_first() -> None:
+    sessions = Sessions(max_sessions=16, lifetime_s=60)
+    opened = [sessions.open() for _ in range(17)]
+    assert len(sessions) == 16 and not sessions.valid(opened[0]) and all(map(sessions.valid, opened[1:]))
+
+
+def test_an_old_token_cookie_authorizes_nothing_and_is_cleared(make_client: ClientFactory) -> None:
+    browser = make_client(token=TOKEN)
+    browser.cookies.set(TOKEN_COOKIE, TOKEN)  # what servers before issue 20 set
+    refused = post(browser, "/api/links", {"view": "x", "state": {}})
+    assert_error(refused, 401, "unauthorized")
+    assert (
+        refused.headers["set-cookie"].startswith(f"{TOKEN_COOKIE}=;") and "Max-Age=0" in refused.headers["set-cookie"]
+    )
+    assert "Max-Age=0" in browser.get("/").headers["set-cookie"]
+
+
+@pytest.mark.parametrize(
+    ("path", "location"),
+    [
+        ("//evil.example/", "/evil.example/"),  # issue 20: 303 Location: //evil.example/ (another host)
+        ("///evil.example/x", "/evil.example/x"),
+        ("/%2F%2Fevil.example/", "/evil.example/"),
+        ("/\\evil.example/", "/evil.example/"),
+        ("/kernels.html/\\x", "/kernels.html/%5Cx"),
+        ("/snapshots.html", "/snapshots.html"),
+    ],
+)
+def test_the_hand_off_redirects_only_to_this_servers_own_paths(
+    make_client: ClientFactory, path: str, location: str
+) -> None:
+    browser = make_client(token=TOKEN)
+    opened = browser.get(f"{BASE}{path}?token={TOKEN}&devices=cpu:8", follow_redirects=False)  # the path as sent
+    assert opened.status_code == 303
+    target = opened.headers["location"]
+    assert target == f"{location}?devices=cpu%3A8"
+    assert target.startswith("/") and not target.startswith("//") and "\\" not in target
+    assert urllib.parse.urljoin("http://127.0.0.1:8000/a/b", target).startswith("http://127.0.0.1:8000/")
 
 
 def test_a_wrong_token_in_the_address_sets_nothing(make_client: ClientFactory) -> None:

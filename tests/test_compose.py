@@ -15,8 +15,8 @@ from urllib.parse import urlsplit
 import yaml
 
 from examples.multihost import parser as job_parser
+from server.auth import token_problem
 from shardscope.cli import _parser as cli_parser
-from shardscope.cli import token_problem
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())

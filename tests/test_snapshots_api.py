@@ -32,7 +32,7 @@ from sharding_core.snapshot.format import MAX_LEAF_PATH_CHARS, MAX_RULES, MAX_SN
 from tests.conftest import ClientFactory
 from tests.helpers import Inner, assert_error, error_code, post, run, schema_2_store, scope, status
 
-TOKEN = "s3cret-token-for-tests"
+TOKEN = "q8Vd2LmX0pRz7TkW4nYb9cJs3HfG6aUe"
 RULES = (("batch", "data"), ("hidden", "model"), ("embed", None))
 
 

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 
 from server.api.schema import ErrorResponse
+from server.auth import Sessions
 from server.services.kernels import KernelRuns
 from server.services.snapshots import SnapshotRepository
 from server.settings import Settings
@@ -78,3 +79,4 @@ StoreDep = Annotated[Store, _state("store")]
 SettingsDep = Annotated[Settings, _state("settings")]
 SnapshotsDep = Annotated[SnapshotRepository, _state("snapshots")]
 RunsDep = Annotated[KernelRuns, _state("runs")]
+SessionsDep = Annotated[Sessions, _state("sessions")]
