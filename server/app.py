@@ -41,6 +41,7 @@ from server.middleware import (
     is_loopback,
 )
 from server.pool import WorkerPool
+from server.quota import WriteQuota
 from server.services.kernels import KernelRuns
 from server.services.snapshots import SnapshotRepository
 from server.settings import Settings
@@ -169,7 +170,8 @@ def create_app(
     app.state.store = store
     app.state.kernels = kernels
     app.state.settings = settings
-    app.state.snapshots = SnapshotRepository(store, settings)
+    app.state.quota = quota = WriteQuota(settings.max_client_store_bytes_per_hour)
+    app.state.snapshots = SnapshotRepository(store, settings, quota)
     app.state.runs = KernelRuns(kernels, settings)
     app.state.sessions = sessions = Sessions(settings.max_sessions, settings.max_session_seconds)
     for router in ROUTERS:

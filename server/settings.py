@@ -429,7 +429,7 @@ class Settings:
                     hint="`shardscope settings` marks which settings can be changed",
                     setting=name,
                 )
-            value = raw if isinstance(raw, int) and not isinstance(raw, bool) else _integer(name, str(raw))
+            value = raw if isinstance(raw, int) and not isinstance(raw, bool) else whole_number(name, str(raw))
             if not row.minimum <= value <= row.maximum:
                 shown = str(value) if len(str(value)) <= MAX_DIGITS else f"a number of {len(str(value))} digits"
                 raise ShardingError(
@@ -446,7 +446,7 @@ class Settings:
 _INTEGER = re.compile(r"[0-9]+(?:_[0-9]+)*", re.ASCII)
 
 
-def _integer(name: str, text: str) -> int:
+def whole_number(name: str, text: str) -> int:
     """A whole number as the command line gives it: ASCII digits only (``str.isdigit`` also takes "²" and
     Arabic-Indic digits), ``_`` between digits allowed, at most :data:`MAX_DIGITS` digits (checked before
     ``int``, which refuses more than 4300 digits with a traceback)."""

@@ -82,6 +82,13 @@ DAY: Final = 86400.0
 
 INSUFFICIENT_STORAGE: Final = "insufficient_storage"
 STORE_UNAVAILABLE: Final = "store_unavailable"
+STORE_CORRUPT: Final = "store_corrupt"
+STATES: Final = ("ok", "read_only", "corrupt")
+"""What ``GET /api/health`` says of the store (:attr:`Store.state`)."""
+IDLE_READERS: Final = 8
+"""Read connections kept open between reads; more are opened under load and closed after."""
+READER_CACHE_KIB: Final = 256
+"""Page cache of a read connection: a blob streamed to a slow reader passes through it, so it stays small."""
 
 log = logging.getLogger("shardscope.store")
 
@@ -133,6 +140,32 @@ class StoreUnavailable(ShardingError):
         super().__init__(STORE_UNAVAILABLE, message)
 
 
+class Blob:
+    """One stored payload, read piece by piece: ``length``, :meth:`read`, :meth:`close` (idempotent)."""
+
+    def __init__(self, store: Store, conn: sqlite3.Connection, blob: sqlite3.Blob, length: int) -> None:
+        self.store, self.conn, self.blob, self.length = store, conn, blob, length
+        self.closed = False
+
+    def seek(self, offset: int) -> None:
+        self.blob.seek(offset)
+
+    def read(self, size: int) -> bytes:
+        try:
+            return self.blob.read(size)
+        except sqlite3.DatabaseError as e:
+            raise self.store._read_error(e) from e
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.blob.close()
+        if self.conn.in_transaction:
+            self.conn.execute("ROLLBACK")  # ends the read transaction (nothing was written)
+        self.store._release(self.conn)
+
+
 class RunPart(NamedTuple):
     snapshot_id: str
     link_id: str | None
@@ -167,6 +200,8 @@ class Store:
         self._run_key = b""
         self._expired_at = float("-inf")
         self.deletions = 0  # bumped whenever expiry deletes records: caches of what was read key on it
+        self._corrupt: str | None = None  # what SQLite said when it found the file damaged after start
+        self._write_failed: str | None = None  # the last write's refusal (read-only, I/O error), until one succeeds
         self._readers: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
         self.open()
 
@@ -234,6 +269,9 @@ class Store:
                     if version:
                         log.warning("%s: migrated the store from schema %d to %d", self.path, version, SCHEMA_VERSION)
                 self._run_key = bytes(conn.execute("SELECT value FROM meta WHERE key = 'run_key'").fetchone()[0])
+                # A file SQLite could only open read-only (no write permission, a read-only bind mount) still
+                # passes BEGIN IMMEDIATE when there is nothing to migrate: only a real write proves it.
+                conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('opened', ?)", (self.clock(),))
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -317,6 +355,8 @@ class Store:
         back if it raises. A full disk becomes 507 and an unwritable store 503; nothing is half-stored."""
         with self._lock:
             conn = self._connection()
+            if self._corrupt is not None:
+                raise self._corrupt_error(self._corrupt)  # nothing more is acknowledged on a damaged file
             try:
                 now = self.clock()
                 if now - self._expired_at >= EXPIRE_EVERY_SECONDS:
@@ -329,6 +369,7 @@ class Store:
                     if conn.in_transaction:  # SQLite may already have rolled back (SQLITE_FULL does)
                         conn.execute("ROLLBACK")
                     raise
+                self._write_failed = None
             except sqlite3.Error as e:
                 translated = self._write_error(e)
                 if translated is e:
@@ -337,6 +378,8 @@ class Store:
 
     def _write_error(self, error: sqlite3.Error) -> Exception:
         primary = _primary_code(error)
+        if primary in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+            return self._found_corrupt(error)
         if primary == sqlite3.SQLITE_FULL or "disk is full" in str(error):
             log.error("%s: the disk is full (%s); writes get 507 until space is freed", self.path, error)
             return ApiError(
@@ -347,6 +390,7 @@ class Store:
             )
         if primary in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM):
             log.error("%s: cannot write (%s)", self.path, error)
+            self._write_failed = str(error)
             return ApiError(
                 503,
                 STORE_UNAVAILABLE,
@@ -354,6 +398,38 @@ class Store:
                 hint="try again later; the server's log names the file",
             )
         return error
+
+    def _found_corrupt(self, error: sqlite3.Error) -> ApiError:
+        """SQLite found the file damaged after start: from now on nothing more is written (a damaged b-tree
+        can lose what a later write puts on it), and every request that meets the damage gets 503."""
+        if self._corrupt is None:
+            self._corrupt = str(error)
+            log.error(
+                "%s is damaged (%s): the server takes no more writes; stop it, then restore the file from a "
+                "backup or recover it (%s)",
+                self.path,
+                error,
+                _RECOVER,
+            )
+        return self._corrupt_error(str(error))
+
+    def _corrupt_error(self, text: str) -> ApiError:
+        return ApiError(
+            503,
+            STORE_CORRUPT,
+            f"this server's store is damaged ({text}): it answers what it can still read and stores nothing more",
+            hint="tell the server's operator: the log names the file, and restoring it from a backup fixes this",
+        )
+
+    @property
+    def state(self) -> str:
+        """``corrupt`` once SQLite found the file damaged, ``read_only`` when the last write was refused or the
+        file or its directory cannot be written now (a read-only remount), else ``ok``."""
+        if self._corrupt is not None:
+            return "corrupt"
+        if self._write_failed is not None or _read_only(self.path):
+            return "read_only"
+        return "ok"
 
     def _reserve(self, conn: sqlite3.Connection, size: int) -> None:
         """Counts ``size`` more bytes, or refuses with 507 if that passes the budget (in the transaction)."""
@@ -502,17 +578,54 @@ class Store:
             if self._conn is None:
                 raise StoreClosed(f"the store {self.path} is closed") from None
             uri = f"file:{urllib.parse.quote(str(self.path))}?mode=ro"
-            return sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None, timeout=10)
+            conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None, timeout=10)
+            conn.execute(f"PRAGMA cache_size=-{READER_CACHE_KIB}")
+            return conn
+
+    def _release(self, conn: sqlite3.Connection) -> None:
+        """Back to the pool, or closed: when the store closed meanwhile, or the pool already holds enough."""
+        if self._conn is None or self._readers.qsize() >= IDLE_READERS:
+            conn.close()
+        else:
+            self._readers.put(conn)
 
     def _read(self, sql: str, args: tuple[Any, ...]) -> list[Any]:
         conn = self._reader()
         try:
             return conn.execute(sql, args).fetchall()
+        except sqlite3.DatabaseError as e:
+            raise self._read_error(e) from e
         finally:
-            if self._conn is None:
-                conn.close()  # closed meanwhile: do not pool it
-            else:
-                self._readers.put(conn)
+            self._release(conn)
+
+    def _read_error(self, error: sqlite3.Error) -> Exception:
+        if _primary_code(error) in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+            return self._found_corrupt(error)
+        return error
+
+    def open_blob(self, table: str, record_id: str) -> Blob | None:
+        """The payload stored under ``record_id`` to read piece by piece (SQLite's incremental blob I/O), or
+        None. It reads one snapshot of the store (its own read transaction) until :meth:`Blob.close`."""
+        _check_table(table)
+        if not is_valid_id(record_id):
+            return None
+        conn = self._reader()
+        try:
+            conn.execute("BEGIN")
+            row = conn.execute(
+                f"SELECT rowid, length(payload) FROM {table} WHERE id = ?",  # noqa: S608 - table from TABLES
+                (record_id,),
+            ).fetchone()
+            if row is not None:
+                return Blob(self, conn, conn.blobopen(table, "payload", row[0], readonly=True), int(row[1]))
+        except sqlite3.DatabaseError as e:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            self._release(conn)
+            raise self._read_error(e) from e
+        conn.execute("ROLLBACK")
+        self._release(conn)
+        return None
 
     def get(self, table: str, record_id: str) -> bytes | None:
         """The payload stored under ``record_id``, or None (also for ids that cannot exist)."""
@@ -522,10 +635,120 @@ class Store:
         rows = self._read(f"SELECT payload FROM {table} WHERE id = ?", (record_id,))  # noqa: S608 - table from TABLES
         return bytes(rows[0][0]) if rows else None
 
+    def exists(self, table: str, record_id: str) -> bool:
+        """Whether ``record_id`` is stored (a point lookup; what a cache of parsed records checks, since an
+        operator's ``shardscope store delete`` in another process changes nothing this process counts)."""
+        _check_table(table)
+        if not is_valid_id(record_id):
+            return False
+        return bool(self._read(f"SELECT 1 FROM {table} WHERE id = ?", (record_id,)))  # noqa: S608 - from TABLES
+
     def usage(self) -> tuple[int, int | None]:
         """``(bytes counted, budget)``: the running total, read in one lookup."""
         (used,) = self._read("SELECT value FROM meta WHERE key = 'bytes'", ())[0]
         return int(used), self.max_bytes
+
+    # ---- an operator's deletions (`shardscope store prune|delete`) ----------------------------------------
+
+    def prune(self, *, older_than_days: float | None = None, max_bytes: int | None = None) -> Pruned:
+        """Deletes, in one transaction, every record (link, snapshot, run part) older than ``older_than_days``,
+        then the oldest records until the store counts at most ``max_bytes``. A run keeps the parts that
+        stay; one left without parts loses its keys. Links to what went then open "no such snapshot"."""
+        with self._transaction() as conn:
+            doomed: list[tuple[str, str, int]] = []  # (table, id, size)
+            if older_than_days is not None:
+                cutoff = self.clock() - older_than_days * DAY
+                for table in TABLES:
+                    doomed += [
+                        (table, i, int(size))
+                        for i, size in conn.execute(
+                            f"SELECT id, size FROM {table} WHERE created < ?",  # noqa: S608 - table from TABLES
+                            (cutoff,),
+                        )
+                    ]
+            if max_bytes is not None:
+                used = int(conn.execute("SELECT value FROM meta WHERE key = 'bytes'").fetchone()[0])
+                used -= sum(size for _, _, size in doomed)
+                taken = {(t, i) for t, i, _ in doomed}
+                rows = conn.execute(
+                    "SELECT t, id, size FROM (SELECT 'links' AS t, id, size, created FROM links UNION ALL "
+                    "SELECT 'snapshots' AS t, id, size, created FROM snapshots) ORDER BY created"
+                )
+                for table, record_id, size in rows:
+                    if used <= max_bytes:
+                        break
+                    if (table, record_id) not in taken:
+                        doomed.append((table, record_id, int(size)))
+                        used -= int(size)
+            freed = self._delete_records(conn, doomed)
+        return Pruned(len(doomed), freed)
+
+    def delete(self, table: str, record_id: str) -> Pruned:
+        """Deletes one link or snapshot (a snapshot that is a run's part leaves its run)."""
+        _check_table(table)
+        with self._transaction() as conn:
+            row = conn.execute(f"SELECT size FROM {table} WHERE id = ?", (record_id,)).fetchone()  # noqa: S608
+            doomed = [(table, record_id, int(row[0]))] if row is not None else []
+            freed = self._delete_records(conn, doomed)
+        return Pruned(len(doomed), freed)
+
+    def delete_run(self, run: str) -> Pruned:
+        """Deletes every part of the run with read id ``run``, and its keys."""
+        with self._transaction() as conn:
+            doomed = [
+                ("snapshots", i, int(size))
+                for i, size in conn.execute(
+                    "SELECT s.id, s.size FROM runs r JOIN snapshots s ON s.id = r.snapshot_id WHERE r.run = ?", (run,)
+                )
+            ]
+            freed = self._delete_records(conn, doomed)
+            freed += self._drop_run_keys(conn, [run])
+        return Pruned(len(doomed), freed)
+
+    def _delete_records(self, conn: sqlite3.Connection, doomed: list[tuple[str, str, int]]) -> int:
+        """Deletes ``(table, id, size)`` records in the open transaction: their runs rows with them, the keys
+        of runs left without parts, and their bytes from the running total. Returns the bytes freed."""
+        if not doomed:
+            return 0
+        freed = 0
+        runs: set[str] = set()
+        for table, record_id, size in doomed:
+            conn.execute(f"DELETE FROM {table} WHERE id = ?", (record_id,))  # noqa: S608 - table from TABLES
+            freed += size
+            if table == "snapshots":
+                runs.update(r for (r,) in conn.execute("SELECT run FROM runs WHERE snapshot_id = ?", (record_id,)))
+                conn.execute("DELETE FROM runs WHERE snapshot_id = ?", (record_id,))
+        empty = [r for r in runs if conn.execute("SELECT 1 FROM runs WHERE run = ? LIMIT 1", (r,)).fetchone() is None]
+        freed += self._drop_run_keys(conn, empty, counted=False)
+        conn.execute("UPDATE meta SET value = value - ? WHERE key = 'bytes'", (freed,))
+        self.deletions += 1
+        return freed
+
+    def _drop_run_keys(self, conn: sqlite3.Connection, runs: list[str], *, counted: bool = True) -> int:
+        """Deletes the keys of ``runs``; their bytes leave the running total here when ``counted``."""
+        freed = 0
+        for run in runs:
+            (size,) = conn.execute("SELECT coalesce(sum(size), 0) FROM run_keys WHERE run = ?", (run,)).fetchone()
+            conn.execute("DELETE FROM run_keys WHERE run = ?", (run,))
+            freed += int(size)
+        if counted and freed:
+            conn.execute("UPDATE meta SET value = value - ? WHERE key = 'bytes'", (freed,))
+            self.deletions += 1
+        return freed
+
+    def summary(self) -> dict[str, Any]:
+        """Records, bytes and the oldest record's time per table, runs, and the running total against the budget."""
+        out: dict[str, Any] = {}
+        for table in TABLES:
+            count, size, oldest = self._read(
+                f"SELECT count(*), coalesce(sum(size), 0), min(created) FROM {table}",  # noqa: S608
+                (),
+            )[0]
+            out[table] = {"records": int(count), "bytes": int(size), "oldest": oldest}
+        out["runs"] = int(self._read("SELECT count(DISTINCT run) FROM runs", ())[0][0])
+        used, budget = self.usage()
+        out["bytes"], out["max_bytes"] = used, budget
+        return out
 
     # ---- expiry ----------------------------------------------------------------------------------------
 
@@ -584,6 +807,13 @@ class Store:
         if deleted:
             log.info("%s: %d expired records deleted, %d bytes freed", self.path, deleted, freed)
         return deleted
+
+
+class Pruned(NamedTuple):
+    """What an operator's deletion took: records (links and snapshots, run parts included) and bytes freed."""
+
+    records: int
+    bytes: int
 
 
 _RECOVER: Final = "`sqlite3 FILE .recover` can save what is readable"

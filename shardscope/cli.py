@@ -1,4 +1,5 @@
-"""The ``shardscope`` command: ``serve`` the dashboard, ``preview`` a layout in the terminal, list the ``settings``."""
+"""The ``shardscope`` command: ``serve`` the dashboard, ``preview`` a layout in the terminal, list the ``settings``,
+look after a server's ``store``."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import ipaddress
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
@@ -63,6 +65,24 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("settings", help="list every setting: name, default, whether --setting can change it, what it does")
 
+    st = sub.add_parser("store", help="look after a server's store: what it holds, prune it, delete records")
+    actions = st.add_subparsers(dest="action", required=True)
+    for action, what in (
+        ("info", "records, bytes and runs, and the byte total against the budget"),
+        ("prune", "delete by age (--older-than DAYS) and/or the oldest until the store is under --max-bytes"),
+        ("delete", "delete one run (--run READ_ID), snapshot (--snapshot ID) or link and what it opens (--link ID)"),
+    ):
+        a = actions.add_parser(action, help=what, description=what)
+        a.add_argument("--db", default=None, help="the store's SQLite file (default: the user data directory's)")
+        if action == "prune":
+            a.add_argument("--older-than", metavar="DAYS", help="delete every record made more than DAYS days ago")
+            a.add_argument("--max-bytes", metavar="N", help="then delete the oldest records until at most N bytes")
+        if action == "delete":
+            one = a.add_mutually_exclusive_group(required=True)
+            one.add_argument("--run", metavar="READ_ID", help="a run's read id (its /api/snapshots/runs/ id)")
+            one.add_argument("--snapshot", metavar="ID", help="a snapshot's id")
+            one.add_argument("--link", metavar="ID", help="a share link's id (after /s/): it and what it opens")
+
     v = sub.add_parser("preview", help="print an array's layout, like jax.debug.visualize_array_sharding, any rank")
     v.add_argument("--devices", required=True, help="cpu:N, gpu:KIND:HxG, tpu:GEN:TOPO or local")
     v.add_argument("--slices", type=int, default=1, help="slices of a tpu: set (multi-slice)")
@@ -106,6 +126,52 @@ def preview(args: argparse.Namespace) -> int:
             print(f"hint: {e.hint}", file=sys.stderr)
         return 2
     return 0
+
+
+def store_command(args: argparse.Namespace) -> int:
+    """``shardscope store info|prune|delete``: an operator's look at and deletions in a store, while the server
+    runs or not (SQLite's locking serialises them with its writes; the byte total is kept in the same
+    transactions). Expiry by age is left to the server's settings: nothing expires by opening the store here."""
+    import orjson
+
+    from server.settings import whole_number
+    from server.store import Pruned, Store, default_db_path
+    from sharding_core.errors import ShardingError
+
+    try:
+        older = whole_number("--older-than", args.older_than) if getattr(args, "older_than", None) else None
+        max_bytes = whole_number("--max-bytes", args.max_bytes) if getattr(args, "max_bytes", None) else None
+        if args.action == "prune" and older is None and max_bytes is None:
+            raise ShardingError("bad_request", "prune needs --older-than DAYS, --max-bytes N or both")
+        path = Path(args.db) if args.db else default_db_path()
+        if not path.is_file():
+            raise ShardingError("store_unavailable", f"there is no store at {path}", hint="pass --db the server's file")
+        store = Store(path, max_bytes=None, max_days={"links": 0, "snapshots": 0})
+    except ShardingError as e:
+        return refuse(e)
+    with store:
+        if args.action == "info":
+            print(orjson.dumps(store.summary(), option=orjson.OPT_INDENT_2).decode())
+            return 0
+        if args.action == "prune":
+            done = store.prune(older_than_days=older, max_bytes=max_bytes)
+        elif args.run:
+            done = store.delete_run(args.run)
+        elif args.snapshot:
+            done = store.delete("snapshots", args.snapshot)
+        else:
+            payload = store.get("links", args.link)
+            done = store.delete("links", args.link)
+            state = orjson.loads(payload).get("state", {}) if payload is not None else {}
+            if isinstance(state.get("run"), str):
+                run = store.delete_run(state["run"])
+                done = Pruned(done.records + run.records, done.bytes + run.bytes)
+            elif isinstance(state.get("snapshot"), str):
+                snap = store.delete("snapshots", state["snapshot"])
+                done = Pruned(done.records + snap.records, done.bytes + snap.bytes)
+        used, _ = store.usage()
+        print(f"deleted {done.records} records, {done.bytes} bytes; the store now counts {used} bytes")
+        return 0 if done.records or args.action == "prune" else 1
 
 
 def settings_table() -> int:
@@ -195,4 +261,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return preview(args)
     if args.command == "settings":
         return settings_table()
+    if args.command == "store":
+        return store_command(args)
     return serve(args)

@@ -7,8 +7,9 @@ import asyncio
 import contextlib
 import os
 import sqlite3
+import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from server.middleware import Message, Receive, Scope, Send
+from server.store import TABLES, Store
 
 BASE = "http://127.0.0.1:8000"
 """The in-process client's base URL: the app is bound to loopback and checks the Host header."""
@@ -102,6 +104,100 @@ def schema_2_store(db: Path, run_id: str, part: bytes) -> str:
         conn.execute("INSERT INTO runs VALUES (?, ?, ?, ?)", (run_id, 0, "S" * 22, now))
         conn.commit()
     return "L" * 22
+
+
+# ---- stores: what the running total must be, a small real filesystem, damage ----------------------------
+
+
+class FailingWrites:
+    """A store's writer connection, but every INSERT fails with ``error()`` as SQLite would."""
+
+    def __init__(self, conn: sqlite3.Connection, error: Any) -> None:
+        self.conn, self.error = conn, error
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        if sql.lstrip().upper().startswith("INSERT"):
+            raise self.error()
+        return self.conn.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.conn, name)
+
+
+def FullDisk(conn: sqlite3.Connection) -> FailingWrites:
+    """Every INSERT fails as SQLite does on a full disk (SQLITE_FULL)."""
+    return FailingWrites(conn, lambda: sqlite3.OperationalError("database or disk is full"))
+
+
+def ReadOnlyDisk(conn: sqlite3.Connection) -> FailingWrites:
+    """Every INSERT fails as SQLite does on a file it may no longer write (SQLITE_READONLY)."""
+
+    def error() -> sqlite3.Error:
+        e = sqlite3.OperationalError("attempt to write a readonly database")
+        e.sqlite_errorcode = sqlite3.SQLITE_READONLY
+        return e
+
+    return FailingWrites(conn, error)
+
+
+def counted(db: Path) -> int:
+    """What the running total must equal: every record's size and every run key's, summed afresh."""
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        return sum(conn.execute(f"SELECT coalesce(sum(size), 0) FROM {t}").fetchone()[0] for t in (*TABLES, "run_keys"))
+
+
+@contextlib.contextmanager
+def tmpfs(where: Path, size: str) -> Iterator[Path]:
+    """A real filesystem of ``size`` at ``where`` (root only; skips where mounting is not allowed)."""
+    where.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def corrupt_middle(db: Path) -> None:
+    """Overwrites one page in the middle of a closed store's file (its WAL already checkpointed)."""
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        page = conn.execute("PRAGMA page_size").fetchone()[0]
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    assert pages > 20 and not Path(f"{db}-wal").exists()
+    with db.open("r+b") as f:
+        f.seek(page * (pages // 2))
+        f.write(b"\xa5" * page)
+
+
+def filled(db: Path) -> list[str]:
+    with Store(db) as store:
+        return [
+            store.put("links", orjson.dumps({"view": "layout", "state": {"n": i, "pad": "p" * 400}}))
+            for i in range(500)
+        ]
+
+
+def serve_refuses(*args: str, code: str) -> str:
+    """The line ``shardscope serve ARGS`` prints when it refuses to start: exactly one line on stderr,
+    ``error [code]: ...``, exit status 2, no traceback."""
+    from tests.plugins.live import CLI, ROOT
+
+    done = subprocess.run(
+        [str(CLI), "serve", "--port", "0", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+        cwd=ROOT,
+    )
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and len(lines) == 1, done.stderr
+    assert lines[0].startswith(f"error [{code}]: "), lines[0]
+    return lines[0]
 
 
 # ---- a fake ASGI request, for middleware on its own -----------------------------------------------

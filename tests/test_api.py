@@ -188,7 +188,7 @@ def test_dtype_vocabulary_is_the_domains() -> None:
 def test_health(client: TestClient) -> None:
     response = client.get("/api/health")
     assert response.status_code == 200
-    assert response.json() == {"status": "ok", "jax_version": jax.__version__}
+    assert response.json() == {"status": "ok", "jax_version": jax.__version__, "store": "ok"}
 
 
 def test_platforms(client: TestClient) -> None:

@@ -301,7 +301,8 @@ def test_idle_keep_alive_connections_are_closed(fresh: tuple[Server, Path]) -> N
             if not more:
                 break
             data += more
-        assert data.startswith(b"HTTP/1.1 200") and data.endswith(f'"jax_version":"{jax.__version__}"}}'.encode())
+        health = f'"jax_version":"{jax.__version__}","store":"ok"}}'.encode()
+        assert data.startswith(b"HTTP/1.1 200") and data.endswith(health)
         assert time.monotonic() - started < MAX_KEEP_ALIVE_SECONDS + 5
 
 

@@ -36,8 +36,17 @@ from server.store import (
 from sharding_core import capture
 from sharding_core.errors import ShardingError
 from tests.conftest import ClientFactory
-from tests.helpers import assert_error, post, schema_2_store
-from tests.plugins.live import CLI, ROOT
+from tests.helpers import (
+    FullDisk,
+    assert_error,
+    corrupt_middle,
+    counted,
+    filled,
+    post,
+    schema_2_store,
+    serve_refuses,
+    tmpfs,
+)
 
 
 def test_round_trip_and_ids(tmp_path: Path) -> None:
@@ -201,12 +210,6 @@ def test_app_lifespans_leak_no_file_descriptors(tmp_path: Path) -> None:
 # ---- the byte budget and expiry ------------------------------------------------------------------------
 
 
-def counted(db: Path) -> int:
-    """What the running total must equal: every record's size and every run key's, summed afresh."""
-    with contextlib.closing(sqlite3.connect(db)) as conn:
-        return sum(conn.execute(f"SELECT coalesce(sum(size), 0) FROM {t}").fetchone()[0] for t in (*TABLES, "run_keys"))
-
-
 def test_budget_at_the_limit_and_one_past(tmp_path: Path) -> None:
     budget = 10 * (1000 + RECORD_OVERHEAD)
     with Store(tmp_path / "s.db", max_bytes=budget) as store:
@@ -321,21 +324,6 @@ def test_run_parts_count_their_keys_and_a_failed_check_stores_nothing(tmp_path: 
 # ---- a full disk ---------------------------------------------------------------------------------------
 
 
-class FullDisk:
-    """The store's writer connection, but every INSERT fails as SQLite does on a full disk (SQLITE_FULL)."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
-
-    def execute(self, sql: str, *args: Any) -> Any:
-        if sql.lstrip().upper().startswith("INSERT"):
-            raise sqlite3.OperationalError("database or disk is full")
-        return self.conn.execute(sql, *args)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.conn, name)
-
-
 def test_sqlite_full_is_507_and_acknowledged_writes_survive_a_restart(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     store = Store(db)
@@ -378,21 +366,6 @@ def test_a_real_sqlite_full_is_507(tmp_path: Path) -> None:
         assert again.usage()[0] == counted(db) == len(acked) * (3000 + RECORD_OVERHEAD)
 
 
-@contextlib.contextmanager
-def tmpfs(where: Path, size: str) -> Iterator[Path]:
-    """A real filesystem of ``size`` at ``where`` (root only; skips where mounting is not allowed)."""
-    where.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False)
-
-
 def test_a_really_full_disk_is_507_and_loses_nothing_acknowledged(tmp_path: Path) -> None:
     with tmpfs(tmp_path / "disk", "1m") as disk:
         db = disk / "s.db"
@@ -412,25 +385,6 @@ def test_a_really_full_disk_is_507_and_loses_nothing_acknowledged(tmp_path: Path
 
 
 # ---- start-up: read-only, corrupt, newer ----------------------------------------------------------------
-
-
-def corrupt_middle(db: Path) -> None:
-    """Overwrites one page in the middle of a closed store's file (its WAL already checkpointed)."""
-    with contextlib.closing(sqlite3.connect(db)) as conn:
-        page = conn.execute("PRAGMA page_size").fetchone()[0]
-        pages = conn.execute("PRAGMA page_count").fetchone()[0]
-    assert pages > 20 and not Path(f"{db}-wal").exists()
-    with db.open("r+b") as f:
-        f.seek(page * (pages // 2))
-        f.write(b"\xa5" * page)
-
-
-def filled(db: Path) -> list[str]:
-    with Store(db) as store:
-        return [
-            store.put("links", orjson.dumps({"view": "layout", "state": {"n": i, "pad": "p" * 400}}))
-            for i in range(500)
-        ]
 
 
 def test_a_store_corrupted_mid_file_is_refused_at_start(tmp_path: Path) -> None:
@@ -504,19 +458,9 @@ def test_a_read_only_store_is_refused_at_start(tmp_path: Path) -> None:
 
 
 def serve_fails(db: Path) -> str:
-    done = subprocess.run(
-        [str(CLI), "serve", "--port", "0", "--db", str(db)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "JAX_PLATFORMS": "cpu"},
-        cwd=ROOT,
-    )
-    lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert done.returncode != 0, done.stderr
-    assert "Traceback" not in done.stderr and len(lines) == 1, done.stderr
-    assert lines[0].startswith("error [store_unavailable]: ") and str(db) in lines[0]
-    return lines[0]
+    line = serve_refuses("--db", str(db), code="store_unavailable")
+    assert str(db) in line
+    return line
 
 
 @pytest.mark.slow  # a subprocess that imports the server stack
@@ -611,7 +555,7 @@ def test_store_settings_reach_the_store_and_are_bounded(make_client: ClientFacto
     assert store.max_bytes == 65536 and store.max_days == {"links": 0, "snapshots": 7}
     defaults = Settings()
     assert (defaults.max_store_bytes, defaults.max_link_days, defaults.max_snapshot_days) == (2**30, 365, 90)
-    with pytest.raises(ShardingError, match="max_store_bytes must be 65536 or more"):
+    with pytest.raises(ShardingError, match="max_store_bytes must be 65536 to 17592186044416"):
         Settings().with_values([("max_store_bytes", 65535)])
-    with pytest.raises(ShardingError, match="max_link_days must be 0 or more"):
+    with pytest.raises(ShardingError, match="max_link_days must be 0 to 36500"):
         Settings().with_values([("max_link_days", -1)])

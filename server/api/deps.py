@@ -9,6 +9,7 @@ from fastapi import Depends, Request
 
 from server.api.schema import ErrorResponse
 from server.auth import Sessions
+from server.quota import WriteQuota, client_key
 from server.services.kernels import KernelRuns
 from server.services.snapshots import SnapshotRepository
 from server.settings import Settings
@@ -56,7 +57,15 @@ KERNEL_MEANING = {
 RUN_ERRORS = responses(400, 401, 403, 413, 415, 422, 429, 500, **KERNEL_MEANING)
 
 STORE_ERRORS: dict[int | str, dict[str, Any]] = {
-    503: {"model": ErrorResponse, "description": "The store cannot be written right now (store_unavailable)"},
+    429: {
+        "model": ErrorResponse,
+        "description": "This client address has written its share for now (quota_exceeded, setting "
+        "max_client_store_bytes_per_hour); Retry-After says when it may again",
+    },
+    503: {
+        "model": ErrorResponse,
+        "description": "The store cannot be written right now (store_unavailable), or it is damaged (store_corrupt)",
+    },
     507: {
         "model": ErrorResponse,
         "description": "The store is at its byte budget (setting max_store_bytes) or its disk is full "
@@ -80,3 +89,9 @@ SettingsDep = Annotated[Settings, _state("settings")]
 SnapshotsDep = Annotated[SnapshotRepository, _state("snapshots")]
 RunsDep = Annotated[KernelRuns, _state("runs")]
 SessionsDep = Annotated[Sessions, _state("sessions")]
+QuotaDep = Annotated[WriteQuota, _state("quota")]
+
+
+def client_of(request: Request) -> str:
+    """Who sent ``request``, for per-client quotas (:func:`server.quota.client_key`)."""
+    return client_key(request.client.host if request.client is not None else None)

@@ -18,7 +18,7 @@ from fastapi import APIRouter, Request
 from pydantic import Field
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from server.api.deps import ID_ERRORS, STORE_ERRORS, WRITE_ERRORS, SettingsDep, StoreDep
+from server.api.deps import ID_ERRORS, STORE_ERRORS, WRITE_ERRORS, QuotaDep, SettingsDep, StoreDep, client_of
 from server.api.schema import Reply
 from server.api.schema import Request as RequestModel
 from server.errors import not_found
@@ -66,9 +66,11 @@ class LinkResponse(Reply):
 
 
 @router.post(LINKS_PATH, status_code=201, response_model=LinkCreated, responses={**WRITE_ERRORS, **STORE_ERRORS})
-def create_link(body: LinkRequest, store: StoreDep, settings: SettingsDep) -> Response:
+def create_link(
+    body: LinkRequest, request: Request, store: StoreDep, settings: SettingsDep, quota: QuotaDep
+) -> Response:
     """Stores a view and its state under a new unguessable id. Links are immutable; there is no listing."""
-    link_id = store_link(store, body.view, body.state, settings.max_link_bytes)
+    link_id = store_link(store, quota, client_of(request), body.view, body.state, settings.max_link_bytes)
     return OrjsonResponse({"id": link_id, "url": f"/s/{link_id}"}, status_code=201)
 
 

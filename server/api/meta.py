@@ -8,9 +8,10 @@ from typing import Literal
 import jax
 import orjson
 from fastapi import APIRouter
+from pydantic import Field
 from starlette.responses import Response
 
-from server.api.deps import GET_ERRORS
+from server.api.deps import GET_ERRORS, StoreDep
 from server.api.schema import Reply
 from server.jsonio import OrjsonResponse, OrjsonRoute
 from sharding_core.devices import platforms_catalog
@@ -21,6 +22,10 @@ router = APIRouter(route_class=OrjsonRoute, default_response_class=OrjsonRespons
 class HealthResponse(Reply):
     status: Literal["ok"]
     jax_version: str
+    store: Literal["ok", "read_only", "corrupt"] = Field(
+        description="ok; read_only when it cannot be written now (a refused write, a read-only file or mount: writes "
+        "get 503 store_unavailable); corrupt once SQLite found it damaged (writes get 503 store_corrupt)"
+    )
 
 
 class TpuPlatform(Reply):
@@ -54,9 +59,11 @@ class PlatformsResponse(Reply):
 
 
 @router.get("/api/health", response_model=HealthResponse, responses=GET_ERRORS)
-async def health() -> Response:
-    # async: nothing here blocks, so it skips the threadpool hop (readiness probes stay cheap).
-    return OrjsonResponse({"status": "ok", "jax_version": jax.__version__})
+async def health(store: StoreDep) -> Response:
+    """The server answers (``status``), its JAX, and whether its store takes writes (``store``)."""
+    # async: nothing here blocks (the store's state is a flag and two access(2) calls), so it skips the
+    # threadpool hop and readiness probes stay cheap.
+    return OrjsonResponse({"status": "ok", "jax_version": jax.__version__, "store": store.state})
 
 
 @functools.cache

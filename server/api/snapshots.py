@@ -19,11 +19,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import APIRouter
+from fastapi import Request as FastApiRequest
 from pydantic import ConfigDict, Field, with_config
+from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 from typing_extensions import TypedDict
 
-from server.api.deps import STORE_ERRORS, SnapshotsDep, responses
+from server.api.deps import STORE_ERRORS, SnapshotsDep, client_of, responses
 from server.api.schema import (
     MAX_COLLECTIVES,
     ArrayLayout,
@@ -46,7 +48,7 @@ from server.api.schema import (
     SpecText,
     vocab,
 )
-from server.jsonio import OrjsonResponse, OrjsonRoute
+from server.jsonio import OrjsonResponse, OrjsonRoute, StreamedJsonResponse
 from sharding_core.layout import MAX_RANK
 from sharding_core.mesh import MAX_MESH_AXES
 from sharding_core.snapshot.format import (
@@ -274,7 +276,7 @@ _MEANING = {
     response_model=SnapshotCreated,
     responses={**responses(400, 401, 403, 409, 413, 415, 422, 500, **_MEANING), **STORE_ERRORS},
 )
-def create_snapshot(body: Snapshot, snapshots: SnapshotsDep) -> Response:
+def create_snapshot(body: Snapshot, request: FastApiRequest, snapshots: SnapshotsDep) -> Response:
     """Stores a snapshot from ``sharding_core.publish`` and a share link to its view, together.
 
     A snapshot naming a ``run`` is one process's part of a multi-process run: each process posts its
@@ -282,7 +284,7 @@ def create_snapshot(body: Snapshot, snapshots: SnapshotsDep) -> Response:
     under the run's read id, which is what the answer, the link and ``GET /api/snapshots/runs/{run}``
     carry. The stored part holds the read id too: nothing a reader gets gives the secret back.
     """
-    return OrjsonResponse(snapshots.publish(body), status_code=201)
+    return OrjsonResponse(snapshots.publish(body, client_of(request)), status_code=201)
 
 
 @router.get("/api/snapshots/runs/{run_id}", response_model=StoredSnapshot, responses=responses(400, 404, 422, 500))
@@ -294,9 +296,10 @@ def get_run(run_id: str, snapshots: SnapshotsDep) -> Response:
 
 
 @router.get("/api/snapshots/{snapshot_id}", response_model=StoredSnapshot, responses=responses(400, 404, 422, 500))
-def get_snapshot(snapshot_id: str, snapshots: SnapshotsDep) -> Response:
-    """The stored snapshot, its id and per-device memory."""
-    return OrjsonResponse(snapshots.snapshot_json(snapshot_id))
+async def get_snapshot(snapshot_id: str, snapshots: SnapshotsDep) -> Response:
+    """The stored snapshot, its id and per-device memory (sent piece by piece, straight from the store)."""
+    prefix, blob = await run_in_threadpool(snapshots.open_snapshot, snapshot_id)
+    return StreamedJsonResponse(prefix, blob, skip=1)  # the stored JSON's "{" is the prefix's
 
 
 @router.post("/api/snapshots/diff", response_model=DiffResponse, responses=responses(400, 403, 404, 413, 415, 422, 500))

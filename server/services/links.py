@@ -7,7 +7,8 @@ from typing import Any
 import orjson
 
 from server.errors import ApiError
-from server.store import Store
+from server.quota import WriteQuota
+from server.store import RECORD_OVERHEAD, Store
 
 LINKS = "links"
 
@@ -27,7 +28,10 @@ def link_payload(view: str, state: dict[str, Any], max_bytes: int) -> bytes:
     return payload
 
 
-def store_link(store: Store, view: str, state: dict[str, Any], max_bytes: int) -> str:
+def store_link(store: Store, quota: WriteQuota, client: str, view: str, state: dict[str, Any], max_bytes: int) -> str:
     """Stores a link (links that come with a record are stored with it: Store.put_linked); its id.
-    Past the store's byte budget, or on a full disk, 507 insufficient_storage."""
-    return store.put(LINKS, link_payload(view, state, max_bytes))
+    Past the client's write quota 429 quota_exceeded; past the store's byte budget, or on a full disk, 507
+    insufficient_storage."""
+    payload = link_payload(view, state, max_bytes)
+    with quota.spending(client, len(payload) + RECORD_OVERHEAD):
+        return store.put(LINKS, payload)

@@ -18,9 +18,10 @@ from typing import Any
 import orjson
 
 from server.errors import ApiError, not_found
+from server.quota import WriteQuota
 from server.services.links import link_payload
 from server.settings import SNAPSHOT_CACHE_BYTES, Settings
-from server.store import Store
+from server.store import RECORD_OVERHEAD, Blob, Store
 from sharding_core.cache import BoundedCache
 from sharding_core.errors import ShardingError
 from sharding_core.snapshot.diff import diff
@@ -32,6 +33,8 @@ from sharding_core.snapshot.whatif import whatif
 SNAPSHOTS = "snapshots"
 VIEW = "snapshots"
 READ_ONLY_RUN = "read_only_run"
+LINK_ESTIMATE = 4 * RECORD_OVERHEAD
+"""What a snapshot's quota charge adds to its JSON: its link and rows, about as the store counts them."""
 PARSED_PER_JSON_BYTE = 4
 """A parsed snapshot holds about three times its JSON as Python objects; it is counted as four."""
 
@@ -84,12 +87,14 @@ class SnapshotRepository:
         self,
         store: Store,
         settings: Settings,
+        quota: WriteQuota | None = None,
         *,
         cache_bytes: int = SNAPSHOT_CACHE_BYTES,
         gc_pause: GcPause = PROCESS_GC,
     ) -> None:
         self.store = store
         self.settings = settings
+        self.quota = quota if quota is not None else WriteQuota(settings.max_client_store_bytes_per_hour)
         self.gc = gc_pause
         self.parsed: BoundedCache[tuple[dict[str, Any], int]] = BoundedCache(cache_bytes, lambda hit: hit[1])
         self.merged: BoundedCache[bytes] = BoundedCache(cache_bytes, len)
@@ -100,7 +105,7 @@ class SnapshotRepository:
 
     # ---- publishing ------------------------------------------------------------------------------------
 
-    def publish(self, body: Mapping[str, Any]) -> dict[str, Any]:
+    def publish(self, body: Mapping[str, Any], client: str = "") -> dict[str, Any]:
         """Stores a snapshot from ``sharding_core.publish`` and a share link to its view, together:
         ``{"id", "url": "/s/<link>", "run": read id | null}``.
 
@@ -113,20 +118,24 @@ class SnapshotRepository:
         run = body["run"]
         max_link = self.settings.max_link_bytes
         if run is None:
-            snapshot_id, link_id = self.store.put_linked(
-                SNAPSHOTS, orjson.dumps(snap), lambda sid: link_payload(VIEW, {"snapshot": sid}, max_link)
-            )
+            payload = orjson.dumps(snap)
+            with self.quota.spending(client, len(payload) + LINK_ESTIMATE):
+                snapshot_id, link_id = self.store.put_linked(
+                    SNAPSHOTS, payload, lambda sid: link_payload(VIEW, {"snapshot": sid}, max_link)
+                )
             return {"id": snapshot_id, "url": f"/s/{link_id}", "run": None}
         read_id = self._read_id(run["id"])
         snap["run"] = {**run, "id": read_id}
-        part = self.store.put_run_part(
-            read_id,
-            run["process_index"],
-            orjson.dumps(snap),
-            keys=part_keys(snap),
-            check=functools.partial(_check_part, snap),
-            link=link_payload(VIEW, {"run": read_id}, max_link),
-        )
+        payload = orjson.dumps(snap)
+        with self.quota.spending(client, len(payload) + LINK_ESTIMATE):
+            part = self.store.put_run_part(
+                read_id,
+                run["process_index"],
+                payload,
+                keys=part_keys(snap),
+                check=functools.partial(_check_part, snap),
+                link=link_payload(VIEW, {"run": read_id}, max_link),
+            )
         if part is None:
             raise ApiError(
                 409,
@@ -154,12 +163,19 @@ class SnapshotRepository:
     # ---- reading -----------------------------------------------------------------------------------------
 
     def snapshot_json(self, snapshot_id: str) -> bytes:
-        """The stored snapshot with its id in front, as JSON."""
+        """The stored snapshot with its id in front, as JSON (whole: what tools and tests read)."""
         payload = self.store.get(SNAPSHOTS, snapshot_id)
         if payload is None:
             raise self.not_found()
-        # The stored JSON is an object; splice the id in front rather than decode and re-encode megabytes.
-        return b'{"id":' + orjson.dumps(snapshot_id) + b"," + payload[1:]
+        return _with_id(snapshot_id) + payload[1:]
+
+    def open_snapshot(self, snapshot_id: str) -> tuple[bytes, Blob]:
+        """The stored snapshot to send piece by piece: what goes first (its id), and its stored JSON to read
+        from its second byte on (the ``{`` the id already opened). The caller closes the blob."""
+        blob = self.store.open_blob(SNAPSHOTS, snapshot_id)
+        if blob is None:
+            raise self.not_found()
+        return _with_id(snapshot_id), blob
 
     def merged_json(self, run_id: str) -> bytes:
         """The merged picture of a run (``run_id``: its read id) as JSON."""
@@ -205,7 +221,7 @@ class SnapshotRepository:
     def parsed_snapshot(self, snapshot_id: str) -> dict[str, Any]:
         key = (self.store.deletions, snapshot_id)
         hit = self.parsed.get(key)
-        if hit is not None:
+        if hit is not None and self.store.exists(SNAPSHOTS, snapshot_id):
             return hit[0]
         payload = self.store.get(SNAPSHOTS, snapshot_id)
         if payload is None:
@@ -242,6 +258,12 @@ def _check_part(snap: dict[str, Any], run_keys: Mapping[str, str]) -> None:
         check_part(snap, run_keys)
     except ShardingError as e:  # the part is fine alone but conflicts with the run: 409
         raise ApiError(409, e.code, e.message, e.hint, **e.details) from None
+
+
+def _with_id(snapshot_id: str) -> bytes:
+    """The start of a stored snapshot as served: ``{"id": ...,`` (the stored JSON is an object; splicing the id
+    in front spares decoding and re-encoding megabytes)."""
+    return b'{"id":' + orjson.dumps(snapshot_id) + b","
 
 
 def _canonical(item: Mapping[str, Any]) -> bytes:
