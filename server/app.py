@@ -24,11 +24,13 @@ from server.api.reshard import RESHARD_PATH
 from server.api.snapshots import SNAPSHOTS_PATH
 from server.auth import TOKEN_HINT, Sessions, token_problem
 from server.errors import EXCEPTION_HANDLERS
+from server.http import ConnectionGuard
 from server.jsonio import OrjsonResponse
 from server.middleware import (
     LOOPBACK_HOSTS,
     BodyLimit,
     CatchAll,
+    ChunkedSend,
     ConcurrencyLimit,
     CrossSiteCheck,
     HostCheck,
@@ -174,6 +176,9 @@ def create_app(
     app.state.snapshots = SnapshotRepository(store, settings, quota)
     app.state.runs = KernelRuns(kernels, settings)
     app.state.sessions = sessions = Sessions(settings.max_sessions, settings.max_session_seconds)
+    # The connection layer's limits and what readers hold (server/http.py): `shardscope serve` gives uvicorn
+    # a protocol class on this guard, so what ChunkedSend holds for a reader counts there.
+    app.state.connections = connections = ConnectionGuard.from_settings(settings)
     for router in ROUTERS:
         app.include_router(router)
     app.include_router(docs.router)
@@ -184,6 +189,9 @@ def create_app(
         # The usual loopback names, and the bind address itself (e.g. 127.0.0.2, or [::1]).
         allowed_hosts = {*LOOPBACK_HOSTS, f"[{bind_host}]" if ":" in bind_host else bind_host}
     # add_middleware puts each new layer outside the previous ones: innermost first.
+    app.add_middleware(  # once the body is in: sheds load before the app does any work
+        ConcurrencyLimit, max_requests=settings.max_connections, max_client_requests=settings.max_client_requests
+    )
     app.add_middleware(
         BodyLimit,
         max_bytes=settings.max_body_bytes,
@@ -194,7 +202,7 @@ def create_app(
     app.add_middleware(CrossSiteCheck)
     app.add_middleware(HostCheck, allowed=allowed_hosts)
     app.add_middleware(CatchAll)
-    app.add_middleware(ConcurrencyLimit, max_requests=settings.max_connections)  # sheds load before any work
+    app.add_middleware(ChunkedSend, held=connections.held)
     app.add_middleware(SecurityHeaders, csp_overrides={"/docs": docs.DOCS_CSP})
     return app
 

@@ -3,13 +3,15 @@
 Outermost first, as :func:`server.app.create_app` stacks them:
 
 1. :class:`SecurityHeaders` — response headers on every response (CSP, nosniff, no-referrer).
-2. :class:`ConcurrencyLimit` — load shedding: past ``max_connections`` requests in progress, 503.
+2. :class:`ChunkedSend` — response bodies go out in 64 KiB pieces, paced by the reader.
 3. :class:`CatchAll` — an unexpected exception becomes a 500 in the usual error shape, no traceback.
 4. :class:`HostCheck` — DNS-rebinding defence: a loopback-bound server answers loopback names only.
 5. :class:`CrossSiteCheck` — CSRF defence: state-changing requests from another origin are refused.
 6. :class:`JsonOnly` — POST bodies must be ``application/json`` (a second CSRF wall: forms cannot send it).
 7. :class:`TokenCheck` — with ``shardscope serve --token``, writes need the token (or a browser session).
 8. :class:`BodyLimit` — request bodies over the limit get 413 before the rest is read.
+9. :class:`ConcurrencyLimit` — load shedding once the body is in: past ``max_connections`` requests in
+   progress 503, past ``max_client_requests`` from one address 429.
 
 Each answers refusals itself with the common error shape, so even requests that never reach a
 route get ``{"error": {"code", "message"}}``. What the HTTP server answers before there is a
@@ -18,6 +20,7 @@ request (a malformed or late head) is in :mod:`server.http`, with the same shape
 
 from __future__ import annotations
 
+import collections
 import hmac
 import ipaddress
 import logging
@@ -27,6 +30,9 @@ from typing import Any
 
 from server.auth import Sessions
 from server.errors import ApiError, send_error
+from server.jsonio import CHUNK_BYTES
+from server.quota import client_key
+from server.settings import MAX_CLIENT_REQUESTS
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -525,38 +531,124 @@ def cookie(scope: Scope, name: str) -> str | None:
 
 
 class ConcurrencyLimit:
-    """Technique: **load shedding with a bounded number of requests in progress**. A request counts
-    from the moment it enters the app (its head complete) until the app returns; with ``max_requests``
-    already in progress, the next one gets 503 ``overloaded`` at once, with ``Retry-After: 1`` and
-    ``Connection: close``, and nothing else runs for it. Idle, half-sent and kept-alive connections do
-    not count: those are bounded and timed out by the connection layer (:mod:`server.http`), so no
-    number of silent sockets can turn requests away. (uvicorn's ``limit_concurrency`` counted open
-    connections, and answered in plain text.)
+    """Technique: **load shedding with a bounded number of requests in progress, counted once their body is
+    in** (a gate in front of the app, as a reverse proxy that buffers request bodies is). A request's body is
+    read here first, holding nothing but the bytes; only then does it count: with ``max_requests`` in
+    progress the next gets 503 ``overloaded``, with ``max_client_requests`` from its client address 429
+    ``busy``, both at once with ``Retry-After: 1`` and ``Connection: close``, and nothing else runs for it.
+    A client that goes away (or is cut by the connection layer for its pace) before its body is in is
+    dropped without a word. Idle, half-sent and kept-alive connections, and bodies still arriving, do not
+    count: those are bounded and timed out by the connection layer (:mod:`server.http`), so no number of
+    silent sockets or withheld bodies can turn requests away. (uvicorn's ``limit_concurrency`` counted open
+    connections, and answered in plain text; before issue 20 this gate counted from the head, so 1,030
+    withheld bodies made every request a 503.)
     """
 
-    def __init__(self, app: ASGIApp, max_requests: int) -> None:
+    def __init__(self, app: ASGIApp, max_requests: int, max_client_requests: int = MAX_CLIENT_REQUESTS) -> None:
         self.app = app
         self.max_requests = max_requests
+        self.max_client_requests = max_client_requests
         self.active = 0
+        self.by_client: collections.Counter[str] = collections.Counter()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        body: collections.deque[Message] = collections.deque()
+        if declares_body(scope):
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return  # gone before its body was in: there is nobody to answer
+                body.append(message)
+                if not message.get("more_body", False):
+                    break
+        client = scope.get("client")
+        who = client_key(client[0] if client else None)
+        refusal = None
         if self.active >= self.max_requests:
-            await send_error(
-                send,
-                ApiError(
-                    503,
-                    "overloaded",
-                    f"the server is answering {self.max_requests} requests already (setting max_connections)",
-                    hint="try again in a moment",
-                    headers={"retry-after": "1", "connection": "close"},
-                ),
+            refusal = ApiError(
+                503,
+                "overloaded",
+                f"the server is answering {self.max_requests} requests already (setting max_connections)",
+                hint="try again in a moment",
+                headers={"retry-after": "1", "connection": "close"},
             )
+        elif self.by_client[who] >= self.max_client_requests:
+            refusal = ApiError(
+                429,
+                "busy",
+                f"this client address has {self.max_client_requests} requests in progress already (setting "
+                "max_client_requests)",
+                hint="wait for an answer before sending more",
+                headers={"retry-after": "1", "connection": "close"},
+            )
+        if refusal is not None:
+            await send_error(send, refusal)
             return
+
+        async def replay() -> Message:
+            return body.popleft() if body else await receive()
+
         self.active += 1
+        self.by_client[who] += 1
         try:
-            await self.app(scope, receive, send)
+            await self.app(scope, replay, send)
         finally:
             self.active -= 1
+            self.by_client[who] -= 1
+            if not self.by_client[who]:
+                del self.by_client[who]
+
+
+def declares_body(scope: Scope) -> bool:
+    """Whether a request says a body follows (a non-zero Content-Length, or Transfer-Encoding)."""
+    length = header(scope, b"content-length")
+    return (length is not None and length.strip() != "0") or header(scope, b"transfer-encoding") is not None
+
+
+# ---- responses in pieces ---------------------------------------------------------------------------------
+
+
+class ChunkedSend:
+    """Technique: **write-side flow control**. A response body larger than :data:`server.jsonio.CHUNK_BYTES`
+    goes out in pieces of that size, each send awaiting the transport (uvicorn pauses a send while the
+    transport holds more than its high-water mark), so a reader that does not read holds one piece in the
+    transport rather than a copy of the whole body (issue 20: 20 sockets that never read a 50 MiB snapshot
+    held +979 MiB). What the app still holds for a reader is reported in ``held`` (by the connection's peer
+    address), which the connection layer counts towards ``max_send_buffer_bytes``, cutting the slowest
+    readers past it (:class:`server.http.ConnectionGuard`).
+    """
+
+    def __init__(self, app: ASGIApp, held: MutableMapping[Any, int] | None = None) -> None:
+        self.app = app
+        self.held: MutableMapping[Any, int] = held if held is not None else {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        peer = scope.get("client")
+        held = self.held
+
+        async def send_in_pieces(message: Message) -> None:
+            body = message.get("body", b"") if message["type"] == "http.response.body" else b""
+            if len(body) <= CHUNK_BYTES:
+                await send(message)
+                return
+            more = message.get("more_body", False)
+            view = memoryview(body)
+            try:
+                for start in range(0, len(body), CHUNK_BYTES):
+                    end = min(start + CHUNK_BYTES, len(body))
+                    if peer is not None:
+                        held[peer] = len(body) - end
+                    await send({"type": "http.response.body", "body": bytes(view[start:end]),
+                                "more_body": more or end < len(body)})  # fmt: skip
+            finally:
+                view.release()
+                if peer is not None:
+                    held.pop(peer, None)
+
+        await self.app(scope, receive, send_in_pieces)

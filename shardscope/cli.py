@@ -247,7 +247,7 @@ def serve(args: argparse.Namespace) -> int:
         # server/http.py: head and body deadlines, bounded open connections, uvicorn's own answers in
         # our error shape. Requests in progress are bounded inside the app (max_connections), so no
         # limit_concurrency: uvicorn's counts idle connections too.
-        http=protocol_class(settings, max_open),
+        http=protocol_class(settings, max_open, guard=app.state.connections),
         h11_max_incomplete_event_size=settings.max_header_bytes,
         timeout_keep_alive=settings.max_keep_alive_seconds,
         server_header=False,  # no "server: uvicorn" (the Date header stays: RFC 9110 asks for it)

@@ -18,10 +18,12 @@ from server.middleware import (
     CSP,
     BodyLimit,
     CatchAll,
+    ChunkedSend,
     ConcurrencyLimit,
     CrossSiteCheck,
     HostCheck,
     JsonOnly,
+    Message,
     Receive,
     Scope,
     SecurityHeaders,
@@ -299,9 +301,15 @@ def test_requests_past_the_limit_get_503_while_the_others_run() -> None:
 
 
 class FakeTransport:
-    def __init__(self) -> None:
+    """A socket's transport: what was written, whether it was closed or aborted, and ``unread`` — how many of
+    the written bytes a reader has not taken (the transport's buffer)."""
+
+    def __init__(self, peer: str = "127.0.0.1", port: int = 50000) -> None:
         self.out = b""
         self.closed = False
+        self.aborted = False
+        self.unread = 0
+        self.peer = (peer, port)
 
     def write(self, data: bytes) -> None:
         self.out += data
@@ -309,11 +317,17 @@ class FakeTransport:
     def close(self) -> None:
         self.closed = True
 
+    def abort(self) -> None:
+        self.closed = self.aborted = True
+
     def is_closing(self) -> bool:
         return self.closed
 
+    def get_write_buffer_size(self) -> int:
+        return self.unread
+
     def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return {"peername": ("127.0.0.1", 50000), "sockname": ("127.0.0.1", 8000)}.get(name, default)
+        return {"peername": self.peer, "sockname": ("127.0.0.1", 8000)}.get(name, default)
 
     def pause_reading(self) -> None: ...
 
@@ -498,3 +512,213 @@ def test_the_loopback_bind_address_itself_is_accepted(make_client: ClientFactory
     c = make_client(bind_host=bind, base_url="http://127.0.0.1")
     assert c.get("/api/health", headers={"host": host}).status_code == 200
     assert c.get("/api/health", headers={"host": "evil.example"}).status_code == 400
+
+
+# ---- issue 20: bodies wait apart and at a pace, heads in one read, readers at a pace ----------------------------
+
+
+def _guard(**limits: Any) -> type[GuardedH11Protocol]:
+    guard = ConnectionGuard(5, 5, 64, max_header_bytes=1024, **limits)
+    return type("Guarded", (GuardedH11Protocol,), {"guard": guard})
+
+
+def _open(cls: type[GuardedH11Protocol], loop: asyncio.AbstractEventLoop, peer: str = "127.0.0.1", port: int = 50000
+          ) -> tuple[GuardedH11Protocol, FakeTransport]:  # fmt: skip
+    config = Config(app=_never_answers, log_config=None, h11_max_incomplete_event_size=1024)
+    protocol = cls(config, ServerState(), {}, _loop=loop)
+    transport = FakeTransport(peer, port)
+    protocol.connection_made(transport)  # type: ignore[arg-type]
+    return protocol, transport
+
+
+WITHHELD = b"POST /api/layout HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n"
+
+
+def test_a_head_past_the_limit_in_one_read_gets_431(loop: asyncio.AbstractEventLoop) -> None:
+    """Issue 20: h11 bounds only an unfinished head, so 60 KB arriving in one read was served (200)."""
+    start = b"GET / HTTP/1.1\r\nHost: a\r\nX-Pad: "
+    at_limit = start + b"a" * (1024 - len(start) - 4) + b"\r\n\r\n"
+    assert len(at_limit) == 1024
+    protocol, transport = _open(_guard(), loop)
+    protocol.data_received(at_limit)  # at the limit: the app runs (and never answers)
+    assert transport.out == b"" and not transport.closed
+    protocol, transport = _open(_guard(), loop)
+    protocol.data_received(start + b"a" * (1024 - len(start) - 3) + b"\r\n\r\n")  # one byte past it
+    _assert_ours(transport.out, 431, "too_large")
+    assert transport.closed
+
+
+def test_bodies_waiting_are_bounded_and_the_longest_waiting_goes(loop: asyncio.AbstractEventLoop) -> None:
+    cls = _guard(max_body_waits=8)
+    waiting = [_open(cls, loop, f"10.0.0.{i}") for i in range(8)]
+    for protocol, _ in waiting:
+        protocol.data_received(WITHHELD)
+    assert not any(t.closed for _, t in waiting) and len(cls.guard.waiting) == 8  # at the limit
+    newest, newest_t = _open(cls, loop, "10.0.1.1")
+    newest.data_received(WITHHELD)  # one past it: the one waiting longest goes
+    _assert_ours(waiting[0][1].out, 503, "overloaded")
+    assert "max_body_waits" in _parse(waiting[0][1].out)[2]["error"]["message"]
+    assert not any(t.closed for _, t in waiting[1:]) and not newest_t.closed and len(cls.guard.waiting) == 8
+
+
+def test_one_client_may_have_only_so_many_bodies_waiting(loop: asyncio.AbstractEventLoop) -> None:
+    cls = _guard(max_client_requests=2)
+    mine = [_open(cls, loop, "10.0.0.1", 50000 + i) for i in range(3)]
+    for protocol, _ in mine[:2]:
+        protocol.data_received(WITHHELD)
+    assert not any(t.closed for _, t in mine[:2])  # at the limit
+    mine[2][0].data_received(WITHHELD)  # one past it, from the same address
+    _assert_ours(mine[2][1].out, 429, "busy")
+    other, other_t = _open(cls, loop, "10.0.0.2")
+    other.data_received(WITHHELD)  # another address has its own
+    assert not other_t.closed and cls.guard.waits_by_client == {"10.0.0.1": 2, "10.0.0.2": 1}
+    mine[0][0].connection_lost(None)
+    assert cls.guard.waits_by_client["10.0.0.1"] == 1
+
+
+def test_a_body_slower_than_the_pace_is_cut_and_one_that_keeps_it_is_not(loop: asyncio.AbstractEventLoop) -> None:
+    cls = _guard(body_grace_s=0.2, body_seconds_per_mib=1024)  # 1 KiB/s from 0.2 s after the head
+    slow, slow_t = _open(cls, loop, "10.0.0.1")
+    steady, steady_t = _open(cls, loop, "10.0.0.2")
+    slow.data_received(WITHHELD + b"[")
+    steady.data_received(WITHHELD + b"[" + b"1," * 512)
+    for _ in range(8):  # ~1 s, the steady one sending 1 KiB a second
+        loop.run_until_complete(asyncio.sleep(0.125))
+        steady.data_received(b"1," * 64)
+    _assert_ours(slow_t.out, 408, "request_timeout")
+    assert "max_body_seconds_per_mib" in _parse(slow_t.out)[2]["error"]["message"]
+    assert not steady_t.closed and cls.guard.cut["slow bodies"] == 1
+
+
+def _sending(cls: type[GuardedH11Protocol], loop: asyncio.AbstractEventLoop, peer: str) -> tuple[Any, FakeTransport]:
+    """A connection whose response is going out and whose reader has 64 KiB still to take."""
+    protocol, transport = _open(cls, loop, peer)
+    protocol.data_received(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+    transport.unread = 65536
+    protocol.transport.write(b"x" * 65536)
+    return protocol, transport
+
+
+def test_a_reader_that_takes_nothing_is_cut_at_the_stall_deadline(loop: asyncio.AbstractEventLoop) -> None:
+    cls = _guard(send_stall_seconds=0.5)
+    stalled, stalled_t = _sending(cls, loop, "10.0.0.1")
+    reading, reading_t = _sending(cls, loop, "10.0.0.2")
+    for _ in range(3):  # at the limit: 0.375 s without progress
+        loop.run_until_complete(asyncio.sleep(0.125))
+        reading_t.unread -= 4096
+    assert not stalled_t.closed
+    for _ in range(4):  # past it
+        loop.run_until_complete(asyncio.sleep(0.125))
+        reading_t.unread -= 4096
+    assert stalled_t.aborted and not reading_t.closed  # aborted: its buffer is dropped, not flushed
+    assert stalled not in cls.guard.sending and reading in cls.guard.sending
+
+
+def test_a_reader_behind_the_pace_is_cut(loop: asyncio.AbstractEventLoop) -> None:
+    cls = _guard(send_stall_seconds=0.25, send_seconds_per_mib=1)  # 1 MiB/s after 0.25 s
+    _, trickle_t = _sending(cls, loop, "10.0.0.1")
+    for _ in range(6):
+        loop.run_until_complete(asyncio.sleep(0.125))
+        trickle_t.unread -= 1  # a byte at a time: never stalled, always behind
+    assert trickle_t.aborted and cls.guard.cut["slow"] == 1
+
+
+def test_past_the_send_buffer_bound_the_slowest_reader_is_cut(loop: asyncio.AbstractEventLoop) -> None:
+    cls = _guard(max_send_buffer_bytes=3 * 65536, send_stall_seconds=60)
+    _, fast_t = _sending(cls, loop, "10.0.0.1")
+    slow, slow_t = _sending(cls, loop, "10.0.0.2")
+    cls.guard.held[slow.client] = 65536  # the app holds more of its body
+    loop.run_until_complete(asyncio.sleep(0.3))
+    assert not fast_t.closed and not slow_t.closed  # 64 + 64 + 64 KiB: at the bound
+    fast_t.unread -= 1000  # the fast one reads a little
+    cls.guard.held[slow.client] = 65536 + 1001  # and the app holds 1,001 more bytes for the slow one: one past
+    loop.run_until_complete(asyncio.sleep(0.3))
+    assert slow_t.aborted and not fast_t.closed and cls.guard.cut["buffer"] == 1
+
+
+# ---- the requests-in-progress gate counts a request once its body is in ---------------------------------------
+
+
+def test_a_withheld_body_holds_no_request_slot() -> None:
+    inner = Inner()
+    limit = ConcurrencyLimit(inner, max_requests=1)
+    never = asyncio.Event()
+
+    async def withheld() -> Message:
+        await never.wait()
+        return {"type": "http.disconnect"}
+
+    async def main() -> list[Any]:
+        waiting = asyncio.create_task(limit(scope("POST", headers=[("content-length", "10")]), withheld, _sink([])))
+        await asyncio.sleep(0.01)
+        assert limit.active == 0  # waiting for its body: no slot
+        sent: list[Any] = []
+        await limit(scope(), _no_body, _sink(sent))
+        waiting.cancel()
+        return sent
+
+    sent = asyncio.run(main())
+    assert status(sent) == 200 and inner.called
+
+
+def test_a_body_is_replayed_to_the_app_once_in() -> None:
+    inner = Inner(read_body=True)
+    sent, pulled = run(ConcurrencyLimit(inner, max_requests=1), scope("POST", headers=[("content-length", "6")]),
+                       [b"ab", b"cd", b"ef"])  # fmt: skip
+    assert status(sent) == 200 and inner.body == b"abcdef" and pulled == 3
+
+
+def test_one_client_may_have_only_so_many_requests_in_progress() -> None:
+    release = asyncio.Event()
+
+    async def slow(scope: Scope, receive: Receive, send: Send) -> None:
+        await release.wait()
+        await Inner()(scope, receive, send)
+
+    limit = ConcurrencyLimit(slow, max_requests=10, max_client_requests=2)
+
+    async def main() -> tuple[list[Any], list[Any], list[Any]]:
+        held = [asyncio.create_task(limit(scope(client=("10.0.0.1", 1)), _no_body, _sink([]))) for _ in range(2)]
+        await asyncio.sleep(0.01)
+        past: list[Any] = []
+        await limit(scope(client=("10.0.0.1", 2)), _no_body, _sink(past))  # one past it: refused at once
+        other: list[Any] = []
+        other_task = asyncio.create_task(limit(scope(client=("10.0.0.2", 1)), _no_body, _sink(other)))
+        await asyncio.sleep(0.01)
+        release.set()
+        await asyncio.gather(*held, other_task)
+        return past, other, []
+
+    past, other, _ = asyncio.run(main())
+    assert status(past) == 429 and error_code(past) == "busy" and headers(past)[b"retry-after"] == b"1"
+    assert status(other) == 200
+    assert limit.by_client == {} and limit.active == 0
+
+
+async def _no_body() -> Message:
+    return {"type": "http.request", "body": b"", "more_body": False}
+
+
+def _sink(into: list[Any]) -> Send:
+    async def send(message: Message) -> None:
+        into.append(message)
+
+    return send
+
+
+def test_big_bodies_go_out_in_pieces_and_what_is_held_is_reported() -> None:
+    body = bytes(range(256)) * 1024  # 256 KiB
+    held: dict[Any, int] = {}
+    seen: list[tuple[int, bool, int | None]] = []
+
+    async def big(scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": body})
+
+    async def send(message: Message) -> None:
+        if message["type"] == "http.response.body":
+            seen.append((len(message["body"]), message["more_body"], held.get(("10.0.0.1", 1))))
+
+    asyncio.run(ChunkedSend(big, held)(scope(client=("10.0.0.1", 1)), _no_body, send))
+    assert seen == [(65536, True, 196608), (65536, True, 131072), (65536, True, 65536), (65536, False, 0)]
+    assert held == {}

@@ -6,8 +6,10 @@ Flax (``logical_to_mesh_axes``), never typed in.
 
 from __future__ import annotations
 
+import concurrent.futures
 import copy
 import math
+import time
 from typing import Any
 
 import flax.linen as nn
@@ -319,6 +321,34 @@ def test_a_merge_holds_one_part_at_a_time(make_client: ClientFactory) -> None:
     assert all_at_once - parse_peak > (processes - 2) * part, (part, parse_peak, all_at_once)
     merged = orjson.loads(repo.merged_json(read_id))
     assert merged["processes"]["reported"] == list(range(processes)) and len(merged["leaves"]) == 1500
+
+
+def test_concurrent_readers_of_an_unmerged_run_share_one_merge(make_client: ClientFactory) -> None:
+    """Issue 20: four concurrent GETs of one unmerged run each merged it (four times the memory and time)."""
+    c = make_client()
+    secret, processes = new_run_id(), 4
+    for p in range(processes):
+        publish(c, big_part(p, processes, secret, leaves=50))
+    repo: SnapshotRepository = c.app.state.snapshots  # type: ignore[attr-defined]
+    read_id = c.app.state.store.run_read_id(secret)  # type: ignore[attr-defined]
+    parse = repo.part
+
+    def slow_part(snapshot_id: str) -> dict[str, Any]:
+        time.sleep(0.1)  # a merge long enough for the other readers to arrive during it
+        return parse(snapshot_id)
+
+    repo.part = slow_part  # type: ignore[method-assign]
+    with concurrent.futures.ThreadPoolExecutor(4) as readers:
+        answers = list(readers.map(lambda _: c.get(f"/api/snapshots/runs/{read_id}"), range(4)))
+    assert [a.status_code for a in answers] == [200] * 4
+    assert len({a.content for a in answers}) == 1 and repo.merges == 1
+    assert c.get(f"/api/snapshots/runs/{read_id}").content == answers[0].content and repo.merges == 1  # kept
+    # a failed merge fails every reader waiting for it, and the next reader merges afresh
+    repo.merged.clear()
+    repo.part = lambda snapshot_id: (_ for _ in ()).throw(repo.not_found())  # type: ignore[method-assign]
+    assert_error(c.get(f"/api/snapshots/runs/{read_id}"), 404, "not_found")
+    repo.part = parse  # type: ignore[method-assign]
+    assert c.get(f"/api/snapshots/runs/{read_id}").status_code == 200 and repo.merges == 2
 
 
 # ---- token ------------------------------------------------------------------------------------------------

@@ -288,11 +288,11 @@ def create_snapshot(body: Snapshot, request: FastApiRequest, snapshots: Snapshot
 
 
 @router.get("/api/snapshots/runs/{run_id}", response_model=StoredSnapshot, responses=responses(400, 404, 422, 500))
-def get_run(run_id: str, snapshots: SnapshotsDep) -> Response:
+async def get_run(run_id: str, snapshots: SnapshotsDep) -> Response:
     """The merged picture of a run (``run_id``: its read id): every process's leaves, which processes
     reported and which are missing, each device's owning process and, per leaf, the devices whose
     shards no reporting process holds."""
-    return OrjsonResponse(snapshots.merged_json(run_id))
+    return OrjsonResponse(await snapshots.merged_json_async(run_id))
 
 
 @router.get("/api/snapshots/{snapshot_id}", response_model=StoredSnapshot, responses=responses(400, 404, 422, 500))

@@ -8,6 +8,8 @@ and merged when read, one part at a time. Parsed snapshots and merged runs are c
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextlib
 import functools
 import gc
@@ -16,6 +18,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import orjson
+from starlette.concurrency import run_in_threadpool
 
 from server.errors import ApiError, not_found
 from server.quota import WriteQuota
@@ -35,6 +38,8 @@ VIEW = "snapshots"
 READ_ONLY_RUN = "read_only_run"
 LINK_ESTIMATE = 4 * RECORD_OVERHEAD
 """What a snapshot's quota charge adds to its JSON: its link and rows, about as the store counts them."""
+MergeKey = tuple[str, tuple[tuple[int, str], ...]]
+"""A run's read id and its parts (process index, snapshot id): a run that gains or loses a part is merged afresh."""
 PARSED_PER_JSON_BYTE = 4
 """A parsed snapshot holds about three times its JSON as Python objects; it is counted as four."""
 
@@ -98,6 +103,9 @@ class SnapshotRepository:
         self.gc = gc_pause
         self.parsed: BoundedCache[tuple[dict[str, Any], int]] = BoundedCache(cache_bytes, lambda hit: hit[1])
         self.merged: BoundedCache[bytes] = BoundedCache(cache_bytes, len)
+        self._merges: dict[MergeKey, concurrent.futures.Future[bytes]] = {}
+        self._merges_lock = threading.Lock()
+        self.merges = 0  # merges done (what the single-flight tests count)
 
     def not_found(self) -> ApiError:
         """The 404 for a snapshot or run that is not (or no longer) stored, with this store's retention."""
@@ -178,18 +186,52 @@ class SnapshotRepository:
         return _with_id(snapshot_id), blob
 
     def merged_json(self, run_id: str) -> bytes:
-        """The merged picture of a run (``run_id``: its read id) as JSON."""
+        """The merged picture of a run (``run_id``: its read id) as JSON. One merge per run (and set of parts)
+        is in flight at a time: concurrent readers wait for it and share its result (issue 20: four GETs of
+        one unmerged run merged it four times, with four times the memory and time)."""
+        merge, key = self._merge_of(run_id)
+        if key is not None:
+            self._merge(key, merge)
+        return merge.result()
+
+    async def merged_json_async(self, run_id: str) -> bytes:
+        """:meth:`merged_json` for the event loop: a reader waiting for another's merge holds no thread."""
+        merge, key = await run_in_threadpool(self._merge_of, run_id)
+        if key is not None:
+            await run_in_threadpool(self._merge, key, merge)
+        return await asyncio.wrap_future(merge)
+
+    def _merge_of(self, run_id: str) -> tuple[concurrent.futures.Future[bytes], MergeKey | None]:
+        """The merge of the run as it stands: done or in flight (key None), or to do (the caller does it)."""
         parts = self.store.run_parts(run_id)
         if not parts:
             raise self.not_found()
         key = (run_id, tuple(parts))
-        hit = self.merged.get(key)
-        if hit is not None:
-            return hit
-        # Parts are parsed one at a time and dropped once folded in: a merge holds the result plus one part.
-        with self.gc.paused():
-            merged = merge_run(run_id, ((p, sid, self.part(sid)) for p, sid in parts), text=_canonical)
-            return self.merged.put(key, orjson.dumps(merged))
+        with self._merges_lock:
+            merge = self._merges.get(key)
+            if merge is not None:
+                return merge, None
+            merge = concurrent.futures.Future()
+            hit = self.merged.get(key)
+            if hit is not None:
+                merge.set_result(hit)
+                return merge, None
+            self._merges[key] = merge
+            return merge, key
+
+    def _merge(self, key: MergeKey, merge: concurrent.futures.Future[bytes]) -> None:
+        run_id, parts = key
+        try:
+            # Parts are parsed one at a time and dropped once folded in: a merge holds the result plus one part.
+            with self.gc.paused():
+                text = orjson.dumps(merge_run(run_id, ((p, sid, self.part(sid)) for p, sid in parts), text=_canonical))
+            self.merges += 1
+            merge.set_result(self.merged.put(key, text))  # kept when it fits the cache; the waiters share it anyway
+        except BaseException as e:  # noqa: BLE001 - every waiter gets the merge's own error, whatever it is
+            merge.set_exception(e)
+        finally:
+            with self._merges_lock:
+                del self._merges[key]
 
     def part(self, snapshot_id: str) -> dict[str, Any]:
         """One stored snapshot parsed, uncached (a run's part while it is merged)."""
