@@ -220,5 +220,6 @@ def kernel_worker_pool(settings: Settings, setup: Sequence[str] = ()) -> WorkerP
         max_jobs=settings.max_kernel_jobs,
         max_result_bytes=settings.max_kernel_result_bytes,
         memory_limit=settings.worker_memory(),
+        total_memory=settings.kernel_memory(),
         setup=setup,
     )

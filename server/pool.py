@@ -13,12 +13,19 @@ the same affinity (for kernels the mesh size: its compiled-executable caches are
 any will do.
 
 Flow: :meth:`WorkerPool.submit` answers from the cache, joins an identical task in flight, refuses
-when ``workers + queue`` tasks are already in flight (:class:`Busy`, a 429), or queues the job.
+when ``workers + queue`` tasks are already in flight (:class:`Busy`, a 429), or queues the job
+(:meth:`WorkerPool.submit_all`: several, all or none).
 Each worker has a slot thread that takes the next job, sends it over a pipe and waits for
 progress messages (``compiling``, ``running``) and the result. Past the timeout it kills the
 worker and starts a replacement; a worker that dies (``os._exit``, a segfault, the OOM killer)
 is replaced the same way. The parent turns the worker's answer into the response with
 :meth:`Task.result`, encodes it once, and caches the bytes.
+
+Memory: one budget for all the workers (``total_memory``, ``max_kernel_memory``) besides each worker's
+(``memory_limit``, ``max_worker_memory``). A job starts only when its estimate fits beside the jobs running
+and the idle workers' baselines; a watchdog thread sums the workers' resident memory every 0.1 s and stops
+the largest past the total; and the workers live in one parent memory cgroup capped at the total, each in a
+child capped at its own limit, where the server may make them (:mod:`server.memcap`).
 """
 
 from __future__ import annotations
@@ -30,7 +37,9 @@ import dataclasses
 import logging
 import math
 import multiprocessing
+import os
 import secrets
+import signal
 import threading
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -51,7 +60,7 @@ from server.settings import (
     MAX_KERNEL_WORKERS,
 )
 from sharding_core.errors import ShardingError
-from sharding_core.kernels.memory import fmt_bytes, resident_bytes
+from sharding_core.kernels.memory import WORKER_BASELINE_BYTES, fmt_bytes, resident_bytes
 
 log = logging.getLogger("shardscope.pool")
 
@@ -73,7 +82,9 @@ WorkerEntry = Callable[[Connection, Sequence[str]], None]
 
 
 class Task(Protocol):
-    """What the pool runs. ``key`` is sent to the worker and keys the cache (equal keys share a run)."""
+    """What the pool runs. ``key`` is sent to the worker and keys the cache (equal keys share a run). A task
+    may also say the bytes its worker is estimated to need (``memory``, :func:`task_memory`), which a pool
+    with a total memory budget reserves while it runs."""
 
     @property
     def key(self) -> Hashable: ...
@@ -84,6 +95,13 @@ class Task(Protocol):
     def result(self, raw: Any) -> Any:
         """The response (JSON-ready data) for the worker's raw answer; raises ShardingError to refuse it."""
         ...
+
+
+def task_memory(task: Task) -> int:
+    """The bytes a task's worker is estimated to need (its ``memory``; 0 when it does not say), what a job
+    reserves of the workers' total while it runs."""
+    memory = getattr(task, "memory", 0)
+    return int(memory) if isinstance(memory, int) else 0
 
 
 class Busy(Exception):
@@ -166,6 +184,7 @@ class _Slot:
         self.affinity: int | None = None  # of the last task run here
         self.cgroup: CgroupCap | None = None
         self.cgroup_tried = False
+        self.killed_for_total: int | None = None  # the workers' sum when the total's watchdog killed this one
         self.thread = threading.Thread(target=self._loop, name=f"{pool.name}-slot-{index}", daemon=True)
 
     # -- process lifecycle
@@ -210,15 +229,21 @@ class _Slot:
         raise _WorkerGone(f"a worker did not start (exit code {code})")
 
     def _cap(self, proc: BaseProcess) -> None:
-        """Moves a new worker into the slot's memory cgroup (made on first use, where the server may)."""
-        limit = self.pool.memory_limit
-        if limit is None or proc.pid is None:
+        """Moves a new worker into the slot's memory cgroup: a child of the pool's (made on first use, where
+        the server may), capped at the worker's limit, under the parent's cap on all workers together."""
+        parent = self.pool.cgroup()
+        if parent is None or proc.pid is None:
             return
         if not self.cgroup_tried:
             self.cgroup_tried = True
-            self.cgroup = CgroupCap.create(f"{self.pool.name}-{self.index}", int(limit * BACKSTOP_SLACK))
-        if self.cgroup is not None:
-            self.cgroup.add(proc.pid)
+            limit = self.pool.memory_limit
+            if limit is not None:
+                self.cgroup = parent.child(f"worker-{self.index}", int(limit * BACKSTOP_SLACK))
+        (self.cgroup or parent).add(proc.pid)
+
+    def pid(self) -> int | None:
+        proc = self.proc
+        return proc.pid if proc is not None else None
 
     def stop_process(self, kill: bool = False) -> None:
         proc, conn = self.proc, self.conn
@@ -347,8 +372,14 @@ class _Slot:
 
     def _replace(self, job: Job, message: str) -> None:
         self.stop_process(kill=True)
-        if self.cgroup is not None and self.cgroup.killed_for_memory():
+        total, self.killed_for_total = self.killed_for_total, None
+        parent = self.pool.cgroup()
+        if self.cgroup is not None and self.cgroup.killed_for_memory():  # past its own limit, in the kernel
             self.pool.finish(job, failure=self.pool.memory_failure(None))
+            self._respawn()
+            return
+        if total is not None or (parent is not None and parent.killed_for_memory()):  # past the workers' total
+            self.pool.finish(job, failure=self.pool.total_failure(total))
             self._respawn()
             return
         self.pool.finish(
@@ -391,6 +422,8 @@ class WorkerPool:
         refused_code: str = KERNEL_ERROR,
         memory_limit: int | None = None,
         memory_setting: str = "max_worker_memory",
+        total_memory: int | None = None,
+        total_setting: str = "max_kernel_memory",
         setup: Sequence[str] = (),
         start_method: Literal["spawn", "forkserver"] = "spawn",
     ) -> None:
@@ -403,6 +436,8 @@ class WorkerPool:
         self.refused_code = refused_code  # the error code of a result the task refuses (Task.result raised)
         self.memory_limit = memory_limit  # resident bytes per worker (watchdog, and a cgroup where possible)
         self.memory_setting = memory_setting
+        self.total_memory = total_memory  # resident bytes of every worker together (admission, watchdog, cgroup)
+        self.total_setting = total_setting
         self.workers = workers
         self.queue_limit = queue
         self.timeout_s = timeout_s
@@ -425,6 +460,10 @@ class WorkerPool:
         self._slots: list[_Slot] = []
         self._avg_run_s = 1.0
         self.stats = collections.Counter[str]()
+        self._cgroup: CgroupCap | None = None
+        self._cgroup_tried = False
+        self._watchdog: threading.Thread | None = None
+        self.peak_total = 0  # the largest sum of the workers' resident memory the watchdog saw
 
     # -- lifecycle
 
@@ -443,6 +482,39 @@ class WorkerPool:
             self._slots = [_Slot(self, i) for i in range(self.workers)]
             for slot in self._slots:
                 slot.thread.start()
+            if self.total_memory is not None:
+                self._watchdog = threading.Thread(target=self._watch_total, name=f"{self.name}-watchdog", daemon=True)
+                self._watchdog.start()
+
+    def cgroup(self) -> CgroupCap | None:
+        """The memory cgroup every worker goes under, capped at the total (made once, where the server may)."""
+        with self._lock:
+            if not self._cgroup_tried and (self.total_memory is not None or self.memory_limit is not None):
+                self._cgroup_tried = True
+                limit = self.total_memory if self.total_memory is not None else self.memory_limit or 0
+                self._cgroup = CgroupCap.parent(self.name, int(limit * BACKSTOP_SLACK))
+            return self._cgroup
+
+    def _watch_total(self) -> None:
+        """The watchdog on the sum: while the workers together hold more than the total, the largest is
+        stopped (its run, if it had one, gets 422 too_large); the cgroup above them is the backstop."""
+        assert self.total_memory is not None
+        while not self.closing:
+            time.sleep(WATCH_S)
+            sizes = [(resident_bytes(pid) or 0, pid, slot) for slot in self._slots if (pid := slot.pid()) is not None]
+            used = sum(size for size, _, _ in sizes)
+            self.peak_total = max(self.peak_total, used)
+            if used <= self.total_memory or not sizes:
+                continue
+            size, pid, slot = max(sizes, key=lambda s: s[0])
+            slot.killed_for_total = used
+            self.stats["killed_for_total"] += 1
+            log.warning(
+                "the kernel workers hold %s together, past %s (setting %s): stopping the largest (%s)",
+                fmt_bytes(used), fmt_bytes(self.total_memory), self.total_setting, fmt_bytes(size),
+            )  # fmt: skip
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
     def close(self) -> None:
         with self._lock:
@@ -460,6 +532,12 @@ class WorkerPool:
             slot.stop_process(kill=True)
             if slot.cgroup is not None:
                 slot.cgroup.remove()
+        if self._watchdog is not None:
+            self._watchdog.join(timeout=5)
+            self._watchdog = None
+        if self._cgroup is not None:
+            self._cgroup.remove()
+            self._cgroup, self._cgroup_tried = None, False
 
     # -- submitting
 
@@ -560,15 +638,38 @@ class WorkerPool:
 
     def next_job(self, slot: _Slot) -> Job | None:
         with self._lock:
-            while not self._queue and not self.closing:
+            while True:
+                if self.closing:
+                    return None
+                pick = self._admissible(slot)
+                if pick is not None:
+                    break
+                if self._queue:
+                    self.stats["memory_waits"] += 1
                 self._lock.wait()
-            if self.closing:
-                return None
-            # Prefer a job with the affinity of this worker's last one; otherwise the oldest.
-            pick = next((j for j in self._queue if j.task.affinity == slot.affinity), self._queue[0])
             self._queue.remove(pick)
             self._running.add(pick)
             return pick
+
+    def _admissible(self, slot: _Slot) -> Job | None:
+        """The job this slot may start now (under the lock), or None. It prefers a job with the affinity of
+        its worker's last one, else the oldest; with a total memory budget, a job starts only when its
+        estimate fits beside the runs in progress and the other workers' baselines (a compare's two sides
+        count together: one waits for the other rather than both run past the total). The oldest job is
+        never passed over for a smaller one, so a large run waits its turn and is not starved; a job alone
+        always starts (its estimate fits one worker's budget, which start-up checked against the total)."""
+        if not self._queue:
+            return None
+        oldest = self._queue[0]
+        pick = next((j for j in self._queue if j.task.affinity == slot.affinity), oldest)
+        if self.total_memory is None or not self._running:
+            return pick
+        others = sum(max(task_memory(j.task), WORKER_BASELINE_BYTES) for j in self._running)
+        others += WORKER_BASELINE_BYTES * max(0, self.workers - len(self._running) - 1)  # idle workers
+        for job in dict.fromkeys((pick, oldest)):
+            if others + task_memory(job.task) <= self.total_memory:
+                return job
+        return None
 
     def complete(self, job: Job, raw: dict[str, Any]) -> None:
         try:
@@ -588,6 +689,7 @@ class WorkerPool:
             self._running.discard(job)
             if self._in_flight.get(job.key) is job:
                 del self._in_flight[job.key]
+            self._lock.notify_all()  # its memory is free: a run waiting for room may start
             if job.started is not None:
                 self._avg_run_s = 0.8 * self._avg_run_s + 0.2 * (job.finished - job.started)
             if self._jobs.get(job.id) is job:
@@ -603,6 +705,17 @@ class WorkerPool:
             self.stats["done" if result is not None else failure.code if failure is not None else "error"] += 1
         if not job.future.done():
             job.future.set_result(None)
+
+    def total_failure(self, used: int | None) -> ShardingError:
+        total = self.total_memory or 0
+        seen = f" (they reached {fmt_bytes(used)})" if used else ""
+        return ShardingError(
+            TOO_LARGE,
+            f"the kernel workers together needed more memory than they may use, {fmt_bytes(total)} (setting "
+            f"{self.total_setting}){seen}; the largest, this run's, was stopped and replaced",
+            hint="use smaller shapes or fewer devices, or try again when fewer runs are in progress",
+            limit=total,
+        )
 
     def memory_failure(self, used: int | None) -> ShardingError:
         limit = self.memory_limit or 0
@@ -632,6 +745,12 @@ class WorkerPool:
     def slot_threads(self) -> list[threading.Thread]:
         """The threads feeding the workers (for lifecycle tests)."""
         return [s.thread for s in self._slots]
+
+    def memory_info(self) -> dict[str, int | None]:
+        """The workers' resident memory now, in all and each, against the total (for tests and figures)."""
+        sizes = [resident_bytes(pid) or 0 for slot in self._slots if (pid := slot.pid()) is not None]
+        return {"used": sum(sizes), "largest": max(sizes, default=0), "total": self.total_memory,
+                "peak": self.peak_total}  # fmt: skip
 
     def worker_pids(self) -> list[int]:
         """Process ids of the live workers (for tests that kill one)."""

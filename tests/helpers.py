@@ -180,6 +180,32 @@ def filled(db: Path) -> list[str]:
         ]
 
 
+def big_snapshot(mib: float, name: str = "big") -> bytes:
+    """A snapshot as ``capture`` makes it, grown to about ``mib`` MiB of JSON with leaves that repeat its one
+    leaf under other paths, each with a 2 KiB note (as a checked, enriched snapshot is stored)."""
+    import jax.numpy as jnp
+
+    from sharding_core import capture
+    from sharding_core.snapshot.memory import enrich
+
+    snap: dict[str, Any] = capture({"x": jnp.ones(8)}, name)
+    leaf = {**snap["leaves"][0], "note": "n" * 2000}
+    leaves = max(1, int(mib * 2**20 / len(orjson.dumps(leaf))))
+    snap["leaves"] = [{**leaf, "path": f"layers/{i:06d}/kernel"} for i in range(leaves)]
+    return orjson.dumps(enrich(snap))
+
+
+def stored_snapshot(db: Path, payload: bytes) -> str:
+    """Stores ``payload`` as a snapshot with its share link, as publishing does, before a server opens ``db``."""
+    from server.services.links import link_payload
+
+    with Store(db, max_bytes=None) as store:
+        snapshot_id, _ = store.put_linked(
+            "snapshots", payload, lambda i: link_payload("snapshots", {"snapshot": i}, 4096)
+        )
+    return snapshot_id
+
+
 def serve_refuses(*args: str, code: str) -> str:
     """The line ``shardscope serve ARGS`` prints when it refuses to start: exactly one line on stderr,
     ``error [code]: ...``, exit status 2, no traceback."""

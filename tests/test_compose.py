@@ -16,6 +16,7 @@ import yaml
 
 from examples.multihost import parser as job_parser
 from server.auth import token_problem
+from server.settings import Settings
 from shardscope.cli import _parser as cli_parser
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,3 +82,18 @@ def test_install_uses_the_lock_and_the_makefiles_uv() -> None:
     for name in ("dashboard", "job-0", "job-1"):
         assert service(name)["depends_on"].get("install") or service(name)["depends_on"].get("dashboard")
         assert "venv:/venv" in service(name)["volumes"]
+
+
+def test_the_dashboard_has_a_memory_limit_its_settings_fit() -> None:
+    """Issue 20: memory budgets were per worker, not per server. The container's limit is the RAM the server
+    reads from its cgroup (server.memcap.available_ram): its settings must fit it, or it refuses to start."""
+    dash = service("dashboard")
+    limit = dash["mem_limit"]
+    match = re.fullmatch(r"(\d+)([mg])", str(limit))
+    assert match is not None, limit
+    ram = int(match.group(1)) * 1024 ** (2 if match.group(2) == "m" else 3)
+    assert dash["memswap_limit"] == limit  # no swap beyond it: the limit is the memory
+    args = cli_parser().parse_args(dash["command"][1:])
+    settings = Settings().with_values((name, value) for name, value in args.setting)
+    assert settings.memory_problem(ram=ram) is None
+    assert settings.kernel_memory(ram) == ram // 2  # what the kernel workers get together

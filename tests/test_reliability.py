@@ -30,6 +30,7 @@ from jax.sharding import PartitionSpec as P
 from server.middleware import CSP
 from server.settings import MAX_HEADER_BYTES, MAX_HEADER_SECONDS, MAX_KEEP_ALIVE_SECONDS
 from sharding_core import capture
+from tests.helpers import big_snapshot, stored_snapshot
 from tests.plugins.live import CLI, ROOT, Server, free_port, wait_ready
 
 pytestmark = pytest.mark.slow  # a real server, worker processes or a browser: not in the fast inner loop
@@ -539,8 +540,19 @@ def test_the_servers_own_answers_have_our_shape_and_headers(deadlines: Server) -
         assert status == 200 and "server" not in fields and fields["content-security-policy"] == CSP
 
 
-def _in_progress(port: int) -> socket.socket:
-    """A request the app is working on: its head is in, its body is still to come."""
+def _in_progress(port: int, snapshot_id: str) -> socket.socket:
+    """A request the app is working on: a GET of a large snapshot whose reader takes nothing (its response
+    waits on the reader until max_send_stall_seconds cuts it). A request waiting for its body is not in
+    progress (issue 20: such requests held slots, so withheld bodies could take them all)."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connecting: a small window
+    s.settimeout(10)
+    s.connect(("127.0.0.1", port))
+    s.sendall(f"GET /api/snapshots/{snapshot_id} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+    return s
+
+
+def _withheld_body(port: int) -> socket.socket:
     s = _connect(port)
     s.sendall(
         b"POST /api/links HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"
@@ -549,22 +561,25 @@ def _in_progress(port: int) -> socket.socket:
 
 
 def test_requests_in_progress_limit_at_and_past(tmp_path: Path) -> None:
-    """max_connections counts requests in progress, not open connections (issue 12)."""
+    """max_connections counts requests in progress, not open connections, nor requests waiting for their
+    bodies (issues 12 and 20)."""
     limit = 8
-    srv = start(tmp_path / "store.db", tmp_path / "server.log", {"max_connections": limit})
+    db = tmp_path / "store.db"
+    snapshot_id = stored_snapshot(db, big_snapshot(16))  # more than the kernel buffers of a stalled reader
+    srv = start(db, tmp_path / "server.log", {"max_connections": limit})
     held: list[socket.socket] = []
     try:
-        idle = [_connect(srv.port) for _ in range(3 * limit)]  # idle connections do not count
-        held += idle
-        held += [_in_progress(srv.port) for _ in range(limit - 1)]
-        time.sleep(0.5)
+        held += [_connect(srv.port) for _ in range(3 * limit)]  # idle connections do not count
+        held += [_withheld_body(srv.port) for _ in range(2 * limit)]  # nor bodies still arriving
+        held += [_in_progress(srv.port, snapshot_id) for _ in range(limit - 1)]
+        time.sleep(1)
         # at the limit, this request included: served
         with _connect(srv.port) as s:
             s.sendall(HEALTH)
             assert _until_closed(s).startswith(b"HTTP/1.1 200")
         # one past it: 503 in our shape, at once
-        held.append(_in_progress(srv.port))
-        time.sleep(0.5)
+        held.append(_in_progress(srv.port, snapshot_id))
+        time.sleep(1)
         with _connect(srv.port) as s:
             s.sendall(HEALTH)
             fields = _assert_ours(_until_closed(s), 503, "overloaded")

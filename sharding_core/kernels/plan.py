@@ -137,6 +137,12 @@ class KernelPlan:
     def affinity(self) -> int:
         return self.job.size
 
+    @property
+    def memory(self) -> int:
+        """The bytes the run's worker is estimated to need before compiling (what it reserves of the server's
+        kernel memory while it runs)."""
+        return sum(value for _, value in self.job.estimate)
+
     def result(self, raw: Mapping[str, Any]) -> dict[str, Any]:
         return result_json(self, raw)
 

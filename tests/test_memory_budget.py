@@ -1,0 +1,128 @@
+"""One memory budget for the kernel workers (issue 20: a compare ran two heavy sides at once, 10.3 GiB across
+two workers each under its 5.9 GiB cap, and 64 workers were accepted with no check against the RAM): the RAM
+a cgroup allows, a run admitted only when it fits beside the runs in progress, a parent cgroup for all the
+workers and the cgroups a killed server left behind."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from server.app import kernel_worker_pool
+from server.memcap import PREFIX, available_ram, remove_stale
+from server.pool import Job, WorkerPool, _Slot
+from server.settings import Settings
+from sharding_core.kernels.memory import WORKER_BASELINE_BYTES
+
+GIB = 1024**3
+MIB = 1024**2
+
+
+def machine_ram() -> int:
+    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
+def cgroup_tree(tmp_path: Path, proc: str, limits: dict[str, str]) -> tuple[Path, Path]:
+    """A fake ``/proc/self/cgroup`` and ``/sys/fs/cgroup`` tree with the given limit files."""
+    tmp_path.mkdir()
+    (tmp_path / "proc").write_text(proc)
+    root = tmp_path / "cgroup"
+    for path, value in limits.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(value + "\n")
+    return tmp_path / "proc", root
+
+
+def test_the_ram_is_the_lowest_cgroup_limit_above_this_process(tmp_path: Path) -> None:
+    # a container (cgroup v2, its own namespace): its limit is at the root of the tree it sees
+    proc, root = cgroup_tree(tmp_path / "a", "0::/\n", {"memory.max": str(2 * GIB)})
+    assert available_ram(proc, root) == min(2 * GIB, machine_ram())
+    # v1, nested: the lowest limit on the way up counts; "max" and limits above the RAM do not
+    proc, root = cgroup_tree(
+        tmp_path / "b",
+        "5:cpu:/\n4:memory:/jobs/mine\n",
+        {
+            "memory/jobs/mine/memory.limit_in_bytes": str(2**63 - 4096),
+            "memory/jobs/memory.limit_in_bytes": str(3 * GIB),
+        },
+    )
+    assert available_ram(proc, root) == min(3 * GIB, machine_ram())
+    proc, root = cgroup_tree(tmp_path / "c", "0::/user.slice\n", {"user.slice/memory.max": "max"})
+    assert available_ram(proc, root) == machine_ram()
+
+
+def test_a_killed_servers_cgroups_are_removed_and_a_live_ones_kept(tmp_path: Path) -> None:
+    """Issue 20: memory cgroups were left behind after kill -9. Plain directories stand in for cgroups (a
+    cgroup with no process is removed the same way: children first, then itself)."""
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = int(gone.stdout)
+    stale = tmp_path / f"{PREFIX}{dead}-shardscope-kernel-0a1b2c3d"
+    (stale / "worker-0").mkdir(parents=True)
+    (stale / "worker-1").mkdir()
+    live = tmp_path / f"{PREFIX}{os.getpid()}-shardscope-kernel-99999999"
+    (live / "worker-0").mkdir(parents=True)
+    other = tmp_path / "someone-else"
+    other.mkdir()
+    assert remove_stale(tmp_path) == [stale]
+    assert not stale.exists() and live.is_dir() and other.is_dir()
+
+
+def test_the_pool_takes_the_settings_budgets() -> None:
+    settings = Settings().with_values([("max_kernel_workers", 4), ("max_kernel_memory", 8 * GIB)])
+    pool = kernel_worker_pool(settings)
+    assert pool.total_memory == 8 * GIB and pool.memory_limit == 2 * GIB  # 0: the total shared by the workers
+    pool = kernel_worker_pool(settings.with_values([("max_worker_memory", 3 * GIB)]))
+    assert pool.memory_limit == 3 * GIB
+
+
+class Sized:
+    """A task that says how much memory its worker needs."""
+
+    def __init__(self, name: str, memory: int) -> None:
+        self.key, self.memory, self.affinity = name, memory, 8
+
+    def result(self, raw: Any) -> Any:
+        return raw
+
+
+def admit(total: int | None, workers: int, running: list[int], queued: list[int]) -> int | None:
+    """Which queued job (by index) a free slot starts with jobs of ``running`` bytes in progress."""
+    pool = WorkerPool(lambda *a: None, workers=workers, queue=16, total_memory=total)
+    pool._running = {Job(f"r{i}", Sized(f"r{i}", m)) for i, m in enumerate(running)}
+    jobs = [Job(f"q{i}", Sized(f"q{i}", m)) for i, m in enumerate(queued)]
+    pool._queue.extend(jobs)
+    pick = pool._admissible(_Slot(pool, 0))
+    return None if pick is None else jobs.index(pick)
+
+
+def test_a_run_starts_only_when_it_fits_beside_the_runs_in_progress() -> None:
+    total, base = 4 * GIB, WORKER_BASELINE_BYTES
+    room = total - 2 * GIB - base  # 3 workers: one busy with 2 GiB, this one free, one idle at its baseline
+    assert admit(total, 3, [2 * GIB], [room]) == 0  # at the limit: starts
+    assert admit(total, 3, [2 * GIB], [room + 1]) is None  # one byte past it: waits for room
+    assert admit(total, 3, [], [total + GIB]) == 0  # alone, a run always starts (its worker's own cap holds it)
+    assert admit(None, 3, [3 * GIB, 3 * GIB], [3 * GIB]) == 0  # no total: no waiting
+    # the oldest is never passed over for a smaller one (a large run is not starved)
+    assert admit(total, 3, [2 * GIB], [room + 1, MIB]) is None
+    # a run in progress counts at least a worker's baseline, whatever it says
+    assert admit(total, 3, [0], [total - 2 * base]) == 0 and admit(total, 3, [0], [total - 2 * base + 1]) is None
+
+
+@pytest.mark.parametrize(
+    ("settings", "why"),
+    [
+        (
+            [("max_kernel_workers", "64"), ("max_worker_memory", str(64 * GIB))],
+            "max_kernel_workers × max_worker_memory",
+        ),
+        ([("max_kernel_memory", str(1024 * GIB))], "max_kernel_memory is"),  # a TiB: more than this machine
+    ],
+)
+def test_start_up_refuses_an_oversubscribed_budget(settings: list[tuple[str, str]], why: str) -> None:
+    problem = Settings().with_values(settings).memory_problem(ram=machine_ram())
+    assert problem is not None and why in problem.message and problem.code == "bad_setting"
