@@ -37,6 +37,7 @@ from typing import NamedTuple
 
 from jax.sharding import PartitionSpec
 
+from sharding_core.compat import spec_entries, spec_repr
 from sharding_core.errors import DUPLICATE_AXIS, PARSE_ERROR, TOO_LARGE, ShardingError
 
 MAX_SPEC_CHARS = 512
@@ -80,7 +81,7 @@ def _unconstrained_sentinel() -> object | None:
     """JAX's UNCONSTRAINED marker, but only if ``P(UNCONSTRAINED)`` reprs the way we parse it."""
     sentinel: object | None = getattr(PartitionSpec, "UNCONSTRAINED", None)
     try:
-        ok = sentinel is not None and repr(_make_spec(sentinel)) == "P(UNCONSTRAINED,)"
+        ok = sentinel is not None and spec_repr(_make_spec(sentinel)) == "P(UNCONSTRAINED,)"
     except (TypeError, ValueError):  # an incompatible JAX: treat the sentinel as unsupported
         ok = False
     return sentinel if ok else None
@@ -400,12 +401,13 @@ def parse_spec(text: str, *, max_chars: int = MAX_SPEC_CHARS) -> PartitionSpec:
 
 
 def canonical_spec(spec: PartitionSpec) -> str:
-    """JAX's own repr, e.g. ``P('x', None)``: one spelling to display, store and compare.
+    """JAX's own repr, e.g. ``P('x', None)``: one spelling to display, store and compare (the same
+    in every JAX version: :func:`sharding_core.compat.spec_repr`).
 
     repr writes unreduced/reduced sets in Python set order, which for two or more names depends
     on the process's string hash seed; compare specs, not strings, across processes.
     """
-    return repr(spec)
+    return spec_repr(spec)
 
 
 def spec_axes(spec: PartitionSpec) -> list[str]:
@@ -415,7 +417,7 @@ def spec_axes(spec: PartitionSpec) -> list[str]:
     set sorted since sets have no order. None, UNCONSTRAINED and non-string names are skipped.
     """
     out: list[str] = []
-    for entry in spec.partitions:
+    for entry in spec_entries(spec):
         members = entry if isinstance(entry, tuple) else (entry,)
         out.extend(n for n in members if isinstance(n, str))
     for group in (spec.unreduced, spec.reduced):
