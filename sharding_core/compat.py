@@ -27,8 +27,8 @@ axis type                       (read off a one-device mesh, not a version numbe
                                 the positional arguments'
 ``Compiled.cost_analysis()``    :func:`cost_analysis`: a dict, or a list with one dict per
                                 computation (older JAX), or None
-``PartitionSpec.partitions``    :func:`spec_entries` (JAX 0.9+; 0.8's spec is iterated)
-(0.9+) and its repr             :func:`spec_repr`: ``P(...)`` as 0.9+ prints it (0.8 prints
+``PartitionSpec.partitions``    :func:`spec_entries` (JAX 0.10+; 0.8's and 0.9's spec is iterated)
+(0.10+) and its repr            :func:`spec_repr`: ``P(...)`` as 0.9+ prints it (0.8 prints
                                 ``PartitionSpec(...)``), without ``unreduced_kind=sum`` (0.12+
                                 prints the default kind)
 ``lax.all_gather(to=)``         :func:`all_gather_invariant` (``to="invarying"`` from 0.9;
@@ -180,7 +180,7 @@ _DEFAULT_UNREDUCED_KIND = re.compile(r", unreduced_kind=sum(?=\)$)")
 
 
 def spec_entries(spec: Any) -> tuple[Any, ...]:
-    """A PartitionSpec's per-dimension entries (``spec.partitions`` from JAX 0.9; a spec iterates
+    """A PartitionSpec's per-dimension entries (``spec.partitions`` from JAX 0.10; a spec iterates
     over them in every version)."""
     entries = getattr(spec, "partitions", None)
     return tuple(entries) if entries is not None else tuple(spec)

@@ -2,7 +2,7 @@
 
 The locked JAX has one spelling of each; the others are made here by taking the newer API away
 (``monkeypatch.delattr``) or by stand-ins with the older answer's shape, and each form must give JAX's
-own result. HLO text: collective lines as XLA printed them under JAX 0.8.0, 0.9.2, 0.10.2 and 0.12.0.1
+own result. HLO text: collective lines as XLA printed them under JAX 0.8.0, 0.9.2, 0.10.2, 0.11.2 and 0.12.0.1
 (one program each, compiled on 8 CPU devices) parse to the same groups, which are what ``psum`` over
 those mesh axes means.
 """
@@ -113,7 +113,7 @@ def test_spec_entries_with_and_without_partitions() -> None:
     spec = P("x", None, ("x", "y"))
     assert compat.spec_entries(spec) == ("x", None, ("x", "y"))
 
-    class Spec08(tuple):  # type: ignore[type-arg] - JAX 0.8: entries by iteration, no .partitions
+    class Spec08(tuple):  # type: ignore[type-arg] - JAX 0.8 and 0.9: entries by iteration, no .partitions
         pass
 
     assert compat.spec_entries(Spec08(("x", None))) == ("x", None)
@@ -284,7 +284,7 @@ SAMPLES: dict[tuple[str, tuple[int, ...], tuple[str, ...]], dict[str, str]] = {
     ("shard_map psum z,x", (2, 2, 2), ("z", "x")): {  # group members in the order the axes are named
         "0.8.0": "ROOT %psum.7 = f32[2,2,2]{2,1,0} all-reduce(%param.1), channel_id=1, "
         f"replica_groups={{{{0,4,1,5}},{{2,6,3,7}}}}, {_AR}",
-        "0.12.0.1": "ROOT %psum.7 = f32[2,2,2]{2,1,0} all-reduce(%param.1), channel_id=1, "
+        "0.11.2": "ROOT %psum.7 = f32[2,2,2]{2,1,0} all-reduce(%param.1), channel_id=1, "
         f"replica_groups=mesh['x'=2,'y'=2,'z'=2] {{'z','x'}}, {_AR}",
     },
     ("shard_map all_gather y", (2, 4), ("y",)): {
@@ -361,7 +361,7 @@ def test_the_samples_cover_every_spelling() -> None:
     assert any("mesh['axis_0'=" in t for t in lines)
     assert any("mesh['x'=2,'y'=2,'z'=2] {'z','x'}" in t for t in lines)
     versions = {v for texts in SAMPLES.values() for v in texts}
-    assert versions == {"0.8.0", "0.9.2", "0.10.2", "0.12.0.1"}
+    assert versions == {"0.8.0", "0.9.2", "0.10.2", "0.11.2", "0.12.0.1"}
 
 
 def test_mesh_axes_groups_with_device_ids_and_sub_axes_equal_the_explicit_lists() -> None:
