@@ -30,7 +30,7 @@ axis type                       (read off a one-device mesh, not a version numbe
 ``PartitionSpec.partitions``    :func:`spec_entries` (JAX 0.10+; 0.8's and 0.9's spec is iterated)
 (0.10+) and its repr            :func:`spec_repr`: ``P(...)`` as 0.9+ prints it (0.8 prints
                                 ``PartitionSpec(...)``), without ``unreduced_kind=sum`` (0.12+
-                                prints the default kind)
+                                prints the default kind); :func:`unreduced_kinds` for parsing it
 ``lax.all_gather(to=)``         :func:`all_gather_invariant` (``to="invarying"`` from 0.9;
                                 ``lax.all_gather_invariant`` in 0.8)
 ``Sharding.is_equivalent_to``   :func:`equivalent`: JAX's own comparison, else the two shardings'
@@ -195,6 +195,17 @@ def spec_repr(spec: Any) -> str:
     if text.startswith("PartitionSpec("):
         text = "P" + text[len("PartitionSpec") :]
     return _DEFAULT_UNREDUCED_KIND.sub("", text)
+
+
+def unreduced_kinds() -> dict[str, Any]:
+    """How an unreduced axis may be reduced, by name: ``jax.sharding.UnreducedKind``'s members (JAX 0.12:
+    ``sum``, ``max``, ``min``), or only ``sum`` (as None: nothing to pass) where unreduced meant a sum."""
+    import jax
+
+    enum = getattr(jax.sharding, "UnreducedKind", None)
+    if enum is None:
+        return {"sum": None}
+    return {member.name: member for member in enum}
 
 
 # ---- collectives inside shard_map ---------------------------------------------------------------------

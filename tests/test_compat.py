@@ -143,6 +143,31 @@ def test_spec_repr_of_this_jax() -> None:
     assert compat.spec_repr(P(("x", "y"))) == "P(('x', 'y'),)"
 
 
+def test_jax_012s_unreduced_kind_is_parsed_as_that_jax_takes_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # JAX 0.12 prints `unreduced_kind=sum` in every unreduced spec (print(x.sharding) pastes carry it).
+    from sharding_core.errors import ShardingError
+    from sharding_core.spec import parse_spec
+
+    plain = parse_spec("P('x', unreduced={'y'})")
+    for text in ("sum", "UnreducedKind.sum", "jax.sharding.UnreducedKind.sum", "'sum'"):
+        assert parse_spec(f"P('x', unreduced={{'y'}}, unreduced_kind={text})") == plain
+    kinds = compat.unreduced_kinds()
+    with pytest.raises(ShardingError) as err:
+        parse_spec("P('x', unreduced={'y'}, unreduced_kind=mean)")
+    assert err.value.code == "parse_error" and err.value.details["column"] == 40
+    assert f"expected one of {', '.join(kinds)}" in err.value.message
+
+    import enum
+
+    class UnreducedKind(enum.Enum):  # JAX 0.12's
+        sum = 1
+        max = 2
+        min = 3
+
+    monkeypatch.setattr(jax.sharding, "UnreducedKind", UnreducedKind, raising=False)
+    assert compat.unreduced_kinds() == {"sum": UnreducedKind.sum, "max": UnreducedKind.max, "min": UnreducedKind.min}
+
+
 # ---- collectives inside shard_map ----------------------------------------------------------------------------
 
 
