@@ -53,10 +53,6 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-AXIS_TYPE_NAMES = ("Auto", "Explicit", "Manual")
-"""``jax.sharding.AxisType`` members as JAX names them."""
-
-
 # ---- shard_map ---------------------------------------------------------------------------------------
 
 
