@@ -173,6 +173,12 @@ def refusal(data: Mapping[str, Any]) -> ShardingError:
     )
 
 
+def _memory_error(what: str, limit: int, setting: str, seen: str, then: str, hint: str) -> ShardingError:
+    return ShardingError(
+        TOO_LARGE, f"{what}, {fmt_bytes(limit)} (setting {setting}){seen}; {then}", hint=hint, limit=limit
+    )
+
+
 class _Slot:
     """One worker process and the thread that feeds it."""
 
@@ -707,25 +713,25 @@ class WorkerPool:
             job.future.set_result(None)
 
     def total_failure(self, used: int | None) -> ShardingError:
-        total = self.total_memory or 0
-        seen = f" (they reached {fmt_bytes(used)})" if used else ""
-        return ShardingError(
-            TOO_LARGE,
-            f"the kernel workers together needed more memory than they may use, {fmt_bytes(total)} (setting "
-            f"{self.total_setting}){seen}; the largest, this run's, was stopped and replaced",
-            hint="use smaller shapes or fewer devices, or try again when fewer runs are in progress",
-            limit=total,
+        """The run's worker was stopped because the workers together passed ``total_memory``."""
+        return _memory_error(
+            "the kernel workers together needed more memory than they may use",
+            self.total_memory or 0,
+            self.total_setting,
+            f" (they reached {fmt_bytes(used)})" if used else "",
+            "the largest, this run's, was stopped and replaced",
+            "use smaller shapes or fewer devices, or try again when fewer runs are in progress",
         )
 
     def memory_failure(self, used: int | None) -> ShardingError:
-        limit = self.memory_limit or 0
-        seen = f" (it reached {fmt_bytes(used)})" if used else ""
-        return ShardingError(
-            TOO_LARGE,
-            f"the run needed more memory than a worker may use, {fmt_bytes(limit)} (setting "
-            f"{self.memory_setting}){seen}; its worker was stopped and replaced",
-            hint="use smaller shapes or fewer devices: the shardings and collectives are the same at any multiple",
-            limit=limit,
+        """The run's worker was stopped because it passed ``memory_limit``."""
+        return _memory_error(
+            "the run needed more memory than a worker may use",
+            self.memory_limit or 0,
+            self.memory_setting,
+            f" (it reached {fmt_bytes(used)})" if used else "",
+            "its worker was stopped and replaced",
+            "use smaller shapes or fewer devices: the shardings and collectives are the same at any multiple",
         )
 
     def cached(self, key: Hashable) -> bool:
