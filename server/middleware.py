@@ -629,7 +629,8 @@ class ChunkedSend:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        peer = scope.get("client")
+        client = scope.get("client")
+        peer = tuple(client) if client else None  # (host, port), as the connection layer keys it
         held = self.held
 
         async def send_in_pieces(message: Message) -> None:
