@@ -16,8 +16,10 @@ limits (Slowloris and slow-read defences)**, as ``client_header_timeout`` / ``cl
   (h11 bounds only a head that is still incomplete, so 60 KB in one read passed);
 * **bodies wait apart** — a request waiting for its body holds no request slot (the app's
   ``max_connections`` gate counts it once its body is in, :class:`server.middleware.ConcurrencyLimit`).
-  At most ``max_body_waits`` wait at once (one more closes the one waiting longest, 503 ``overloaded``),
-  at most ``max_client_requests`` from one client address (one more gets 429 ``busy``), each within
+  At most ``max_body_waits`` wait at once (one more sets aside the one waiting longest, to be answered 503
+  ``overloaded``), at most ``max_client_requests`` from one client address (one more is set aside, to be
+  answered 429 ``busy``); a request set aside is read no more and answered after 2 s, so a client that
+  reconnects the moment it is answered cannot spin the server; each waits within
   ``max_body_seconds`` and at a pace of at least 1 MiB per ``max_body_seconds_per_mib`` seconds from 2 s
   after its head (408 ``request_timeout``): withheld bodies can no longer take every slot (issue 20:
   1,030 of them made ``/api/health`` 503);
@@ -44,6 +46,9 @@ import collections
 import contextlib
 import dataclasses
 import logging
+import random
+import socket
+import struct
 import sys
 from typing import Any, ClassVar, Literal
 
@@ -75,7 +80,9 @@ SHED_WARNING_INTERVAL_S = 10.0
 SWEEP_S = 0.25
 """How often the pace of bodies and readers, and the bytes readers hold, are looked at."""
 BODY_GRACE_S = 2.0
-"""Seconds after its head before a body's pace is checked (a client sends its body right after its head)."""
+"""Seconds after its head before a body's pace is checked (a client sends its body right after its head), and
+before a request set aside (past the bounds on bodies waiting) is refused."""
+PARKED: Literal["parked"] = "parked"
 
 
 def _declares_body(event: h11.Request) -> bool:
@@ -117,6 +124,7 @@ class ConnectionGuard:
     waiting: dict[GuardedH11Protocol, None] = dataclasses.field(default_factory=dict)
     waits_by_client: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
     sending: dict[GuardedH11Protocol, None] = dataclasses.field(default_factory=dict)
+    parked: dict[GuardedH11Protocol, float] = dataclasses.field(default_factory=dict)  # -> when it is answered
     held: dict[Any, int] = dataclasses.field(default_factory=dict)
     shed: int = 0
     cut: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
@@ -151,12 +159,15 @@ class ConnectionGuard:
 
     def watch(self, loop: asyncio.AbstractEventLoop) -> None:
         """Makes sure the sweep runs while there is something to look at."""
-        if self.sweeper is None and (self.waiting or self.sending):
+        if self.sweeper is None and (self.waiting or self.sending or self.parked):
             self.sweeper = loop.call_later(SWEEP_S, self.sweep, loop)
 
     def sweep(self, loop: asyncio.AbstractEventLoop) -> None:
         self.sweeper = None
         now = loop.time()
+        for protocol, answer_at in list(self.parked.items()):
+            if now >= answer_at and protocol.refusal is not None:
+                protocol.answer(protocol.refusal)
         for protocol in list(self.waiting):
             protocol.check_body_pace(now)
         total = 0
@@ -203,7 +214,8 @@ class _Connection(h11.Connection):
             if isinstance(event, h11.Request):
                 refusal = self.protocol.head_received(event)
                 if refusal is not None:
-                    self.protocol.answer(refusal)
+                    if refusal != PARKED:
+                        self.protocol.answer(refusal)
                     return h11.PAUSED
             elif isinstance(event, h11.EndOfMessage):
                 self.protocol.body_received()
@@ -217,14 +229,18 @@ class _CountingTransport(asyncio.Transport):
     def __init__(self, transport: asyncio.Transport, protocol: GuardedH11Protocol) -> None:
         super().__init__()
         self._transport = transport
-        self._protocol = protocol
+        self._protocol: GuardedH11Protocol | None = protocol
         self.written = 0
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         self.written += len(data)
         self._transport.write(data)
-        if self._transport.get_write_buffer_size():
+        if self._transport.get_write_buffer_size() and self._protocol is not None:
             self._protocol.backlogged()
+
+    def release(self) -> None:
+        """Forgets the protocol (the connection is gone): no reference cycle between the two."""
+        self._protocol = None
 
     def get_write_buffer_size(self) -> int:
         return self._transport.get_write_buffer_size()
@@ -283,6 +299,7 @@ class GuardedH11Protocol(H11Protocol):
         self.backlog_since: float | None = None  # when the reader first fell behind (bytes buffered here)
         self.backlog_sent = 0  # what it had taken then
         self.progress = (0, 0.0)  # (bytes taken, when) at the last sweep that saw it take more
+        self.refusal: ApiError | None = None  # what a request set aside is answered with (park)
 
     # ---- the connection's life ------------------------------------------------------------------
 
@@ -307,9 +324,10 @@ class GuardedH11Protocol(H11Protocol):
             self.body_bytes += len(data)
         super().data_received(data)
 
-    def head_received(self, event: h11.Request) -> ApiError | None:
+    def head_received(self, event: h11.Request) -> ApiError | Literal["parked"] | None:
         """A whole request head was parsed: the head deadline is met, the body's starts. Returns the answer
-        when the request is refused here (an oversized head, too many bodies from this client)."""
+        when the request is refused at once (an oversized head), or :data:`PARKED` when it is set aside to be
+        refused later (too many bodies waiting from this client)."""
         self._disarm()
         self.guard.idle.pop(self, None)
         size = _head_bytes(event)
@@ -319,23 +337,26 @@ class GuardedH11Protocol(H11Protocol):
             return None
         guard = self.guard
         if guard.waits_by_client[self.who] >= guard.max_client_requests:
-            return ApiError(
-                429,
-                "busy",
-                f"this client address already has {guard.max_client_requests} requests waiting for their bodies "
-                "(setting max_client_requests)",
-                hint="send each request's body with it, and fewer at once",
-                headers={"retry-after": "1"},
+            self.park(
+                ApiError(
+                    429,
+                    "busy",
+                    f"this client address already has {guard.max_client_requests} requests waiting for their "
+                    "bodies (setting max_client_requests)",
+                    hint="send each request's body with it, and fewer at once",
+                    headers={"retry-after": "1"},
+                )
             )
+            return PARKED
         while len(guard.waiting) >= guard.max_body_waits:
             oldest = next(iter(guard.waiting))
             guard.warn(
                 self.loop,
                 "waits",
-                "%d requests waiting for their bodies (setting max_body_waits): closing the longest waiting",
+                "%d requests waiting for their bodies (setting max_body_waits): setting aside the longest waiting",
                 guard.max_body_waits,
             )
-            oldest.answer(
+            oldest.park(
                 ApiError(
                     503,
                     "overloaded",
@@ -352,6 +373,21 @@ class GuardedH11Protocol(H11Protocol):
         self.body_bytes = 0
         guard.watch(self.loop)
         return None
+
+    def park(self, refusal: ApiError) -> None:
+        """Sets this request aside: nothing more is read from it, it holds no place among the bodies waiting,
+        and it is refused with ``refusal`` once :data:`BODY_GRACE_S` (to twice that) has passed — when a
+        withheld body would have been. Answering at once would let a client that reconnects the moment it is
+        answered spin the server as fast as it can accept connections; set aside, each connection lasts seconds."""
+        self._stop_waiting()
+        self._disarm()
+        self.refusal = refusal
+        # Spread over a second grace period: requests set aside together (a flood) are answered, and come back,
+        # spread out rather than in one wave.
+        self.guard.parked[self] = self.loop.time() + self.guard.body_grace_s * (1 + random.random())  # noqa: S311
+        with contextlib.suppress(RuntimeError, OSError):  # closing already
+            self.transport.pause_reading()
+        self.guard.watch(self.loop)
 
     def body_received(self) -> None:
         """A request's last byte was parsed."""
@@ -373,10 +409,16 @@ class GuardedH11Protocol(H11Protocol):
         self._stop_waiting()
         self.guard.idle.pop(self, None)
         self.guard.sending.pop(self, None)
+        self.guard.parked.pop(self, None)
         self.guard.held.pop(self.client, None)
         super().connection_lost(exc)
+        # No reference cycle left behind: a connection's objects are then freed the moment it ends, not by
+        # the cyclic collector, whose full passes over thousands of them stalled the loop for 0.1-0.25 s each
+        # under a flood of connections.
         if isinstance(self.conn, _Connection):
-            self.conn.protocol = None  # no reference cycle left behind
+            self.conn.protocol = None
+        if self.counting is not None:
+            self.counting.release()
 
     def _stop_waiting(self) -> None:
         guard = self.guard
@@ -493,14 +535,19 @@ class GuardedH11Protocol(H11Protocol):
         return queued
 
     def cut_reader(self, why: str, message: str, *args: object) -> None:
-        """Drops the connection at once (``abort``: what it buffers is freed, not flushed to a reader that
-        does not read); the response's app sees the client gone."""
+        """Drops the connection at once: a reset (``SO_LINGER`` 0), so what the kernel holds for the reader is
+        freed too rather than offered to a closed window for minutes, and ``abort``, so what the transport
+        buffers is freed, not flushed; the response's app sees the client gone."""
         self.guard.cut[why] += 1
         self.guard.warn(self.loop, why, message + " (%d so far)", *args, self.guard.cut[why])
         self.guard.sending.pop(self, None)
         self.backlog_since = None
         self._disarm()
         self.guard.idle.pop(self, None)
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         self.transport.abort()
 
     # ---- shedding -------------------------------------------------------------------------------
@@ -526,6 +573,7 @@ class GuardedH11Protocol(H11Protocol):
         self._disarm()
         self._stop_waiting()
         self.guard.idle.pop(self, None)
+        self.guard.parked.pop(self, None)
         if not self.transport.is_closing():
             with contextlib.suppress(h11.LocalProtocolError):  # mid-message: the close itself says it
                 self.conn.send(h11.ConnectionClosed())

@@ -305,15 +305,16 @@ class Settings:
     max_body_waits: int = _setting(
         MAX_BODY_WAITS,
         "Requests waiting for their body at once (head in, body still arriving). They hold no request slot "
-        "(max_connections counts a request once its body is in); one more closes the one waiting longest with "
-        "503 overloaded",
+        "(max_connections counts a request once its body is in); one more sets aside the one waiting longest: "
+        "read no more, it is answered 503 overloaded 2 s later",
         minimum=8,
         maximum=65536,
     )
     max_client_requests: int = _setting(
         MAX_CLIENT_REQUESTS,
-        "Requests one client address may have at once, in progress or waiting for their body; one more gets 429 "
-        "busy with Retry-After (behind a reverse proxy every client has the proxy's address: raise it there)",
+        "Requests one client address may have in progress at once, and as many waiting for their body; one more "
+        "gets 429 busy with Retry-After (at once when in progress; 2 s later, read no more, when waiting for its "
+        "body). Behind a reverse proxy every client has the proxy's address: raise it there",
         maximum=65536,
     )
     max_send_stall_seconds: int = _setting(

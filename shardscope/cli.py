@@ -4,6 +4,7 @@ look after a server's ``store``."""
 from __future__ import annotations
 
 import argparse
+import gc
 import ipaddress
 import os
 import sys
@@ -196,6 +197,10 @@ def refuse(error: Exception) -> int:
     return 2
 
 
+GC_THRESHOLD = 50_000
+"""Allocations between the cyclic collector's youngest-generation passes in ``shardscope serve`` (Python's is 700)."""
+
+
 def serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -239,19 +244,27 @@ def serve(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             max_open = room
-    uvicorn.run(
-        app,
-        host=args.host,
-        port=args.port,
-        log_level="info",
-        # server/http.py: head and body deadlines, bounded open connections, uvicorn's own answers in
-        # our error shape. Requests in progress are bounded inside the app (max_connections), so no
-        # limit_concurrency: uvicorn's counts idle connections too.
-        http=protocol_class(settings, max_open, guard=app.state.connections),
-        h11_max_incomplete_event_size=settings.max_header_bytes,
-        timeout_keep_alive=settings.max_keep_alive_seconds,
-        server_header=False,  # no "server: uvicorn" (the Date header stays: RFC 9110 asks for it)
-    )
+    # The server's own objects are freed by reference counting (a connection's leave no cycle, server/http.py),
+    # so the cyclic collector can run rarely: at its default pace, full passes over a flood's thousands of live
+    # connection objects stalled the event loop 0.1-0.25 s several times a second.
+    thresholds = gc.get_threshold()
+    gc.set_threshold(GC_THRESHOLD, 20, 10)
+    try:
+        uvicorn.run(
+            app,
+            host=args.host,
+            port=args.port,
+            log_level="info",
+            # server/http.py: head and body deadlines, bounded open connections, uvicorn's own answers in
+            # our error shape. Requests in progress are bounded inside the app (max_connections), so no
+            # limit_concurrency: uvicorn's counts idle connections too.
+            http=protocol_class(settings, max_open, guard=app.state.connections),
+            h11_max_incomplete_event_size=settings.max_header_bytes,
+            timeout_keep_alive=settings.max_keep_alive_seconds,
+            server_header=False,  # no "server: uvicorn" (the Date header stays: RFC 9110 asks for it)
+        )
+    finally:
+        gc.set_threshold(*thresholds)
     return 0
 
 

@@ -206,6 +206,25 @@ def stored_snapshot(db: Path, payload: bytes) -> str:
     return snapshot_id
 
 
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def allow_open_files(needed: int) -> None:
+    """Lets this test process hold ``needed`` sockets (raising its soft limit if it must)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft >= needed:
+        return
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        pytest.skip(f"the open-file hard limit ({hard}) is below the {needed} sockets this test holds")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
+
+
 def serve_refuses(*args: str, code: str) -> str:
     """The line ``shardscope serve ARGS`` prints when it refuses to start: exactly one line on stderr,
     ``error [code]: ...``, exit status 2, no traceback."""

@@ -13,7 +13,6 @@ import signal
 import socket
 import sqlite3
 import statistics
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -30,37 +29,10 @@ from jax.sharding import PartitionSpec as P
 from server.middleware import CSP
 from server.settings import MAX_HEADER_BYTES, MAX_HEADER_SECONDS, MAX_KEEP_ALIVE_SECONDS
 from sharding_core import capture
-from tests.helpers import big_snapshot, stored_snapshot
-from tests.plugins.live import CLI, ROOT, Server, free_port, wait_ready
+from tests.helpers import allow_open_files, big_snapshot, rss_kib, stored_snapshot
+from tests.plugins.live import Server, start, stop
 
 pytestmark = pytest.mark.slow  # a real server, worker processes or a browser: not in the fast inner loop
-
-
-def start(db: Path, log: Path, settings: dict[str, int] | None = None) -> Server:
-    """A real ``shardscope serve`` (``settings``: ``--setting NAME VALUE`` pairs)."""
-    port = free_port()
-    extra = [arg for name, value in (settings or {}).items() for arg in ("--setting", name, str(value))]
-    with log.open("ab") as out:
-        proc = subprocess.Popen(
-            [str(CLI), "serve", "--port", str(port), "--db", str(db), *extra],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "JAX_PLATFORMS": "cpu"},
-            cwd=ROOT,
-        )
-    srv = Server(port, log, proc)
-    wait_ready(srv)
-    return srv
-
-
-def stop(srv: Server) -> None:
-    if srv.proc.poll() is None:
-        srv.proc.terminate()
-        try:
-            srv.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            srv.proc.kill()
-            srv.proc.wait(10)
 
 
 @pytest.fixture
@@ -71,13 +43,6 @@ def fresh(tmp_path: Path) -> Iterator[tuple[Server, Path]]:
         yield srv, db
     finally:
         stop(srv)
-
-
-def rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise AssertionError("no VmRSS")
 
 
 def small_snapshot(i: int) -> dict[str, Any]:
@@ -325,18 +290,6 @@ def deadlines(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         stop(srv)
 
 
-def _open_file_limit(needed: int) -> None:
-    """Lets this test process hold ``needed`` sockets (raising its soft limit if it must)."""
-    import resource
-
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft >= needed:
-        return
-    if hard != resource.RLIM_INFINITY and hard < needed:
-        pytest.skip(f"the open-file hard limit ({hard}) is below the {needed} sockets this test holds")
-    resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
-
-
 def _connect(port: int, timeout: float = 10) -> socket.socket:
     return socket.create_connection(("127.0.0.1", port), timeout=timeout)
 
@@ -389,7 +342,7 @@ def test_2000_idle_sockets_do_not_deny_service(fresh: tuple[Server, Path]) -> No
     were held. Now 2,000 of them, topped up for 30 s as the server closes them, leave /api/health
     answering within a second, and the server closes each after max_header_seconds."""
     srv, _ = fresh
-    _open_file_limit(IDLE_SOCKETS + 512)
+    allow_open_files(IDLE_SOCKETS + 512)
     rss_before = rss_kib(srv.proc.pid)
     sel = selectors.DefaultSelector()
     opened_at: dict[socket.socket, float] = {}

@@ -549,31 +549,37 @@ def test_a_head_past_the_limit_in_one_read_gets_431(loop: asyncio.AbstractEventL
 
 
 def test_bodies_waiting_are_bounded_and_the_longest_waiting_goes(loop: asyncio.AbstractEventLoop) -> None:
-    cls = _guard(max_body_waits=8)
+    cls = _guard(max_body_waits=8, body_grace_s=0.3)
     waiting = [_open(cls, loop, f"10.0.0.{i}") for i in range(8)]
     for protocol, _ in waiting:
         protocol.data_received(WITHHELD)
     assert not any(t.closed for _, t in waiting) and len(cls.guard.waiting) == 8  # at the limit
-    newest, newest_t = _open(cls, loop, "10.0.1.1")
-    newest.data_received(WITHHELD)  # one past it: the one waiting longest goes
+    newest, _ = _open(cls, loop, "10.0.1.1")
+    newest.data_received(WITHHELD)  # one past it: the one waiting longest is set aside, the newcomer waits
+    assert waiting[0][0] in cls.guard.parked and waiting[0][0] not in cls.guard.waiting
+    assert newest in cls.guard.waiting and len(cls.guard.waiting) == 8
+    assert waiting[0][1].out == b""  # answered only when a withheld body would have been (no spinning)
+    loop.run_until_complete(asyncio.sleep(0.9))  # the grace to twice it, and a sweep
     _assert_ours(waiting[0][1].out, 503, "overloaded")
     assert "max_body_waits" in _parse(waiting[0][1].out)[2]["error"]["message"]
-    assert not any(t.closed for _, t in waiting[1:]) and not newest_t.closed and len(cls.guard.waiting) == 8
+    assert not cls.guard.parked
 
 
 def test_one_client_may_have_only_so_many_bodies_waiting(loop: asyncio.AbstractEventLoop) -> None:
-    cls = _guard(max_client_requests=2)
+    cls = _guard(max_client_requests=2, body_grace_s=0.3)
     mine = [_open(cls, loop, "10.0.0.1", 50000 + i) for i in range(3)]
     for protocol, _ in mine[:2]:
         protocol.data_received(WITHHELD)
     assert not any(t.closed for _, t in mine[:2])  # at the limit
-    mine[2][0].data_received(WITHHELD)  # one past it, from the same address
-    _assert_ours(mine[2][1].out, 429, "busy")
+    mine[2][0].data_received(WITHHELD)  # one past it, from the same address: set aside, answered later
+    assert mine[2][0] in cls.guard.parked and mine[2][1].out == b""
     other, other_t = _open(cls, loop, "10.0.0.2")
     other.data_received(WITHHELD)  # another address has its own
     assert not other_t.closed and cls.guard.waits_by_client == {"10.0.0.1": 2, "10.0.0.2": 1}
     mine[0][0].connection_lost(None)
     assert cls.guard.waits_by_client["10.0.0.1"] == 1
+    loop.run_until_complete(asyncio.sleep(0.9))
+    _assert_ours(mine[2][1].out, 429, "busy")
 
 
 def test_a_body_slower_than_the_pace_is_cut_and_one_that_keeps_it_is_not(loop: asyncio.AbstractEventLoop) -> None:

@@ -86,3 +86,31 @@ def wait_ready(srv: Server, timeout: float = 60) -> None:
             pass
         time.sleep(0.1)
     pytest.fail(f"shardscope serve did not become ready (exit code {srv.proc.poll()}); log:\n{srv.log.read_text()}")
+
+
+def start(db: Path, log: Path, settings: dict[str, int] | None = None, args: tuple[str, ...] = ()) -> Server:
+    """A real ``shardscope serve`` on a free port (``settings``: ``--setting NAME VALUE`` pairs; ``args``: more
+    of its options), ready when this returns."""
+    port = free_port()
+    extra = [arg for name, value in (settings or {}).items() for arg in ("--setting", name, str(value))]
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [str(CLI), "serve", "--port", str(port), "--db", str(db), *extra, *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "JAX_PLATFORMS": "cpu"},
+            cwd=ROOT,
+        )
+    srv = Server(port, log, proc)
+    wait_ready(srv)
+    return srv
+
+
+def stop(srv: Server) -> None:
+    if srv.proc.poll() is None:
+        srv.proc.terminate()
+        try:
+            srv.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            srv.proc.kill()
+            srv.proc.wait(10)
