@@ -570,3 +570,63 @@ def test_open_connections_limit_at_and_past(tmp_path: Path) -> None:
             s.close()
         stop(srv)
     assert b"setting max_open_connections" in srv.log.read_bytes()
+
+
+# ---- issue 20: stopping, and killing, a server whose kernel workers are starting ---------------------------
+
+
+def test_stopping_while_the_workers_start_logs_no_traceback(tmp_path: Path) -> None:
+    """Issue 20: a stop during the workers' start logged BrokenPipeError tracebacks (a worker announcing it
+    was ready on a pipe the server had closed)."""
+    for delay in (0.5, 2.0, 4.0):  # before, while and after JAX imports in the workers
+        log = tmp_path / f"server-{delay}.log"
+        srv = start(tmp_path / "store.db", log)
+        assert srv.request("GET", "/api/kernels")[0] == 200  # starts the workers
+        time.sleep(delay)
+        stop(srv)
+        text = log.read_text()
+        assert "Traceback" not in text and "BrokenPipeError" not in text, text
+        assert "Finished server process" in text  # a graceful stop (uvicorn then re-raises the SIGTERM)
+
+
+def _memory_cgroup() -> Path | None:
+    from server.memcap import _own_cgroup
+
+    found = _own_cgroup()
+    return found[1] if found is not None else None
+
+
+def test_cgroups_a_killed_server_left_are_removed_by_the_next(tmp_path: Path) -> None:
+    """Issue 20: memory cgroups were left behind after kill -9. The next server removes those whose server is
+    gone (its workers exit when their pipe closes)."""
+    base = _memory_cgroup()
+    if base is None:
+        pytest.skip("this process may not make memory cgroups here")
+    srv = start(tmp_path / "store.db", tmp_path / "server.log")
+    try:
+        assert srv.request("GET", "/api/kernels")[0] == 200
+        mine = f"shardscope-{srv.proc.pid}-"
+        deadline = time.monotonic() + 120
+        while not [p for p in base.iterdir() if p.name.startswith(mine)] and time.monotonic() < deadline:
+            time.sleep(0.2)
+        left = [p for p in base.iterdir() if p.name.startswith(mine)]
+        assert left, "the server made no memory cgroup for its workers"
+        os.kill(srv.proc.pid, signal.SIGKILL)
+        srv.proc.wait(10)
+    finally:
+        stop(srv)
+    deadline = time.monotonic() + 30
+    while any((p / "worker-0" / "cgroup.procs").read_text().strip() for p in left if (p / "worker-0").exists()):
+        assert time.monotonic() < deadline, "the killed server's workers did not exit"
+        time.sleep(0.2)
+    assert all(p.exists() for p in left)  # left behind by kill -9
+    again = start(tmp_path / "store.db", tmp_path / "again.log")
+    try:
+        assert again.request("GET", "/api/kernels")[0] == 200
+        deadline = time.monotonic() + 120
+        while any(p.exists() for p in left) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not any(p.exists() for p in left)
+        assert b"left by a server that was killed" in again.log.read_bytes()
+    finally:
+        stop(again)
