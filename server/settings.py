@@ -155,7 +155,8 @@ class Settings:
         "Bytes the store may hold: share links, snapshots and run indexes, each record counted as its payload "
         f"plus {RECORD_OVERHEAD} bytes, as a running total kept in the database. A write that would pass it gets "
         "507 insufficient_storage naming this setting; nothing stored is dropped to make room (records go only "
-        "when max_link_days or max_snapshot_days expires them). The file is larger by SQLite's page slack and "
+        "when max_link_days or max_snapshot_days expires them, or an operator's `shardscope store prune` or "
+        "`delete` takes them). The file is larger by SQLite's page slack and "
         "its WAL (cut back to 64 MiB after each checkpoint)",
         minimum=64 * 1024,
         maximum=16 * TIB,
