@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from sharding_core.errors import ShardingError
+
 # The fabrics with a profile of their own, and where one without measurements borrows its fit.
 KEYS = ("ici_torus", "ici_line", "dcn", "nvlink", "network")
 BORROW = {"ici_torus": "ici_line", "dcn": "network"}
@@ -224,8 +226,18 @@ _ROW = re.compile(
 )
 
 
-class NcclParseError(ValueError):
+BAD_NCCL_OUTPUT = "bad_nccl_output"
+NCCL_HINT = (
+    "paste the whole output of nccl-tests' all_reduce_perf (e.g. all_reduce_perf -b 8 -e 8G -f 2 -g 1): its "
+    "'#  Rank ...' lines and its data rows"
+)
+
+
+class NcclParseError(ShardingError):
     """The pasted text is not an ``all_reduce_perf`` output this parser reads (it says where and why)."""
+
+    def __init__(self, message: str, hint: str | None = NCCL_HINT) -> None:
+        super().__init__(BAD_NCCL_OUTPUT, message, hint)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -264,7 +276,7 @@ def parse_all_reduce_perf(text: str) -> NcclRun:
             raise NcclParseError(f"line {number}: reduction {m.group('redop')!r}; the fit reads all_reduce_perf sums")
         if len(rows) >= MAX_NCCL_ROWS:
             raise NcclParseError(f"more than {MAX_NCCL_ROWS} data rows")
-        seconds = float(m.group("time")) * 1e-6
+        seconds = float(m.group("time")) / 1e6
         if seconds <= 0:
             raise NcclParseError(f"line {number}: a time of {m.group('time')} us")
         rows.append((int(m.group("size")), seconds))
