@@ -7,6 +7,7 @@ strictly. ``bench/bench_cost.py`` prints the whole table, the leave-one-out erro
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 
@@ -138,3 +139,27 @@ def test_the_paste_is_parsed_strictly() -> None:
 def test_profiles_serialise() -> None:
     p = ef.PROFILES["nvlink"]
     assert p.json() == dataclasses.asdict(p) and ef.PROFILES["dcn"].borrowed == "network"
+
+
+def test_the_cost_model_document_prints_the_current_table_and_profiles() -> None:
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "cost-model.md").read_text()
+    assert ef.markdown_table() in doc, "docs/cost-model.md is stale: paste sharding_core.cost.efficiency.markdown_table()"
+    for key, p in ef.PROFILES.items():
+        assert f"| `{key}` | {p.efficiency:g} | {p.step_latency * 1e6:.3g} µs |" in doc, key
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert ef.summary_line(ef.evaluate()) in readme, "README's cost section states stale errors"
+
+
+def test_the_cli_refits_a_pasted_output(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    from shardscope.cli import main
+
+    path = tmp_path / "all_reduce.txt"
+    path.write_text(nccl_output(model_rows(0.6, 4e-6)))
+    assert main(["nccl-fit", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "refitted: efficiency 0.6, latency 4 µs per step" in out and "gpu:h100:1x8" in out
+    path.write_text("not nccl-tests output")
+    assert main(["nccl-fit", str(path)]) == 2
+    assert "bad_nccl_output" in capsys.readouterr().err

@@ -364,6 +364,50 @@ def fit_nccl_tests(text: str, gpu: str | None = None) -> dict[str, Any]:
     }
 
 
+def markdown_table(result: Mapping[str, Any] | None = None) -> str:
+    """The measurement table with its errors, as ``docs/cost-model.md`` prints it (a test checks it is current)."""
+    from sharding_core.units import fmt_bytes, fmt_seconds
+
+    result = result if result is not None else evaluate()
+    lines = [
+        "| # | measurement (source) | devices | bytes | fabrics | measured | bound | expected | bound error | "
+        "expected error |",
+        "|---:|---|---|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    for k, r in enumerate(result["rows"], start=1):
+        lines.append(
+            f"| {k} | [{r['name']}]({r['url']}) | `{r['devices']}` | {fmt_bytes(r['bytes'])} | {', '.join(r['fabrics'])} "
+            f"| {fmt_seconds(r['measured_seconds'])} | {fmt_seconds(r['bound_seconds'])} | "
+            f"{fmt_seconds(r['expected_seconds'])} | {rel(r['bound_error'])} | {rel(r['expected_error'])} |"
+        )
+    lines += ["", summary_line(result)]
+    return "\n".join(lines)
+
+
+def compact_table(result: Mapping[str, Any] | None = None) -> str:
+    """The measurement table as the README's cost section prints it: each row's errors, then the summary."""
+    from sharding_core.units import fmt_seconds
+
+    result = result if result is not None else evaluate()
+    lines = ["| # | measurement | measured | bound | expected |", "|---:|---|---:|---:|---:|"]
+    for k, r in enumerate(result["rows"], start=1):
+        lines.append(
+            f"| {k} | [{r['name']}]({r['url']}) | {fmt_seconds(r['measured_seconds'])} | "
+            f"{rel(r['bound_error'])} | {rel(r['expected_error'])} |"
+        )
+    lines += ["", summary_line(result)]
+    return "\n".join(lines)
+
+
+def summary_line(result: Mapping[str, Any]) -> str:
+    """``|error|`` of the bound, the expected time and the expected time left one out, as the docs say it."""
+    parts = []
+    for name, key in (("bound", "bound"), ("expected", "expected"), ("expected, leave-one-out", "expected_leave_one_out")):
+        e = result[key]
+        parts.append(f"{name}: median {e['median_abs'] * 100:.0f} %, worst {e['worst_abs'] * 100:.0f} %")
+    return f"|error| over {len(result['rows'])} measurements — " + "; ".join(parts) + "."
+
+
 def fmt_profile(p: FabricProfile) -> str:
     lat = p.step_latency * 1e6
     return f"efficiency {p.efficiency:.3g}, latency {lat:.3g} µs per step" + (
