@@ -40,7 +40,6 @@ from sharding_core.devices import parse_devices
 from sharding_core.hlo.collectives import device_assignment, read_collectives
 from sharding_core.hlo.program import program_facts
 from sharding_core.kernels.runner import libtpu_available
-from sharding_core.units import fmt_bytes, fmt_seconds
 
 DEVICES = "tpu:v5p:16x16x24"
 ROUNDS = 5
@@ -86,18 +85,12 @@ def median_ms(f: Callable[[], Any]) -> float:
 def accuracy() -> None:
     t = time.perf_counter()
     result = ef.evaluate()
-    print(f"1. published measurements ({len(result['rows'])} rows; evaluated with leave-one-out refits in "
-          f"{time.perf_counter() - t:.1f} s)\n")  # fmt: skip
-    print("| # | measurement | devices | bytes | fabrics | measured | bound | expected | bound error | expected error |")
-    print("|---:|---|---|---:|---|---:|---:|---:|---:|---:|")
-    for k, r in enumerate(result["rows"], start=1):
-        print(f"| {k} | [{r['name']}]({r['url']}) | `{r['devices']}` | {fmt_bytes(r['bytes'])} | "
-              f"{', '.join(r['fabrics'])} | {fmt_seconds(r['measured_seconds'])} | {fmt_seconds(r['bound_seconds'])} | "
-              f"{fmt_seconds(r['expected_seconds'])} | {ef.rel(r['bound_error'])} | {ef.rel(r['expected_error'])} |")  # fmt: skip
+    took = time.perf_counter() - t
+    print(
+        f"1. published measurements ({len(result['rows'])} rows; evaluated with leave-one-out refits in {took:.1f} s)"
+    )
     print()
-    for name, key in (("bound", "bound"), ("expected", "expected"), ("expected, leave-one-out", "expected_leave_one_out")):
-        e = result[key]
-        print(f"|error| {name}: median {e['median_abs'] * 100:.1f} %, worst {e['worst_abs'] * 100:.1f} %")
+    print(ef.markdown_table(result))
     print("\nprofiles (fitted):")
     for key, p in ef.PROFILES.items():
         print(f"  {key:10s} {ef.fmt_profile(p)}")

@@ -120,10 +120,13 @@ def nccl_fit(args: argparse.Namespace) -> int:
     print(f"  {'bytes':>10}  {'measured':>10}  {'bound':>10}  {'shipped':>10}  {'refit':>10}  refit error")
     for row in result["rows"]:
         error = (row["refit_seconds"] - row["measured_seconds"]) / row["measured_seconds"]
-        cells = [fmt_seconds(row[k]) for k in ("measured_seconds", "bound_seconds", "expected_seconds", "refit_seconds")]
+        keys = ("measured_seconds", "bound_seconds", "expected_seconds", "refit_seconds")
+        cells = [fmt_seconds(row[k]) for k in keys]
         print(f"  {fmt_bytes(row['bytes']):>10}  " + "  ".join(f"{c:>10}" for c in cells) + f"  {rel(error):>11}")
-    for name, e in result["errors"].items():
-        print(f"  |error| {name:>7}: median {e['median_abs'] * 100:.0f} %, worst {e['worst_abs'] * 100:.0f} %")
+    for name, errors in result["errors"].items():
+        print(
+            f"  |error| {name:>7}: median {errors['median_abs'] * 100:.0f} %, worst {errors['worst_abs'] * 100:.0f} %"
+        )
     return 0
 
 

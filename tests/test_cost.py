@@ -395,7 +395,9 @@ def est(devices: str, op: str, nbytes: float, groups: list[list[int]], **kw: int
     ("devices", "chips", "longest", "wraps"),
     [("tpu:v5e:16x16", 256, 16, True), ("tpu:v5p:4x4x4", 64, 4, True), ("tpu:v5e:4x4", 16, 4, False)],
 )
-def test_all_to_all_over_several_axes_is_the_bisection_rule(devices: str, chips: int, longest: int, wraps: bool) -> None:
+def test_all_to_all_over_several_axes_is_the_bisection_rule(
+    devices: str, chips: int, longest: int, wraps: bool
+) -> None:
     """The book (sharding, "Our final communication primitive: the AllToAll"): T = V · max(A, B, …) / (4 · N ·
     W_ici), W_ici = 2 · W_link with wraparound, W_link without. Was +700 % (v5e 16x16), +433 % (v5p 4x4x4),
     +50 % (v5e 4x4): the old model scaled with the number of axes."""

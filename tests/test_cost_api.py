@@ -192,8 +192,9 @@ def test_gpu_estimates_use_the_programs_bf16_bytes(client: TestClient) -> None:
     reductions to f32: 2× too high."""
     # x @ x.T with x's contracting dimension on y: partial products all-reduced (bf16 on a GPU or TPU; JAX's own
     # sums of bf16 accumulate in f32 and are left alone)
-    body = {"kernel": "matmul_xxt", "devices": "gpu:h100:1x8", "mesh": {"shape": [2, 4], "axis_names": ["x", "y"],
-            "axis_types": ["auto", "auto"]}, "inputs": [{"shape": [16, 256], "spec": "P('x', 'y')", "dtype": "bfloat16"}]}  # fmt: skip
+    mesh = {"shape": [2, 4], "axis_names": ["x", "y"], "axis_types": ["auto", "auto"]}
+    inputs = [{"shape": [16, 256], "spec": "P('x', 'y')", "dtype": "bfloat16"}]
+    body = {"kernel": "matmul_xxt", "devices": "gpu:h100:1x8", "mesh": mesh, "inputs": inputs}
     r = post(client, "/api/kernels/run", body)
     assert r.status_code == 200, r.text
     reductions = [c for c in r.json()["collectives"] if c["op"] in ("all-reduce", "reduce-scatter")]
@@ -278,6 +279,7 @@ def test_inspect_jit_collectives_carry_estimates_and_loop_facts() -> None:
     assert snap["collectives"]
     assert all(c["estimate"] == {"seconds": None, "why": NO_CPU_FIGURES} for c in snap["collectives"])
     assert all(c["repeat"] == 1 for c in snap["collectives"])
+
     def scan5(a: jax.Array) -> jax.Array:  # the carry enters the sum: XLA cannot hoist it out of the loop
         return jax.lax.scan(lambda c, _: ((a * c).sum(axis=0), None), jnp.ones(4), None, length=5)[0]
 
@@ -304,8 +306,10 @@ def tpu_snapshot(stored_estimate: dict[str, Any] | None) -> dict[str, Any]:
     return snap
 
 
-@pytest.mark.parametrize("stored", [None, {"seconds": 42.0, "formula": "an old formula", "inputs": {}, "fabric": "ici"}],
-                         ids=["before-estimates", "old-figures"])  # fmt: skip
+OLD_ESTIMATE = {"seconds": 42.0, "formula": "an old formula", "inputs": {}, "fabric": "ici"}
+
+
+@pytest.mark.parametrize("stored", [None, OLD_ESTIMATE], ids=["before-estimates", "old-figures"])
 def test_stored_snapshots_get_todays_estimates_when_read(client: TestClient, stored: dict[str, Any] | None) -> None:
     snap = tpu_snapshot(stored)
     created = post(client, "/api/snapshots", snap)

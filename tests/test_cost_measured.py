@@ -46,7 +46,9 @@ def test_expected_times_meet_the_goals_and_bounds_stay_the_book() -> None:
     assert abs(row["expected_error"]) < abs(row["bound_error"])
 
 
-def nccl_output(rows: list[tuple[int, float]], hosts: int = 1, gpus: int = 8, kind: str = "NVIDIA H100 80GB HBM3") -> str:
+def nccl_output(
+    rows: list[tuple[int, float]], hosts: int = 1, gpus: int = 8, kind: str = "NVIDIA H100 80GB HBM3"
+) -> str:
     """all_reduce_perf's output format (nccl-tests 2.x), with the given (size, out-of-place time in us) rows."""
     lines = [
         "# nThread 1 nGpus 1 minBytes 8 maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 "
@@ -55,11 +57,14 @@ def nccl_output(rows: list[tuple[int, float]], hosts: int = 1, gpus: int = 8, ki
         "# Using devices",
     ]
     for r in range(hosts * gpus):
-        lines.append(f"#  Rank {r:2d} Group  0 Pid {1000 + r:6d} on node{r // gpus:02d} device  {r % gpus} [0x{r:02x}] {kind}")
+        lines.append(
+            f"#  Rank {r:2d} Group  0 Pid {1000 + r:6d} on node{r // gpus:02d} device  {r % gpus} [0x{r:02x}] {kind}"
+        )
     lines += [
         "#",
         "#                                                              out-of-place                       in-place",
-        "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong",
+        "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw "
+        "#wrong",
         "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)",
     ]
     n = hosts * gpus
@@ -133,7 +138,9 @@ def test_the_paste_is_parsed_strictly() -> None:
             pytest.fail(what)
     with pytest.raises(ef.NcclParseError, match="no figures"):
         ef.fit_nccl_tests(nccl_output([(1 << 20, 30.0)], kind="NVIDIA GeForce RTX 4090"))
-    assert ef.fit_nccl_tests(nccl_output([(1 << 20, 30.0)], kind="NVIDIA GeForce RTX 4090"), gpu="h100")["gpu"] == "h100"
+    assert (
+        ef.fit_nccl_tests(nccl_output([(1 << 20, 30.0)], kind="NVIDIA GeForce RTX 4090"), gpu="h100")["gpu"] == "h100"
+    )
 
 
 def test_profiles_serialise() -> None:
@@ -145,7 +152,9 @@ def test_the_cost_model_document_prints_the_current_table_and_profiles() -> None
     from pathlib import Path
 
     doc = (Path(__file__).resolve().parents[1] / "docs" / "cost-model.md").read_text()
-    assert ef.markdown_table() in doc, "docs/cost-model.md is stale: paste sharding_core.cost.efficiency.markdown_table()"
+    assert ef.markdown_table() in doc, (
+        "docs/cost-model.md is stale: paste sharding_core.cost.efficiency.markdown_table()"
+    )
     for key, p in ef.PROFILES.items():
         assert f"| `{key}` | {p.efficiency:g} | {p.step_latency * 1e6:.3g} µs |" in doc, key
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()

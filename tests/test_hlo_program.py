@@ -129,7 +129,9 @@ def test_a_loop_of_unknown_length_is_counted_once_and_said() -> None:
 
 
 def test_cpu_widened_bf16_reductions_are_estimated_at_bf16() -> None:
-    c = compiled(lambda h, w: h @ w, sds((64, 64), P(None, "x"), jnp.bfloat16), sds((64, 64), P("x", None), jnp.bfloat16))
+    c = compiled(
+        lambda h, w: h @ w, sds((64, 64), P(None, "x"), jnp.bfloat16), sds((64, 64), P("x", None), jnp.bfloat16)
+    )
     (ar,) = collectives(c)
     assert ar["op"] == "all-reduce" and ar["shape"].startswith("f32")  # the CPU program reduces in f32
     assert ar["widened"] == {"dtype": "bf16", "bytes": ar["bytes"] // 2}
@@ -186,3 +188,17 @@ def test_a_collective_in_a_computation_a_loop_calls_runs_with_the_loop() -> None
     assert facts.runs_of("add") == 1  # a reducer is per element, not program work
     (ar,) = read_collectives(HAND_WRITTEN, [[10, 11]], None, ())
     assert ar["repeat"] == 7 and ar["loops"] == [{"loop": "w", "trip_count": 7}]
+
+
+def test_cpu_widened_bf16_gathers_are_estimated_at_bf16() -> None:
+    """The CPU compiler also wraps a bf16 all-gather in converts to f32 and back (a reshard of bf16[4096, 2048]
+    showed 32 MiB where the TPU program gathers 16 MiB)."""
+    mesh = jax.make_mesh((4,), ("x",), axis_types=(AxisType.Auto,), devices=jax.devices()[:4])
+    x = jax.ShapeDtypeStruct((64, 32), jnp.bfloat16, sharding=NamedSharding(mesh, P("x", None)))
+    c = jax.jit(lambda a: a, out_shardings=NamedSharding(mesh, P())).lower(x).compile()
+    (ag,) = collectives(c)
+    assert ag["op"] == "all-gather" and ag["shape"] == "f32[64,32]"
+    assert ag["widened"] == {"dtype": "bf16", "bytes": 64 * 32 * 2}
+    f32 = jax.ShapeDtypeStruct((64, 32), jnp.float32, sharding=NamedSharding(mesh, P("x", None)))
+    plain = jax.jit(lambda a: a, out_shardings=NamedSharding(mesh, P())).lower(f32).compile()
+    assert collectives(plain)[0]["widened"] is None

@@ -35,8 +35,9 @@ def estimate_run(result: Mapping[str, Any], ctx: CostContext, dtype: str) -> dic
     out = dict(result)
     out["collectives"] = with_estimates(result.get("collectives") or [], ctx)
     tpu = result.get("tpu")
+    ran = f" ({result['executed_on']})" if result.get("executed_on") else ""
     headline: tuple[list[dict[str, Any]], Any, Any, str, str] = (
-        out["collectives"], result.get("cost"), result.get("memory"), CPU_ROOFLINE, str(result.get("executed_on") or "")
+        out["collectives"], result.get("cost"), result.get("memory"), CPU_ROOFLINE, f"the compiled program{ran}"
     )  # fmt: skip
     if tpu is not None and tpu.get("collectives") is not None:
         tpu = dict(tpu)

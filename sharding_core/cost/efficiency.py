@@ -210,8 +210,9 @@ def evaluate(profiles: Mapping[str, FabricProfile] | None = None) -> dict[str, A
 
 # ------------------------------------------------------------------------------- nccl-tests refit
 
-MAX_NCCL_TEXT_CHARS = 200_000
-"""A pasted ``all_reduce_perf`` output longer than this is refused (a full 8 B – 16 GiB sweep is ~10 kB)."""
+MAX_NCCL_TEXT_CHARS = 65_536
+"""A pasted ``all_reduce_perf`` output longer than this is refused (a full 8 B – 16 GiB sweep is ~10 kB; the
+limit keeps any JSON spelling of the text under the 1 MiB request body)."""
 MAX_NCCL_ROWS = 64
 """Data rows in one pasted output (a sweep by factors of 2 from 8 B to 16 GiB has 32)."""
 
@@ -376,8 +377,8 @@ def markdown_table(result: Mapping[str, Any] | None = None) -> str:
     ]
     for k, r in enumerate(result["rows"], start=1):
         lines.append(
-            f"| {k} | [{r['name']}]({r['url']}) | `{r['devices']}` | {fmt_bytes(r['bytes'])} | {', '.join(r['fabrics'])} "
-            f"| {fmt_seconds(r['measured_seconds'])} | {fmt_seconds(r['bound_seconds'])} | "
+            f"| {k} | [{r['name']}]({r['url']}) | `{r['devices']}` | {fmt_bytes(r['bytes'])} | "
+            f"{', '.join(r['fabrics'])} | {fmt_seconds(r['measured_seconds'])} | {fmt_seconds(r['bound_seconds'])} | "
             f"{fmt_seconds(r['expected_seconds'])} | {rel(r['bound_error'])} | {rel(r['expected_error'])} |"
         )
     lines += ["", summary_line(result)]
@@ -399,10 +400,13 @@ def compact_table(result: Mapping[str, Any] | None = None) -> str:
     return "\n".join(lines)
 
 
+SUMMARIES = (("bound", "bound"), ("expected", "expected"), ("expected, leave-one-out", "expected_leave_one_out"))
+
+
 def summary_line(result: Mapping[str, Any]) -> str:
     """``|error|`` of the bound, the expected time and the expected time left one out, as the docs say it."""
     parts = []
-    for name, key in (("bound", "bound"), ("expected", "expected"), ("expected, leave-one-out", "expected_leave_one_out")):
+    for name, key in SUMMARIES:
         e = result[key]
         parts.append(f"{name}: median {e['median_abs'] * 100:.0f} %, worst {e['worst_abs'] * 100:.0f} %")
     return f"|error| over {len(result['rows'])} measurements — " + "; ".join(parts) + "."

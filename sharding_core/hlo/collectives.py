@@ -13,8 +13,9 @@ Every spelling of replica groups XLA prints is read by :mod:`sharding_core.hlo.t
 times the collective runs per program run (the ``known_trip_count`` of the ``while`` loops around it,
 multiplied; :mod:`sharding_core.hlo.program`), ``loops`` those loops outermost first. ``widened`` is set
 where XLA promoted a 16-bit reduction to 32 bits (its ``AllReducePromotion`` pass renames the reducer
-``*_promoted``; the CPU compiler promotes bf16 all-reduces and reduce-scatters to f32): ``{"dtype": "bf16",
-"bytes": N}`` with the bytes at the program's own width, what a TPU or GPU moves.
+``*_promoted``; the CPU compiler promotes bf16 all-reduces and reduce-scatters to f32, and its float
+normalization wraps other bf16 collectives in ``convert``s to f32 and back): ``{"dtype": "bf16", "bytes": N}``
+with the bytes at the program's own width, what a TPU or GPU moves.
 
 The cost model (:mod:`sharding_core.cost`) adds each collective's ``estimate`` when a result is read, from
 the one hardware table: nothing here depends on it, so stored results never freeze old figures.
@@ -73,11 +74,16 @@ def map_to_devices(collective: Collective, assignment: Sequence[int]) -> tuple[l
 _PROMOTED_FROM = {"f32": "bf16", "u32": "u16", "s32": "s16"}
 
 
-def widened(c: Collective, reducer: str | None) -> dict[str, Any] | None:
-    """``{"dtype", "bytes"}`` when XLA promoted this reduction to a wider type, else None."""
-    if reducer is None or not reducer.endswith("_promoted") or len(c.shapes) != 1:
+def widened(c: Collective, facts: ProgramFacts) -> dict[str, Any] | None:
+    """``{"dtype", "bytes"}`` when XLA widened this collective from a 16-bit type, else None: a reduction whose
+    reducer ``AllReducePromotion`` renamed ``*_promoted``, or any collective whose operand is only a
+    ``convert`` from bf16/f16 (:meth:`ProgramFacts.widened_from`, the CPU compiler's float normalization)."""
+    if len(c.shapes) != 1:
         return None
-    narrow = _PROMOTED_FROM.get(c.shapes[0].dtype)
+    narrow = facts.widened_from.get(c.name)
+    reducer = facts.reducers.get(c.name)
+    if narrow is None and reducer is not None and reducer.endswith("_promoted"):
+        narrow = _PROMOTED_FROM.get(c.shapes[0].dtype)
     if narrow is None:
         return None
     return {"dtype": narrow, "bytes": c.bytes // 2}
@@ -108,7 +114,7 @@ def collective_json(
         "source": c.source,
         "repeat": facts.runs_of(c.computation) if facts is not None else 1,
         "loops": facts.enclosing_loops(c.computation) if facts is not None else [],
-        "widened": widened(c, facts.reducers.get(c.name)) if facts is not None else None,
+        "widened": widened(c, facts) if facts is not None else None,
     }
     return out
 

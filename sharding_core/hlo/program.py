@@ -107,6 +107,7 @@ class ProgramFacts:
     dot_flops: dict[str, float]  # per computation: 2 · MACs of its dots and convolutions, one run
     dot_bytes: dict[str, int]  # per computation: bytes its dots and convolutions read and write, one run
     reducers: dict[str, str] = dataclasses.field(default_factory=dict)  # reduction collective -> to_apply
+    widened_from: dict[str, str] = dataclasses.field(default_factory=dict)  # collective -> the type converted from
 
     @functools.cached_property
     def runs(self) -> dict[str, int]:
@@ -213,10 +214,18 @@ def program_facts(hlo: str) -> ProgramFacts:
     shapes: dict[tuple[str, str], str] = {}
     dots: list[Instr] = []
     reducers: dict[str, str] = {}
+    defs: dict[tuple[str, str], Instr] = {}
+    roots: dict[str, Instr] = {}
+    collectives: list[Instr] = []
     for ins in instructions(hlo):
         shapes[(ins.computation, ins.name)] = ins.shape
+        defs[(ins.computation, ins.name)] = ins
+        if ins.line.lstrip().startswith("ROOT "):
+            roots[ins.computation] = ins
         if ins.opcode in ("dot", "convolution"):
             dots.append(ins)
+        if ins.opcode.removesuffix("-start") in _COLLECTIVES:
+            collectives.append(ins)
         if ins.opcode.removesuffix("-start") in ("all-reduce", "reduce-scatter"):
             reducer = re.search(r"\bto_apply=%?([\w.\-]+)", ins.attrs)
             if reducer:
@@ -253,7 +262,49 @@ def program_facts(hlo: str) -> ProgramFacts:
         flops, nbytes = work
         dot_flops[ins.computation] = dot_flops.get(ins.computation, 0.0) + flops
         dot_bytes[ins.computation] = dot_bytes.get(ins.computation, 0) + nbytes
-    return ProgramFacts(entry, tuple(loops), {k: tuple(v) for k, v in calls.items()}, dot_flops, dot_bytes, reducers)
+    widened = {c.name: t for c in collectives if (t := _converted_from(c, defs, roots)) is not None}
+    return ProgramFacts(
+        entry, tuple(loops), {k: tuple(v) for k, v in calls.items()}, dot_flops, dot_bytes, reducers, widened
+    )
+
+
+_COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
+_NARROW = ("bf16", "f16")
+
+
+def _converted_from(c: Instr, defs: dict[tuple[str, str], Instr], roots: dict[str, Instr]) -> str | None:
+    """The 16-bit float type a collective's f32 operand was converted from, when its operand is nothing but that
+    conversion: XLA's CPU compiler widens bf16 collectives so (``AllReducePromotion`` for reductions, float
+    normalization for the rest: ``convert`` → collective → ``convert`` back), a TPU or GPU program moves bf16."""
+    result = _array(c.shape) if not c.shape.startswith("(") else None
+    names = _OPERAND.findall(c.operands)
+    if not names or (result is not None and result.dtype != "f32"):
+        return None
+    op = defs.get((c.computation, names[0]))
+    if op is None:
+        return None
+    if op.opcode == "fusion":
+        callee = re.search(r"\bcalls=%?([\w.\-]+)", op.attrs)
+        op = roots.get(callee.group(1)) if callee else None
+        if op is None or op.opcode != "convert":
+            return None
+        source = _OPERAND.findall(op.operands)
+        inner = defs.get((op.computation, source[0])) if source else None
+        if inner is None or inner.opcode != "parameter":
+            return None
+        src = _array(inner.shape)
+    elif op.opcode == "convert":
+        source = _OPERAND.findall(op.operands)
+        inner = defs.get((op.computation, source[0])) if source else None
+        src = _array(inner.shape) if inner is not None else None
+    else:
+        return None
+    out = _array(op.shape)
+    if src is None or out is None or out.dtype != "f32" or src.dtype not in _NARROW:
+        return None
+    if "convert_element_type" in op.attrs:  # the program's own cast (jnp sums bf16 in f32): not the compiler's
+        return None
+    return src.dtype
 
 
 def loops_json(hlo: str) -> dict[str, Any]:

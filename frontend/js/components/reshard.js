@@ -85,7 +85,7 @@ export function reshardBox(container, opts) {
       ` · ${fmtBytes(r.from_bytes_per_device)} → ${fmtBytes(r.to_bytes_per_device)} per device`,
     );
     results.appendChild(line);
-    if (c.program) results.appendChild(el("p", "muted reshard-program", `of ${c.program}`));
+    if (c.program) results.appendChild(el("p", "muted reshard-program", `program: ${c.program}`));
     if (r.collectives.length) {
       const table = el("div", "table-wrap");
       collectivesTable(table, r.collectives);
