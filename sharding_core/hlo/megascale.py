@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from sharding_core.hlo.text import HloParseError, _int_lists, _shapes, permute_chains
+from sharding_core.hlo.text import HloParseError, _int_lists, _shapes, instructions, permute_chains
 
 MULTISLICE_ID_STRIDE = 100000  # libtpu numbers slice s's devices from (s + 1) · 100000
 MAX_TARGET_DEVICES = 1 << 20
@@ -82,8 +82,6 @@ def parse_target(text: str) -> tuple[list[list[int]], list[list[int]] | None]:
 def megascale_steps(hlo: str) -> list[dict[str, Any]]:
     """Every cross-slice step of a libtpu multi-slice module: one per megascale ``send``, with its ``recv``'s
     shape as the step's result (the facts above)."""
-    from sharding_core.hlo.program import instructions
-
     sends: list[tuple[Any, dict[str, str]]] = []
     recv_shape: dict[str, str] = {}
     for ins in instructions(hlo):

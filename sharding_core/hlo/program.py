@@ -19,10 +19,9 @@ import dataclasses
 import functools
 import math
 import re
-from collections.abc import Iterator
 from typing import Any
 
-from sharding_core.hlo.text import _INSTRUCTION, ArrayShape, HloParseError, _op_and_rest, _shapes, balanced_end
+from sharding_core.hlo.text import ArrayShape, HloParseError, Instr, _shapes, computation_header, instructions
 
 _TRIP_COUNT = re.compile(r'"known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"(\d+)"')
 _CALLED = re.compile(r"\b(body|condition|calls|to_apply|true_computation|false_computation)=%?([\w.\-]+)")
@@ -36,49 +35,11 @@ _DIM_LABELS = re.compile(r"\bdim_labels=(\w+)_(\w+)->(\w+)")
 _CALL_OPCODES = ("call",)
 
 
-@dataclasses.dataclass(frozen=True)
-class Instr:
-    computation: str
-    name: str
-    shape: str  # the result shape as HLO prints it
-    opcode: str
-    operands: str  # the operand list's text
-    attrs: str  # the text after the operand list
-    line: str
-
-
-def _computation_header(stripped: str) -> str | None:
-    if stripped.startswith(("ENTRY ", "%")) and stripped.endswith("{") and "=" not in stripped.split("(")[0]:
-        return stripped.split()[1 if stripped.startswith("ENTRY") else 0].lstrip("%")
-    return None
-
-
-def instructions(hlo: str) -> Iterator[Instr]:
-    """Every instruction of an HLO module with the computation holding it, in text order."""
-    computation = ""
-    for line in hlo.splitlines():
-        stripped = line.strip()
-        header = _computation_header(stripped)
-        if header is not None:
-            computation = header
-            continue
-        m = _INSTRUCTION.match(line)
-        if not m:
-            continue
-        parsed = _op_and_rest(line, m.end())
-        if parsed is None:
-            continue
-        shape, opcode, rest = parsed
-        start = line.index(opcode + "(", m.end()) + len(opcode)
-        end = balanced_end(line, start, "(", ")")
-        yield Instr(computation, m.group("name"), shape, opcode, line[start + 1 : end - 1], rest, line)
-
-
 def entry_name(hlo: str) -> str | None:
     for line in hlo.splitlines():
         stripped = line.strip()
         if stripped.startswith("ENTRY "):
-            return _computation_header(stripped)
+            return computation_header(stripped)
     return None
 
 
