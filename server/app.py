@@ -16,7 +16,7 @@ from starlette.routing import BaseRoute, Match, Mount
 from starlette.staticfiles import StaticFiles
 
 from server import docs, vendor
-from server.api import compare, kernels, layout, links, meta, reshard, session, snapshots, topology
+from server.api import compare, cost, kernels, layout, links, meta, reshard, session, snapshots, topology
 from server.api.compare import COMPARE_PATH
 from server.api.kernels import JOBS_PATH, RUN_PATH
 from server.api.links import LINKS_PATH
@@ -67,6 +67,7 @@ ROUTERS = (
     kernels.router,
     reshard.router,
     compare.router,
+    cost.router,
     session.router,
 )
 """Every feature's router, in the order the app includes them."""

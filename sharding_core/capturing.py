@@ -24,10 +24,12 @@ from typing import Any
 
 import numpy as np
 
-from sharding_core.compat import ambient_mesh, equivalent, input_shardings
+from sharding_core.compat import ambient_mesh, cost_analysis, equivalent, input_shardings
+from sharding_core.cost.annotate import with_estimates
 from sharding_core.cost.context import context_for_devices
 from sharding_core.errors import TOO_LARGE, ShardingError
 from sharding_core.hlo.collectives import device_assignment, read_collectives
+from sharding_core.hlo.program import program_facts
 from sharding_core.layout import Layout
 from sharding_core.snapshot.format import FORMAT, MAX_SNAPSHOT_LEAVES, VERSION
 from sharding_core.snapshot.rules import Rule, check_rules, logical_to_mesh_axes, rules_json
@@ -95,14 +97,19 @@ def inspect_jit(f: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, A
     mesh = _program_mesh([*jax.tree.leaves(in_shardings), *jax.tree.leaves(compiled.output_shardings)])
     placed = device_assignment(compiled)
     assignment = [int(d.id) for d in placed]
-    # The whole slice (every device of the platform), so its shape and wraparound are the slice's.
-    hardware = context_for_devices(jax.devices(placed[0].platform) if placed else [])
-    snap["collectives"] = read_collectives(
-        compiled.as_text() or "",
+    hlo_text = compiled.as_text() or ""
+    facts = program_facts(hlo_text)
+    collectives = read_collectives(
+        hlo_text,
         [assignment],
         mesh.device_ids.tolist() if mesh is not None else None,
         [str(a) for a in mesh.axis_names] if mesh is not None else (),
-        hardware,
+        facts,
+    )
+    # Estimated here, where the result is read (the caller's process); a server recomputes them on read.
+    # The whole slice (every device of the platform), so its shape and wraparound are the slice's.
+    snap["collectives"] = with_estimates(
+        collectives, context_for_devices(jax.devices(placed[0].platform) if placed else [])
     )
     stats = compiled.memory_analysis()
     memory = None
@@ -110,7 +117,10 @@ def inspect_jit(f: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, A
         fields = ("argument_size_in_bytes", "output_size_in_bytes", "alias_size_in_bytes", "temp_size_in_bytes")
         memory = {k: int(getattr(stats, k)) for k in fields if hasattr(stats, k)}
     donated = [bool(getattr(a, "donated", False)) for a in jax.tree.leaves(lowered.args_info)]
-    snap["jit"] = {"function": name, "memory_per_device": memory, "donated_inputs": sum(donated)}
+    cost = cost_analysis(compiled)
+    flops = float(cost["flops"]) if cost.get("flops") is not None else None
+    snap["jit"] = {"function": name, "memory_per_device": memory, "donated_inputs": sum(donated),
+                   "flops": flops, "loop_corrected_flops": facts.corrected_flops(flops), **facts.json()}  # fmt: skip
     return snap
 
 

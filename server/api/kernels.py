@@ -20,6 +20,7 @@ from server.api.deps import KERNEL_MEANING, RUN_ERRORS, RunsDep, responses
 from server.api.schema import (
     CLOSED,
     Collective,
+    Communication,
     ErrorDetail,
     KernelCost,
     KernelMemory,
@@ -152,6 +153,10 @@ class KernelRunResponse(Reply):
     max_abs_error: float | None
     reference: str
     collectives: list[Collective] = Field(description="One per collective in the compiled HLO")
+    communication: Communication = Field(
+        description="The headline program's collectives in total: the TPU compile's on a tpu: set with libtpu, "
+        "else the compiled program's (estimates)"
+    )
     memory: KernelMemory = Field(description="compiled.memory_analysis(), per device")
     cost: KernelCost = Field(description="compiled.cost_analysis(), per device")
     timing: KernelTiming
@@ -164,8 +169,9 @@ class KernelRunResponse(Reply):
     origins_note: str
     compiler_log: list[str] = Field(description="XLA's warnings while compiling")
     roofline: Roofline = Field(
-        description="Compute, memory and communication time of the compiled program on the device set's hardware, "
-        "the bound, a lower bound on run time and HBM fit (estimates; CPU sets say why there are none)"
+        description="Compute, memory and communication time of the headline program (the TPU compile's on a tpu: "
+        "set with libtpu, else the compiled program's) on the device set's hardware, the bound, a lower bound on "
+        "run time and HBM fit (estimates; CPU sets say why there are none)"
     )
     tpu: KernelTpu | None = Field(
         None, description="tpu: sets with the optional tpu extra: the kernel compiled for libtpu's topology"

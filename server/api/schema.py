@@ -231,6 +231,14 @@ class Estimate(TypedDict):
     with its formula and inputs, or ``seconds: null`` and why there is none."""
 
     seconds: Seconds
+    bound_seconds: NotRequired[
+        Annotated[Seconds, Field(description="The bound: spec-sheet bandwidths and latencies (= seconds)")]
+    ]
+    expected_seconds: NotRequired[
+        Annotated[
+            Seconds, Field(description="Expected: each fabric at its efficiency fitted to published measurements")
+        ]
+    ]
     formula: NotRequired[Annotated[str, Field(max_length=4000, description="The formula, as the model uses it")]]
     inputs: NotRequired[
         Annotated[dict[str, Any], Field(description="What went into it: bytes, group size, bandwidth, hops...")]
@@ -252,9 +260,13 @@ class Communication(Reply):
     """A program's collectives in total (sharding_core.cost.collectives.communication): reshard and compare."""
 
     count: int = Field(description="Collectives in the program")
-    bytes: int = Field(description="Bytes of their results per device, summed")
-    seconds: float | None = Field(description="Their estimates summed (null: none has one)")
+    runs: int | None = Field(None, description="Collective runs per program run (loops counted)")
+    bytes: int = Field(description="Bytes of their results per device, summed (each times its repeat count)")
+    seconds: float | None = Field(description="Their bounds summed with repeat counts (null: none has one)")
+    bound_seconds: float | None = Field(None, description="The same as seconds: the spec-sheet bound")
+    expected_seconds: float | None = Field(None, description="Their expected times summed with repeat counts")
     without_estimate: int = Field(description="Collectives without an estimate (left out of the sum)")
+    program: str | None = Field(None, description="Which compiled program they are of")
 
 
 @with_config(CLOSED)
@@ -267,6 +279,7 @@ class Roofline(TypedDict):
     compute_seconds: Seconds
     memory_seconds: Seconds
     communication_seconds: Seconds
+    communication_expected_seconds: NotRequired[Seconds]
     bound: Literal["compute", "memory", "communication"] | None
     lower_bound_seconds: Seconds
     serial_seconds: Seconds
@@ -274,6 +287,18 @@ class Roofline(TypedDict):
     inputs: dict[str, Any]
     hbm: HbmFit
     why: Annotated[str | None, Field(max_length=2000, description="What the model has no figures for")]
+
+
+@with_config(CLOSED)
+class LoopRef(TypedDict):
+    loop: ShortText
+    trip_count: Annotated[int, Field(ge=0, le=2**62)] | None
+
+
+@with_config(CLOSED)
+class Widened(TypedDict):
+    dtype: Annotated[str, Field(max_length=16, description="The type the program asked for, e.g. bf16")]
+    bytes: ByteCount
 
 
 @with_config(CLOSED)
@@ -309,6 +334,20 @@ class Collective(TypedDict):
     ]
     source: NotRequired[Annotated[str | None, Field(max_length=4096, description="The JAX op that asked for it")]]
     raw: NotRequired[Annotated[str | None, Field(max_length=400, description="Snapshots before 0.2: groups' text")]]
+    repeat: NotRequired[
+        Annotated[int, Field(ge=1, le=2**62, description="Runs per program run: its loops' trip counts multiplied")]
+    ]
+    loops: NotRequired[
+        Annotated[list[LoopRef], Field(max_length=64, description="The while loops around it, outermost first")]
+    ]
+    widened: NotRequired[
+        Annotated[
+            Widened | None,
+            Field(
+                description="XLA promoted this 16-bit reduction to 32 bits: the type and bytes the program asked for"
+            ),
+        ]
+    ]
     estimate: NotRequired[Annotated[Estimate, Field(description="Its time on the device set's hardware")]]
 
 
@@ -392,11 +431,26 @@ class KernelMemory(Reply):
     peak_bytes: int | None = None
 
 
+class KernelLoop(Reply):
+    name: str = Field(description="The while instruction")
+    computation: str = Field(description="The computation holding it")
+    body: str
+    trip_count: int | None = Field(description="XLA's known_trip_count (null: unknown, counted once)")
+    runs: int = Field(description="Runs of its computation per program run (outer loops multiplied)")
+
+
 class KernelCost(Reply):
     flops: float | None = None
     bytes_accessed: float | None = None
     transcendentals: float | None = None
     optimal_seconds: float | None = None
+    loop_corrected_flops: float | None = Field(
+        None,
+        description="flops with every dot and convolution counted as often as its loop runs (XLA counts a body once)",
+    )
+    matmul_traffic_bytes: int | None = Field(None, description="Bytes the dots read and write, per run of each")
+    loops: list[KernelLoop] | None = None
+    unknown_trip_counts: list[str] | None = Field(None, description="Loops whose trip count XLA does not know")
 
 
 class KernelTiming(Reply):
@@ -407,24 +461,24 @@ class KernelTiming(Reply):
 
 
 class DcnStep(Reply):
-    """A cross-slice step of a multi-slice program, from a CPU collective whose groups span slices."""
+    """A cross-slice step of a multi-slice program, as libtpu wrote it (a megascale send)."""
 
     op: str
-    name: str = Field(description="The CPU run's collective it comes from")
+    name: str = Field(description="The transfer's rendezvous name in the TPU HLO")
+    transfer_type: str = Field(description="_xla_megascale_transfer_type: ONE_TO_ONE, ALL_GATHER, ALL_REDUCE, ...")
+    reduce_operation: str | None = None
+    target: str = Field(description="_xla_megascale_target as libtpu wrote it")
     fabric: str = Field(description="dcn")
-    bytes: int | None
-    groups: list[list[int]] = Field(description="The devices that exchange over DCN: the k-th of the group per slice")
-    global_groups: list[list[int]] = Field(description="The CPU run's global groups that span slices")
-    slices: list[int]
+    bytes: int | None = Field(description="The step's result per device (the recv's shape)")
+    sent_bytes: int | None = Field(description="What each device sends")
+    shape: str | None
+    groups: list[list[int]] = Field(description="The global devices of each exchange")
+    pairs: list[list[int]] | None = Field(description="A permute's source -> target devices")
     axes: list[str] | None
     axes_text: str
+    repeat: int = Field(description="Runs per program run (loops counted)")
+    loops: list[dict[str, str | int | None]]
     estimate: Estimate = Field(description="The step's time over DCN (an estimate: formula and inputs)")
-
-
-class MegascaleTransfer(Reply):
-    op: str = Field(description="The collective libtpu's megascale runtime carries out between slices")
-    rendezvous: str | None
-    bytes: int | None = Field(description="Bytes each device sends")
 
 
 class KernelTpu(Reply):
@@ -442,11 +496,10 @@ class KernelTpu(Reply):
     )
     dcn: list[DcnStep] | None = Field(None, description="Multi-slice: the cross-slice (DCN) steps")
     dcn_note: str | None = Field(None, description="How the DCN steps are found")
-    megascale_transfers: list[MegascaleTransfer] | None = Field(
-        None, description="Multi-slice: the DCN transfers libtpu wrote into the slice's program"
-    )
     device_assignment: list[int] | None = Field(None, description="Device ids by partition id")
     memory: KernelMemory | None = Field(None, description="compiled.memory_analysis() on TPU, per device")
     cost: KernelCost | None = Field(None, description="compiled.cost_analysis() on TPU, per device")
     compile_ms: float | None = None
-    roofline: Roofline | None = Field(None, description="The TPU compile's roofline and HBM fit (estimates)")
+    roofline: Roofline | None = Field(
+        None, description="null: a result has one roofline, the headline program's (the TPU compile's), in roofline"
+    )

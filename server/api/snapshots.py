@@ -16,7 +16,7 @@ Routes are plain ``def`` (FastAPI's threadpool): SQLite and the domain's work ke
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired
 
 from fastapi import APIRouter
 from fastapi import Request as FastApiRequest
@@ -123,10 +123,23 @@ class SnapshotRun(TypedDict):
 
 
 @with_config(_SNAPSHOT_CONFIG)
+class SnapshotLoop(TypedDict):
+    name: ShortText
+    computation: ShortText
+    body: ShortText
+    trip_count: Annotated[int, Field(ge=0, le=2**62)] | None
+    runs: Annotated[int, Field(ge=1, le=2**62)]
+
+
+@with_config(_SNAPSHOT_CONFIG)
 class SnapshotJit(TypedDict):
     function: ShortText
     memory_per_device: Annotated[dict[Annotated[str, Field(max_length=64)], ByteCount], Field(max_length=16)] | None
     donated_inputs: Annotated[int, Field(ge=0, le=MAX_SNAPSHOT_LEAVES)]
+    flops: NotRequired[Annotated[float, Field(ge=0)] | None]
+    loop_corrected_flops: NotRequired[Annotated[float, Field(ge=0)] | None]
+    loops: NotRequired[Annotated[list[SnapshotLoop], Field(max_length=MAX_COLLECTIVES)]]
+    unknown_trip_counts: NotRequired[Annotated[list[ShortText], Field(max_length=MAX_COLLECTIVES)]]
 
 
 @with_config(_SNAPSHOT_CONFIG)
@@ -292,13 +305,17 @@ async def get_run(run_id: str, snapshots: SnapshotsDep) -> Response:
     """The merged picture of a run (``run_id``: its read id): every process's leaves, which processes
     reported and which are missing, each device's owning process and, per leaf, the devices whose
     shards no reporting process holds."""
-    return OrjsonResponse(await snapshots.merged_json_async(run_id))
+    return OrjsonResponse(await snapshots.served_run(run_id))
 
 
 @router.get("/api/snapshots/{snapshot_id}", response_model=StoredSnapshot, responses=responses(400, 404, 422, 500))
 async def get_snapshot(snapshot_id: str, snapshots: SnapshotsDep) -> Response:
-    """The stored snapshot, its id and per-device memory (sent piece by piece, straight from the store)."""
-    prefix, blob = await run_in_threadpool(snapshots.open_snapshot, snapshot_id)
+    """The stored snapshot, its id and per-device memory (sent piece by piece, straight from the store), and
+    today's estimates for its ``inspect_jit`` collectives."""
+    served = await run_in_threadpool(snapshots.open_snapshot, snapshot_id)
+    if isinstance(served, bytes):
+        return OrjsonResponse(served)
+    prefix, blob = served
     return StreamedJsonResponse(prefix, blob, skip=1)  # the stored JSON's "{" is the prefix's
 
 

@@ -9,6 +9,7 @@ and merged when read, one part at a time. Parsed snapshots and merged runs are c
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import contextlib
 import functools
@@ -26,6 +27,7 @@ from server.services.links import link_payload
 from server.settings import SNAPSHOT_CACHE_BYTES, Settings
 from server.store import RECORD_OVERHEAD, Blob, Store
 from sharding_core.cache import BoundedCache
+from sharding_core.cost.annotate import facts_only, snapshot_with_estimates
 from sharding_core.errors import ShardingError
 from sharding_core.snapshot.diff import diff
 from sharding_core.snapshot.format import RUN_CONFLICT, check_snapshot
@@ -38,6 +40,10 @@ VIEW = "snapshots"
 READ_ONLY_RUN = "read_only_run"
 LINK_ESTIMATE = 4 * RECORD_OVERHEAD
 """What a snapshot's quota charge adds to its JSON: its link and rows, about as the store counts them."""
+COLLECTIVES = b'"collectives":[{'
+SCAN_BYTES = 1024 * 1024
+MAX_REMEMBERED = 65536
+"""Snapshots whose having collectives to estimate is remembered (ids, immutable records)."""
 MergeKey = tuple[str, tuple[tuple[int, str], ...]]
 """A run's read id and its parts (process index, snapshot id): a run that gains or loses a part is merged afresh."""
 PARSED_PER_JSON_BYTE = 4
@@ -103,6 +109,8 @@ class SnapshotRepository:
         self.gc = gc_pause
         self.parsed: BoundedCache[tuple[dict[str, Any], int]] = BoundedCache(cache_bytes, lambda hit: hit[1])
         self.merged: BoundedCache[bytes] = BoundedCache(cache_bytes, len)
+        self.estimated: BoundedCache[bytes] = BoundedCache(cache_bytes, len)
+        self._collectives: collections.OrderedDict[str, bool] = collections.OrderedDict()
         self._merges: dict[MergeKey, concurrent.futures.Future[bytes]] = {}
         self._merges_lock = threading.Lock()
         self.merges = 0  # merges done (what the single-flight tests count)
@@ -122,7 +130,7 @@ class SnapshotRepository:
         is what the answer, the link and the stored part carry, never the secret.
         """
         check_snapshot(body)
-        snap = enrich(dict(body))
+        snap = facts_only(enrich(dict(body)))  # estimates are added when it is read, from today's figures
         run = body["run"]
         max_link = self.settings.max_link_bytes
         if run is None:
@@ -177,13 +185,46 @@ class SnapshotRepository:
             raise self.not_found()
         return _with_id(snapshot_id) + payload[1:]
 
-    def open_snapshot(self, snapshot_id: str) -> tuple[bytes, Blob]:
-        """The stored snapshot to send piece by piece: what goes first (its id), and its stored JSON to read
-        from its second byte on (the ``{`` the id already opened). The caller closes the blob."""
+    def open_snapshot(self, snapshot_id: str) -> tuple[bytes, Blob] | bytes:
+        """The stored snapshot as served. Most go piece by piece from the store: what goes first (its id), and
+        its stored JSON to read from its second byte on (the ``{`` the id already opened; the caller closes
+        the blob). One with ``inspect_jit`` collectives gets today's estimates (cost/annotate.py), so it is
+        decoded, estimated and encoded once, and kept (by bytes, in ``estimated``) for every reader."""
         blob = self.store.open_blob(SNAPSHOTS, snapshot_id)
         if blob is None:
             raise self.not_found()
-        return _with_id(snapshot_id), blob
+        if not self._has_collectives(snapshot_id, blob):
+            blob.seek(0)
+            return _with_id(snapshot_id), blob
+        blob.close()
+        key = ("snapshot", self.store.deletions, snapshot_id)
+        hit = self.estimated.get(key)
+        if hit is not None:
+            return hit
+        payload = self.store.get(SNAPSHOTS, snapshot_id)
+        if payload is None:
+            raise self.not_found()
+        return self.estimated.put(key, _with_id(snapshot_id) + _estimated(payload)[1:])
+
+    def _has_collectives(self, snapshot_id: str, blob: Blob) -> bool:
+        """Whether a stored snapshot has collectives to estimate (orjson writes a non-empty list as
+        ``"collectives":[{``; inside a string the quotes would be escaped), found by reading it piece by
+        piece once and remembered by id (records are immutable)."""
+        known = self._collectives.get(snapshot_id)
+        if known is not None:
+            return known
+        found, tail = False, b""
+        while not found:
+            piece = blob.read(SCAN_BYTES)
+            if not piece:
+                break
+            found = COLLECTIVES in tail + piece
+            tail = piece[-len(COLLECTIVES) :]
+        with self._merges_lock:
+            self._collectives[snapshot_id] = found
+            while len(self._collectives) > MAX_REMEMBERED:
+                self._collectives.popitem(last=False)
+        return found
 
     def merged_json(self, run_id: str) -> bytes:
         """The merged picture of a run (``run_id``: its read id) as JSON. One merge per run (and set of parts)
@@ -200,6 +241,18 @@ class SnapshotRepository:
         if key is not None:
             await run_in_threadpool(self._merge, key, merge)
         return await asyncio.wrap_future(merge)
+
+    async def served_run(self, run_id: str) -> bytes:
+        """A run as served: merged (once, however many read it at once) and, when its parts have collectives,
+        with today's estimates (computed once per merge and kept, by bytes, in ``estimated``)."""
+        text = await self.merged_json_async(run_id)
+        if COLLECTIVES not in text:
+            return text
+        key = ("run", run_id, len(text), hash(text))
+        hit = self.estimated.get(key)
+        if hit is not None:
+            return hit
+        return self.estimated.put(key, await run_in_threadpool(_estimated, text))
 
     def _merge_of(self, run_id: str) -> tuple[concurrent.futures.Future[bytes], MergeKey | None]:
         """The merge of the run as it stands: done or in flight (key None), or to do (the caller does it)."""
@@ -224,7 +277,9 @@ class SnapshotRepository:
         try:
             # Parts are parsed one at a time and dropped once folded in: a merge holds the result plus one part.
             with self.gc.paused():
-                text = orjson.dumps(merge_run(run_id, ((p, sid, self.part(sid)) for p, sid in parts), text=_canonical))
+                merged = merge_run(run_id, ((p, sid, self.part(sid)) for p, sid in parts), text=_canonical)
+                text = orjson.dumps(merged)
+                del merged
             self.merges += 1
             merge.set_result(self.merged.put(key, text))  # kept when it fits the cache; the waiters share it anyway
         except BaseException as e:  # noqa: BLE001 - every waiter gets the merge's own error, whatever it is
@@ -300,6 +355,12 @@ def _check_part(snap: dict[str, Any], run_keys: Mapping[str, str]) -> None:
         check_part(snap, run_keys)
     except ShardingError as e:  # the part is fine alone but conflicts with the run: 409
         raise ApiError(409, e.code, e.message, e.hint, **e.details) from None
+
+
+def _estimated(payload: bytes) -> bytes:
+    """A stored snapshot (or merged run) with its ``inspect_jit`` collectives estimated on its own devices,
+    today (any estimate it was stored with is replaced)."""
+    return orjson.dumps(snapshot_with_estimates(orjson.loads(payload)))
 
 
 def _with_id(snapshot_id: str) -> bytes:
