@@ -58,7 +58,10 @@ def reshard_body(case: tuple[Any, ...], dtype: str = "float32") -> dict[str, Any
 
 @pytest.fixture(scope="module")
 def client(make_client: ClientFactory) -> TestClient:
-    return make_client(settings=Settings().with_values([("max_kernel_queue", 32)]))
+    # The kernel workers' budgets default to fractions of the RAM this process may use, which a memory cap on
+    # the test run lowers (capmem 5G: 1.2 GiB a worker); the TPU reshard below is estimated at 2.6 GiB.
+    budgets = [("max_worker_memory", 4 * 1024**3), ("max_kernel_memory", 8 * 1024**3)]
+    return make_client(settings=Settings().with_values([("max_kernel_queue", 32), *budgets]))
 
 
 def post(client: TestClient, path: str, body: Any) -> Any:
