@@ -267,3 +267,22 @@ def test_a_snapshot_is_served_from_the_store_as_stored(client: TestClient) -> No
     expected = b'{"id":' + orjson.dumps(created["id"]) + b"," + stored[1:]
     assert served.content == expected and int(served.headers["content-length"]) == len(expected)
     assert store._readers.qsize() >= 1  # its read connection went back to the pool
+
+
+def test_a_snapshot_with_collectives_is_estimated_once_for_every_reader(client: TestClient) -> None:
+    """A snapshot with ``inspect_jit`` collectives gets today's estimates when read (decoded, estimated and
+    encoded): once, kept for every reader, never a copy per reader."""
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    from sharding_core import inspect_jit
+
+    x = jax.device_put(jnp.ones((16, 4)), NamedSharding(jax.make_mesh((8,), ("d",)), P("d")))
+    created = post(client, "/api/snapshots", inspect_jit(lambda a: a.sum(axis=0), x)).json()
+    repo = client.app.state.snapshots  # type: ignore[attr-defined]
+    before = len(repo.estimated)
+    first, second = (client.get(f"/api/snapshots/{created['id']}") for _ in range(2))
+    assert first.status_code == second.status_code == 200 and first.content == second.content
+    assert first.json()["collectives"] and all("estimate" in c for c in first.json()["collectives"])
+    assert len(repo.estimated) == before + 1
