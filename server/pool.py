@@ -218,6 +218,7 @@ class _Slot:
             raise _WorkerGone(f"a worker could not start: {e}") from None
         child.close()
         self.proc, self.conn, self.affinity = proc, parent, None
+        self.killed_for_total = None  # a new process: whatever the watchdog did was to the last one
         self._cap(proc)
         deadline = time.monotonic() + WORKER_START_TIMEOUT_S
         while time.monotonic() < deadline and not self.pool.closing:
