@@ -548,8 +548,26 @@ def test_a_head_past_the_limit_in_one_read_gets_431(loop: asyncio.AbstractEventL
     assert transport.closed
 
 
+class Clock:
+    """The event loop as the guard's sweep sees it, at a time the test sets (no waiting, nothing flaky)."""
+
+    def __init__(self, now: float, loop: asyncio.AbstractEventLoop) -> None:
+        self.now, self.loop = now, loop
+
+    def time(self) -> float:
+        return self.now
+
+    def call_later(self, delay: float, callback: Any, *args: Any) -> asyncio.TimerHandle:
+        return asyncio.TimerHandle(self.now + delay, callback, args, self.loop)  # made, never scheduled
+
+
+def sweep(cls: type[GuardedH11Protocol], at: float, loop: asyncio.AbstractEventLoop) -> None:
+    cls.guard.sweeper = None
+    cls.guard.sweep(Clock(at, loop))  # type: ignore[arg-type]
+
+
 def test_bodies_waiting_are_bounded_and_the_longest_waiting_goes(loop: asyncio.AbstractEventLoop) -> None:
-    cls = _guard(max_body_waits=8, body_grace_s=0.3)
+    cls = _guard(max_body_waits=8)
     waiting = [_open(cls, loop, f"10.0.0.{i}") for i in range(8)]
     for protocol, _ in waiting:
         protocol.data_received(WITHHELD)
@@ -558,15 +576,17 @@ def test_bodies_waiting_are_bounded_and_the_longest_waiting_goes(loop: asyncio.A
     newest.data_received(WITHHELD)  # one past it: the one waiting longest is set aside, the newcomer waits
     assert waiting[0][0] in cls.guard.parked and waiting[0][0] not in cls.guard.waiting
     assert newest in cls.guard.waiting and len(cls.guard.waiting) == 8
+    t0 = newest.body_since
+    sweep(cls, t0 + 1.9, loop)
     assert waiting[0][1].out == b""  # answered only when a withheld body would have been (no spinning)
-    loop.run_until_complete(asyncio.sleep(0.9))  # the grace to twice it, and a sweep
+    sweep(cls, t0 + 4.1, loop)  # the grace (2 s) to twice it
     _assert_ours(waiting[0][1].out, 503, "overloaded")
     assert "max_body_waits" in _parse(waiting[0][1].out)[2]["error"]["message"]
     assert not cls.guard.parked
 
 
 def test_one_client_may_have_only_so_many_bodies_waiting(loop: asyncio.AbstractEventLoop) -> None:
-    cls = _guard(max_client_requests=2, body_grace_s=0.3)
+    cls = _guard(max_client_requests=2)
     mine = [_open(cls, loop, "10.0.0.1", 50000 + i) for i in range(3)]
     for protocol, _ in mine[:2]:
         protocol.data_received(WITHHELD)
@@ -578,19 +598,23 @@ def test_one_client_may_have_only_so_many_bodies_waiting(loop: asyncio.AbstractE
     assert not other_t.closed and cls.guard.waits_by_client == {"10.0.0.1": 2, "10.0.0.2": 1}
     mine[0][0].connection_lost(None)
     assert cls.guard.waits_by_client["10.0.0.1"] == 1
-    loop.run_until_complete(asyncio.sleep(0.9))
+    sweep(cls, other.body_since + 4.1, loop)
     _assert_ours(mine[2][1].out, 429, "busy")
 
 
 def test_a_body_slower_than_the_pace_is_cut_and_one_that_keeps_it_is_not(loop: asyncio.AbstractEventLoop) -> None:
-    cls = _guard(body_grace_s=0.2, body_seconds_per_mib=1024)  # 1 KiB/s from 0.2 s after the head
+    cls = _guard(body_seconds_per_mib=1024)  # 1 KiB/s, from 2 s after the head
     slow, slow_t = _open(cls, loop, "10.0.0.1")
     steady, steady_t = _open(cls, loop, "10.0.0.2")
-    slow.data_received(WITHHELD + b"[")
-    steady.data_received(WITHHELD + b"[" + b"1," * 512)
-    for _ in range(8):  # ~1 s, the steady one sending 1 KiB a second
-        loop.run_until_complete(asyncio.sleep(0.125))
-        steady.data_received(b"1," * 64)
+    slow.data_received(WITHHELD)
+    steady.data_received(WITHHELD)
+    t0 = steady.body_since
+    for second in range(1, 11):
+        steady.data_received(b"1," * 512)  # 1 KiB a second
+        if not slow_t.closed:
+            slow.data_received(b"1")  # a byte a second
+        sweep(cls, t0 + second, loop)
+        assert slow_t.closed == (second >= 3), second  # cut once the grace has passed, not before
     _assert_ours(slow_t.out, 408, "request_timeout")
     assert "max_body_seconds_per_mib" in _parse(slow_t.out)[2]["error"]["message"]
     assert not steady_t.closed and cls.guard.cut["slow bodies"] == 1
@@ -606,39 +630,44 @@ def _sending(cls: type[GuardedH11Protocol], loop: asyncio.AbstractEventLoop, pee
 
 
 def test_a_reader_that_takes_nothing_is_cut_at_the_stall_deadline(loop: asyncio.AbstractEventLoop) -> None:
-    cls = _guard(send_stall_seconds=0.5)
+    cls = _guard(send_stall_seconds=10)
     stalled, stalled_t = _sending(cls, loop, "10.0.0.1")
     reading, reading_t = _sending(cls, loop, "10.0.0.2")
-    for _ in range(3):  # at the limit: 0.375 s without progress
-        loop.run_until_complete(asyncio.sleep(0.125))
-        reading_t.unread -= 4096
+    t0 = stalled.backlog_since
+    for step in range(1, 11):  # at the limit: 10 s without progress
+        reading_t.unread -= 4096  # the other reader takes 4 KiB a second
+        sweep(cls, t0 + step, loop)
     assert not stalled_t.closed
-    for _ in range(4):  # past it
-        loop.run_until_complete(asyncio.sleep(0.125))
-        reading_t.unread -= 4096
+    reading_t.unread -= 4096
+    sweep(cls, t0 + 10.5, loop)  # past it
     assert stalled_t.aborted and not reading_t.closed  # aborted: its buffer is dropped, not flushed
-    assert stalled not in cls.guard.sending and reading in cls.guard.sending
+    assert stalled not in cls.guard.sending and reading in cls.guard.sending and cls.guard.cut["stalled"] == 1
 
 
 def test_a_reader_behind_the_pace_is_cut(loop: asyncio.AbstractEventLoop) -> None:
-    cls = _guard(send_stall_seconds=0.25, send_seconds_per_mib=1)  # 1 MiB/s after 0.25 s
-    _, trickle_t = _sending(cls, loop, "10.0.0.1")
-    for _ in range(6):
-        loop.run_until_complete(asyncio.sleep(0.125))
-        trickle_t.unread -= 1  # a byte at a time: never stalled, always behind
-    assert trickle_t.aborted and cls.guard.cut["slow"] == 1
+    cls = _guard(send_stall_seconds=10, send_seconds_per_mib=256)  # 4 KiB/s after 10 s
+    steady, steady_t = _sending(cls, loop, "10.0.0.1")
+    trickle, trickle_t = _sending(cls, loop, "10.0.0.2")
+    t0 = steady.backlog_since
+    for step in range(1, 21):
+        steady_t.unread -= 4096  # at the pace: 4 KiB a second
+        trickle_t.unread -= 1  # a byte a second: never stalled, always behind
+        sweep(cls, t0 + step, loop)
+        assert trickle_t.closed == (step > 10), step  # cut once the stall time has passed, not before
+    assert not steady_t.closed and cls.guard.cut["slow"] == 1 and trickle not in cls.guard.sending
 
 
 def test_past_the_send_buffer_bound_the_slowest_reader_is_cut(loop: asyncio.AbstractEventLoop) -> None:
     cls = _guard(max_send_buffer_bytes=3 * 65536, send_stall_seconds=60)
-    _, fast_t = _sending(cls, loop, "10.0.0.1")
+    fast, fast_t = _sending(cls, loop, "10.0.0.1")
     slow, slow_t = _sending(cls, loop, "10.0.0.2")
+    t0 = fast.backlog_since
     cls.guard.held[slow.client] = 65536  # the app holds more of its body
-    loop.run_until_complete(asyncio.sleep(0.3))
+    sweep(cls, t0 + 1, loop)
     assert not fast_t.closed and not slow_t.closed  # 64 + 64 + 64 KiB: at the bound
     fast_t.unread -= 1000  # the fast one reads a little
     cls.guard.held[slow.client] = 65536 + 1001  # and the app holds 1,001 more bytes for the slow one: one past
-    loop.run_until_complete(asyncio.sleep(0.3))
+    sweep(cls, t0 + 2, loop)
     assert slow_t.aborted and not fast_t.closed and cls.guard.cut["buffer"] == 1
 
 
