@@ -205,7 +205,7 @@ def _gpu_target(devset: DeviceSet) -> Target:
     try:
         try:
             desc = describe(text)
-        except Exception as first:  # noqa: BLE001 - an older XLA refuses fields it does not know
+        except Exception as first:
             if "parse" not in str(first).lower():
                 raise
             dropped = tuple(f for f in NEWER_FIELDS if re.search(rf"^\s*{f}\s*[:{{]", text, re.M))
@@ -219,9 +219,7 @@ def _gpu_target(devset: DeviceSet) -> Target:
         ) from None
     devs = list(desc.devices)
     by_id = {int(d.id): d for d in devs}
-    mismatch = [
-        d.id for d in devset.devices if d.id not in by_id or int(by_id[d.id].process_index) != d.process_index
-    ]
+    mismatch = [d.id for d in devset.devices if d.id not in by_id or int(by_id[d.id].process_index) != d.process_index]
     if mismatch or len(devs) != len(devset):
         raise ShardingError(
             UNAVAILABLE,
