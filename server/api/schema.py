@@ -309,3 +309,6 @@ class Collective(TypedDict):
     source: NotRequired[Annotated[str | None, Field(max_length=4096, description="The JAX op that asked for it")]]
     raw: NotRequired[Annotated[str | None, Field(max_length=400, description="Snapshots before 0.2: groups' text")]]
     estimate: NotRequired[Annotated[Estimate, Field(description="Its time on the device set's hardware")]]
+    repeat: NotRequired[
+        Annotated[int, Field(ge=0, le=2**40, description="Times it runs per step (trip counts of the loops around it)")]
+    ]

@@ -133,6 +133,8 @@ def _tpu_target(devset: DeviceSet) -> Target:
             hint="install the tpu extra: pip install 'shardscope[tpu]' (or uv sync --extra tpu)",
         )
     os.environ.setdefault("TPU_SKIP_MDS_QUERY", "1")  # never ask a cloud metadata server: no TPU is here
+    # Compile-only: no TPU to guard, so other processes (a dashboard's kernel workers) may load libtpu too.
+    os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
     from jax.experimental import topologies
 
     from sharding_core.kernels.plan import TpuTarget
