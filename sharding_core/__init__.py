@@ -1,6 +1,7 @@
 """Shardscope's domain: device sets, meshes, PartitionSpecs and layouts, computed by JAX.
 
-``capture``, ``publish``, ``inspect_jit``, ``show``, ``new_run_id`` and ``PublishError`` are loaded on
+``capture``, ``publish``, ``inspect_jit``, ``plan``, ``mesh``, ``show``, ``new_run_id`` and
+``PublishError`` are loaded on
 first use (PEP 562), so ``import sharding_core`` stays light for a training script (``show`` imports
 IPython and anywidget only when it is called in a notebook).
 """
@@ -12,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from sharding_core.capturing import capture, inspect_jit
     from sharding_core.notebook import show
+    from sharding_core.planning.program import plan
+    from sharding_core.planning.targets import mesh
     from sharding_core.publishing import PublishError, new_run_id, publish
 
 _LAZY = {
@@ -21,9 +24,11 @@ _LAZY = {
     "show": "sharding_core.notebook",
     "new_run_id": "sharding_core.publishing",
     "PublishError": "sharding_core.publishing",
+    "mesh": "sharding_core.planning.targets",
+    "plan": "sharding_core.planning.program",
 }
 
-__all__ = ["PublishError", "capture", "inspect_jit", "new_run_id", "publish", "show"]
+__all__ = ["PublishError", "capture", "inspect_jit", "mesh", "new_run_id", "plan", "publish", "show"]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,4 +1,5 @@
-"""The ``shardscope`` command: ``serve`` the dashboard, ``preview`` a layout in the terminal, list the ``settings``."""
+"""The ``shardscope`` command: ``serve`` the dashboard, ``preview`` a layout in the terminal, ``plan`` a program for a
+device set you don't have, list the ``settings``."""
 
 from __future__ import annotations
 
@@ -76,6 +77,9 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--compact", action="store_true", help="device ids as ranges (0-3,8-11)")
     v.add_argument("--json", action="store_true", help="print the layout JSON instead of the grid")
     v.add_argument("--width", type=int, default=80, help="maximum line width")
+    from shardscope.plan_command import add_parser as add_plan_parser
+
+    add_plan_parser(sub, _ints)
     return p
 
 
@@ -206,4 +210,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return preview(args)
     if args.command == "settings":
         return settings_table()
+    if args.command == "plan":
+        from shardscope.plan_command import run as plan
+
+        return plan(args)
     return serve(args)

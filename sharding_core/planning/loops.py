@@ -244,8 +244,9 @@ def _trip_count(
         return None, "unknown"
     element = int(counter.attrs.get("index", "-1"))
     start = 0
-    init = comp.shapes and next((i for i in comp.instructions if i.name == (ins.operands or ("",))[0]), None)
-    if isinstance(init, Instruction) and init.op == "tuple" and 0 <= element < len(init.operands):
+    first = ins.operands[0] if ins.operands else ""
+    init = next((i for i in comp.instructions if i.name == first), None)
+    if init is not None and init.op == "tuple" and 0 <= element < len(init.operands):
         start = constants.get(init.operands[element], 0)
     trips = bound - start + (1 if direction == "LE" else 0)
     return max(trips, 0), "condition"

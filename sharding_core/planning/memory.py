@@ -80,7 +80,7 @@ def argument_breakdown(in_avals: Any, in_shardings: Any) -> dict[str, Any]:
         n = 1
         for d in shard:
             n *= int(d)
-        return n * aval.dtype.itemsize
+        return n * int(aval.dtype.itemsize)
 
     args, kwargs = in_avals
     shard_args, shard_kwargs = in_shardings

@@ -273,12 +273,7 @@ def plan_section(
         "its trip count (XLA's cost_analysis counts each body once: flops_xla)",
     }
     out["work"] = work
-    scaled = [
-        {"estimate": {"seconds": (c.get("estimate") or {}).get("seconds") * int(c.get("repeat", 1))}}
-        if (c.get("estimate") or {}).get("seconds") is not None
-        else {"estimate": c.get("estimate") or {}}
-        for c in collectives
-    ]
+    scaled = [_per_step(c) for c in collectives]
     peak = (stats or {}).get("peak_memory_in_bytes")
     line = roofline(
         {"flops": work["flops"], "bytes_accessed": work["bytes_accessed"]},
@@ -310,6 +305,14 @@ def plan_section(
     out["over_bytes"] = hbm.get("over_bytes")
     out["verdict"] = verdict(out, hbm, peak)
     return out
+
+
+def _per_step(c: Mapping[str, Any]) -> dict[str, Any]:
+    """A collective's estimate over a step: each run's seconds times its repeat count."""
+    est = dict(c.get("estimate") or {})
+    if est.get("seconds") is not None:
+        est["seconds"] = float(est["seconds"]) * int(c.get("repeat", 1))
+    return {"estimate": est}
 
 
 def verdict(plan: Mapping[str, Any], hbm: Mapping[str, Any], peak: int | None) -> str:
