@@ -89,6 +89,11 @@ def load_function(spec: str) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("JAX_PLATFORMS", "cpu")  # compile-only: no accelerator is started (nor needed)
+    count = args.devices.partition(":")[2]
+    if args.devices.startswith("cpu:") and count.isdigit() and 1 <= int(count) <= 2048:
+        import jax
+
+        jax.config.update("jax_num_cpu_devices", int(count))  # cpu:N runs on N of this process's CPU devices
     from sharding_core.errors import ShardingError
     from sharding_core.planning import baseline as base
     from sharding_core.planning.program import inspect_program
