@@ -331,7 +331,8 @@ ENTRY %main () -> f32[8,8] {
   %zero = s32[] constant(0)
   %x0 = f32[8,8]{1,0} constant({...})
   %s = (s32[], f32[8,8]{1,0}) tuple(%zero, %x0)
-  %w2 = (s32[], f32[8,8]{1,0}) while(%s), condition=%outer_cond, body=%outer_body, backend_config={"known_trip_count":{"n":"7"}}
+  %w2 = (s32[], f32[8,8]{1,0}) while(%s), condition=%outer_cond, body=%outer_body,\
+backend_config={"known_trip_count":{"n":"7"}}
   ROOT %out = f32[8,8]{1,0} get-tuple-element(%w2), index=1
 }
 """
