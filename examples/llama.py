@@ -125,14 +125,20 @@ def spec_for(names: tuple[str | None, ...], rules: tuple[tuple[str, Any], ...]) 
     return P(*logical_to_mesh_axes(names, rules))
 
 
-def abstract_params(cfg: Config, mesh: jax.sharding.Mesh, rules: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
+def abstract_params(
+    cfg: Config,
+    mesh: jax.sharding.Mesh,
+    rules: tuple[tuple[str, Any], ...],
+    shapes: dict[str, Any] | None = None,
+    logical: Mapping[str, tuple[str | None, ...]] = LOGICAL,
+) -> dict[str, Any]:
     """The parameters as sharded ``ShapeDtypeStruct``s (nothing allocated)."""
     dtype = jnp.dtype(cfg.param_dtype)
 
     def leaf(path: str, shape: tuple[int, ...]) -> jax.ShapeDtypeStruct:
-        return jax.ShapeDtypeStruct(shape, dtype, sharding=NamedSharding(mesh, spec_for(LOGICAL[path], rules)))
+        return jax.ShapeDtypeStruct(shape, dtype, sharding=NamedSharding(mesh, spec_for(logical[path], rules)))
 
-    shapes = param_shapes(cfg)
+    shapes = shapes if shapes is not None else param_shapes(cfg)
     return {
         k: {n: leaf(f"{k}/{n}", s) for n, s in v.items()} if isinstance(v, dict) else leaf(k, v)
         for k, v in shapes.items()
@@ -183,10 +189,8 @@ def rope(x: jax.Array, theta: float) -> jax.Array:
     return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1).astype(x.dtype)
 
 
-def decoder_layer(cfg: Config, constrain: Callable[..., jax.Array], x: jax.Array, w: Mapping[str, jax.Array]) -> Any:
-    """One decoder layer: x + attention(norm(x)), then + SwiGLU(norm(.))."""
-    dt = jnp.dtype(cfg.compute_dtype)
-    w = {k: v.astype(dt) for k, v in w.items()}
+def attention_block(cfg: Config, constrain: Callable[..., jax.Array], x: jax.Array, w: Mapping[str, jax.Array]) -> Any:
+    """x + grouped-query causal self-attention of norm(x), RoPE on queries and keys."""
     h = rms_norm(x, w["attn_norm"])
     q = rope(jnp.einsum("bsd,dhk->bshk", h, w["wq"]), cfg.rope_theta)
     k = rope(jnp.einsum("bsd,dhk->bshk", h, w["wk"]), cfg.rope_theta)
@@ -198,20 +202,35 @@ def decoder_layer(cfg: Config, constrain: Callable[..., jax.Array], x: jax.Array
     scores = jnp.einsum("bqngk,bsnk->bngqs", q, k).astype(jnp.float32) / math.sqrt(hd)
     causal = jnp.tril(jnp.ones((s, s), dtype=bool))
     scores = jnp.where(causal, scores, jnp.finfo(jnp.float32).min)
-    probs = jax.nn.softmax(scores, axis=-1).astype(dt)
+    probs = jax.nn.softmax(scores, axis=-1).astype(x.dtype)
     attn = jnp.einsum("bngqs,bsnk->bqngk", probs, v).reshape(b, s, cfg.n_heads, hd)
-    x = x + constrain(jnp.einsum("bshk,hkd->bsd", attn, w["wo"]), ("batch", None, "act_embed"))
+    return x + constrain(jnp.einsum("bshk,hkd->bsd", attn, w["wo"]), ("batch", None, "act_embed"))
+
+
+def mlp_block(cfg: Config, constrain: Callable[..., jax.Array], x: jax.Array, w: Mapping[str, jax.Array]) -> Any:
+    """x + SwiGLU(norm(x))."""
     h = rms_norm(x, w["mlp_norm"])
     gate = constrain(jnp.einsum("bsd,df->bsf", h, w["w_gate"]), ("batch", None, "mlp"))
     up = jnp.einsum("bsd,df->bsf", h, w["w_up"])
-    x = x + constrain(jnp.einsum("bsf,fd->bsd", jax.nn.silu(gate) * up, w["w_down"]), ("batch", None, "act_embed"))
-    return x, None
+    return x + constrain(jnp.einsum("bsf,fd->bsd", jax.nn.silu(gate) * up, w["w_down"]), ("batch", None, "act_embed"))
 
 
-def loss_fn(cfg: Config, constrain: Callable[..., jax.Array], params: Any, batch: Mapping[str, jax.Array]) -> Any:
+def decoder_layer(cfg: Config, constrain: Callable[..., jax.Array], x: jax.Array, w: Mapping[str, jax.Array]) -> Any:
+    """One decoder layer: attention, then the MLP (the layer's weights cast to the compute dtype)."""
+    w = {k: v.astype(jnp.dtype(cfg.compute_dtype)) for k, v in w.items()}
+    return mlp_block(cfg, constrain, attention_block(cfg, constrain, x, w), w), None
+
+
+def loss_fn(
+    cfg: Config,
+    constrain: Callable[..., jax.Array],
+    params: Any,
+    batch: Mapping[str, jax.Array],
+    layer_fn: Callable[..., Any] = decoder_layer,
+) -> Any:
     dt = jnp.dtype(cfg.compute_dtype)
     x = constrain(params["embed"].astype(dt)[batch["tokens"]], ("batch", None, "act_embed"))
-    layer = functools.partial(decoder_layer, cfg, constrain)
+    layer = functools.partial(layer_fn, cfg, constrain)
     if cfg.remat:
         layer = jax.checkpoint(layer, policy=jax.checkpoint_policies.nothing_saveable)
     x, _ = jax.lax.scan(layer, x, params["layers"])
@@ -222,7 +241,11 @@ def loss_fn(cfg: Config, constrain: Callable[..., jax.Array], params: Any, batch
 
 
 def make_step(
-    cfg: Config, opt: optax.GradientTransformation, mesh: jax.sharding.Mesh, rules: tuple[tuple[str, Any], ...]
+    cfg: Config,
+    opt: optax.GradientTransformation,
+    mesh: jax.sharding.Mesh,
+    rules: tuple[tuple[str, Any], ...],
+    layer_fn: Callable[..., Any] = decoder_layer,
 ) -> Callable[..., Any]:
     """The training step ``(params, opt_state, batch) -> (params, opt_state, loss)``, not yet jitted."""
 
@@ -230,7 +253,7 @@ def make_step(
         return jax.lax.with_sharding_constraint(x, NamedSharding(mesh, spec_for(names, rules)))
 
     def step(params: Any, opt_state: Any, batch: Mapping[str, jax.Array]) -> Any:
-        loss, grads = jax.value_and_grad(functools.partial(loss_fn, cfg, constrain))(params, batch)
+        loss, grads = jax.value_and_grad(lambda p, b: loss_fn(cfg, constrain, p, b, layer_fn))(params, batch)
         updates, opt_state = opt.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, loss
 

@@ -551,3 +551,33 @@ def test_plan_command_bad_input_exits_2(tmp_path: Path) -> None:
     assert r.returncode == 2 and "not a plan" in r.stderr
     r = _run_plan(f"{script}:fn", "--devices", "cpu:8")
     assert r.returncode == 2 and "must return (jitted_fn, args)" in r.stderr
+
+
+@pytest.mark.tpu
+def test_moe_expert_parallelism_plans_all_to_alls() -> None:
+    """The MoE example's expert parallelism moves tokens to their experts with all-to-alls over `expert`,
+    inside the scanned layers (so each runs n_layers times per step)."""
+    from examples import moe
+
+    m = mesh("tpu:v5p:2x2x4", (4, 4), ("data", "expert"))
+    step, args = moe.tiny_ep(m)
+    snap = plan(step, *args)
+    hlo = step.lower(*args).compile().as_text()
+    all_to_all = [c for c in snap["collectives"] if c["op"] == "all-to-all"]
+    assert len(all_to_all) == sum(1 for op in hlo_collectives(hlo).values() if op == "all-to-all")
+    in_layers = [c for c in all_to_all if c["axes"] == ["expert"]]
+    assert len(in_layers) >= 2 and all(c["repeat"] == moe.MOE_CONFIGS["tiny"].n_layers for c in in_layers)
+    assert snap["plan"]["verdict"].startswith("fits: ")
+
+
+@pytest.mark.tpu
+def test_bytes_and_flops_counted_like_xla() -> None:
+    """With every loop body counted once, the reader's counts are XLA's cost_analysis for the same TPU
+    program: flops to 1%, bytes accessed to 25% (XLA's TPU figure counts tile-padded buffers and its own
+    fusion operand use; shapes here are multiples of 128, so padding is small)."""
+    cfg = llama.Config(vocab=8192, d_model=1024, n_layers=2, n_heads=8, n_kv_heads=8, head_dim=128, d_ff=4096)
+    _, _, _, snap = _llama_plan("tpu:v5p:2x2x4", (4, 4), ("fsdp", "tp"), cfg, "fsdp_tp", 16, 512)
+    work = snap["plan"]["work"]
+    assert work["flops_loops_once"] == pytest.approx(work["flops_xla"], rel=0.01)
+    assert work["bytes_accessed_loops_once"] == pytest.approx(work["bytes_accessed_xla"], rel=0.25)
+    assert work["bytes_accessed"] > work["bytes_accessed_loops_once"]  # the layers' traffic, twice

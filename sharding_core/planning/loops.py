@@ -191,7 +191,10 @@ def parse_program(hlo: str) -> Program:
             args_text = line[args_start + 1 : len(line) - len(rest)].rstrip(", ").rstrip()
             args_text = args_text[:-1] if args_text.endswith(")") else args_text
             operands = tuple(_OPERAND.findall(args_text))
-            ins = Instruction(m.group("name"), op, shape, operands, _attributes(rest))
+            attrs = _attributes(rest)
+            if op == "parameter":
+                attrs["parameter_number"] = args_text.strip()
+            ins = Instruction(m.group("name"), op, shape, operands, attrs)
             current.instructions.append(ins)
             current.shapes[ins.name] = shape
             continue
@@ -394,10 +397,58 @@ def instruction_flops(comp: Computation, ins: Instruction) -> tuple[float, float
     return 0.0, 0.0
 
 
-def instruction_bytes(comp: Computation, ins: Instruction) -> float:
+SLICING = frozenset(("dynamic-slice", "slice", "gather"))
+
+
+def _operand_reads(program: Program, comp: Computation, ins: Instruction) -> list[float]:
+    """Bytes each operand of ``ins`` is read for: whole, or only the slices a fusion takes of it."""
+    whole = [float(_bytes(comp.shape_of(o))) for o in ins.operands]
+    if ins.op in SLICING:
+        return [float(_bytes(ins.shape))] + [0.0] * (len(whole) - 1) if whole else []
+    if ins.op == "dynamic-update-slice" and len(whole) >= 2:
+        return [0.0, whole[1], *[0.0] * (len(whole) - 2)]  # in place: the update is read, the rest stays
+    if ins.op != "fusion":
+        return whole
+    fused = program.computations.get(ins.attrs.get("calls", "").lstrip("%"))
+    if fused is None:
+        return whole
+    params: dict[int, str] = {}
+    for f in fused.instructions:
+        if f.op == "parameter" and f.attrs.get("parameter_number", "").isdigit():
+            params[int(f.attrs["parameter_number"])] = f.name
+    users: dict[str, list[Instruction]] = {}
+    for f in fused.instructions:
+        for o in f.operands:
+            users.setdefault(o, []).append(f)
+    out = list(whole)
+    for i, name in params.items():
+        used = users.get(name, [])
+        if i < len(out) and used and all(u.op in SLICING and u.operands[:1] == (name,) for u in used):
+            out[i] = float(sum(_bytes(u.shape) for u in used))  # only the slices are read (a scanned layer's weights)
+        elif i < len(out) and used and all(u.op == "dynamic-update-slice" and u.operands[:1] == (name,) for u in used):
+            out[i] = 0.0  # updated in place
+    return out
+
+
+def _written(program: Program, comp: Computation, ins: Instruction) -> float:
+    """Bytes ``ins`` writes: its result, or only the update of an in-place dynamic-update-slice."""
+    if ins.op == "dynamic-update-slice" and len(ins.operands) >= 2:
+        return float(_bytes(comp.shape_of(ins.operands[1])))
+    if ins.op == "fusion":
+        fused = program.computations.get(ins.attrs.get("calls", "").lstrip("%"))
+        root = fused.instructions[-1] if fused is not None and fused.instructions else None
+        if root is not None and root.op == "dynamic-update-slice" and len(root.operands) >= 2:
+            return float(_bytes(fused.shape_of(root.operands[1]))) if fused is not None else 0.0
+    return float(_bytes(ins.shape))
+
+
+def instruction_bytes(program: Program, comp: Computation, ins: Instruction) -> float:
+    """HBM bytes a top-level instruction reads and writes, as HloCostAnalysis counts them: slices read only
+    what they take (``dynamic-slice`` of a scanned layer's weights reads that layer), in-place updates write
+    only the update."""
     if ins.op in NO_TRAFFIC:
         return 0.0
-    return float(_bytes(ins.shape) + sum(_bytes(comp.shape_of(o)) for o in ins.operands))
+    return _written(program, comp, ins) + sum(_operand_reads(program, comp, ins))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -438,7 +489,7 @@ def count(hlo: str) -> ProgramCounts:
                 matmul[dtype] = matmul.get(dtype, 0.0) + m * fi
             t += ti
             if name not in fused:
-                b += instruction_bytes(comp, ins)
+                b += instruction_bytes(program, comp, ins)
         flops += m * f
         trans += m * t
         nbytes += m * b

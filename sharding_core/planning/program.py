@@ -265,6 +265,7 @@ def plan_section(
         "transcendentals": counts.transcendentals if counts else None,
         "bytes_accessed": counts.bytes_accessed if counts else None,
         "flops_loops_once": counts.flops_once if counts else None,
+        "bytes_accessed_loops_once": counts.bytes_once if counts else None,
         "flops_xla": xla["flops"],
         "bytes_accessed_xla": xla["bytes_accessed"],
         "matmul_flops_by_dtype": dict(counts.matmul_flops) if counts else {},
