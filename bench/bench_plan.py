@@ -74,6 +74,9 @@ else:
                peak=(snap["jit"]["memory_per_device"] or {}).get("peak_memory_in_bytes"),
                over=(p.get("refusal") or {}).get("over_bytes"), step_time=p.get("step_time"),
                flops=(p.get("work") or {}).get("flops"), flops_xla=(p.get("work") or {}).get("flops_xla"),
+               bytes=(p.get("work") or {}).get("bytes_accessed"),
+               bytes_once=(p.get("work") or {}).get("bytes_accessed_loops_once"),
+               bytes_xla=(p.get("work") or {}).get("bytes_accessed_xla"),
                collectives=len(snap.get("collectives") or []), advice=(p.get("refusal") or {}).get("advice"),
                compile_seconds=p.get("compile_seconds"))
 out["seconds"] = time.perf_counter() - t0
@@ -125,7 +128,8 @@ def main() -> int:
         if planned.get("advice"):
             for tip in planned["advice"]:
                 print(f"{'':<18}   - {tip}")
-        detail = {k: planned.get(k) for k in ("peak", "over", "flops", "flops_xla", "collectives", "compile_seconds")}
+        keys = ("peak", "over", "flops", "flops_xla", "bytes", "bytes_once", "bytes_xla", "collectives", "compile_seconds")
+        detail = {k: planned.get(k) for k in keys}
         print(f"{'':<18}   {json.dumps(detail)}")
     return 0
 

@@ -581,3 +581,41 @@ def test_bytes_and_flops_counted_like_xla() -> None:
     assert work["flops_loops_once"] == pytest.approx(work["flops_xla"], rel=0.01)
     assert work["bytes_accessed_loops_once"] == pytest.approx(work["bytes_accessed_xla"], rel=0.25)
     assert work["bytes_accessed"] > work["bytes_accessed_loops_once"]  # the layers' traffic, twice
+
+
+@pytest.mark.tpu
+def test_inspect_jit_on_flax_nnx_abstract_state() -> None:
+    """Flax NNX abstract state (nnx.eval_shape under the compile-only mesh) plans without allocating."""
+    from flax import nnx
+
+    from sharding_core import inspect_jit
+
+    m = mesh("tpu:v5e:2x4", (2, 4), ("data", "model"))
+
+    class MLP(nnx.Module):
+        def __init__(self, rngs: nnx.Rngs) -> None:
+            init = nnx.initializers.lecun_normal()
+            self.w1 = nnx.Param(init(rngs.params(), (512, 2048)), out_sharding=(None, "model"))
+            self.w2 = nnx.Param(init(rngs.params(), (2048, 512)), out_sharding=("model", None))
+
+        def __call__(self, x: jax.Array) -> jax.Array:
+            return jax.nn.relu(x @ self.w1) @ self.w2
+
+    with jax.set_mesh(m):
+        abstract = nnx.eval_shape(lambda: MLP(nnx.Rngs(0)))
+    graphdef, state = nnx.split(abstract)
+    x = jax.ShapeDtypeStruct((64, 512), np.float32, sharding=NamedSharding(m, P("data", None)))
+
+    def loss(state: Any, x: jax.Array) -> jax.Array:
+        return jax.numpy.mean(nnx.merge(graphdef, state)(x) ** 2)
+
+    grad = jax.jit(jax.grad(loss))
+    snap = inspect_jit(grad, state, x)
+    compiled = grad.lower(state, x).compile()
+    assert snap["platform"] == "tpu" and snap["device_kind"] == "TPU v5 lite"
+    specs = {leaf["path"]: leaf["spec"] for leaf in snap["leaves"]}
+    assert specs["inputs/args/0/w1"] == "P(None, 'model')" and specs["inputs/args/0/w2"] == "P('model', None)"
+    assert snap["jit"]["memory_per_device"]["peak_memory_in_bytes"] == compiled.memory_analysis().peak_memory_in_bytes
+    groups = {g["group"]: g["bytes_per_device"] for g in snap["plan"]["arguments"]["groups"]}
+    assert groups == {"args/0": 2 * 512 * 2048 * 4 // 4, "args/1": 64 * 512 * 4 // 2}
+    assert {c["name"]: c["op"] for c in snap["collectives"]} == hlo_collectives(compiled.as_text())

@@ -57,6 +57,8 @@ def _group_of(path: Sequence[Any]) -> str:
     import jax
 
     parts: list[str] = []
+    if path and isinstance(path[-1], jax.tree_util.GetAttrKey) and path[-1].name in ("value", "raw_value"):
+        path = path[:-1]  # a Flax NNX Variable's value: the variable is the leaf
     for k in path:
         if isinstance(k, jax.tree_util.GetAttrKey):
             parts.append(str(k.name))
