@@ -363,10 +363,13 @@ class _Builder:
                 self.devices.setdefault(d.id, d)
         devs = [self.devices[i] for i in sorted(self.devices)]
         first = devs[0]
+        from sharding_core.planning.targets import target_of
+
+        target = target_of(first)
         coords = [getattr(d, "coords", None) for d in devs]
         # Real TPU devices have 3-D coords; CPU and GPU devices none: one column for all or none.
         table = [[int(c) for c in xyz] for xyz in coords if xyz is not None]
-        return {
+        out: dict[str, Any] = {
             "format": FORMAT,
             "version": VERSION,
             "name": name,
@@ -391,6 +394,10 @@ class _Builder:
             "collectives": None,
             "jit": None,
         }
+        if target is not None and target.source != "local":
+            # compile-only devices (shardscope.mesh): hosts of a slice this process does not run on
+            out["target"] = target.describe()
+        return out
 
 
 def _record(path: str, kind: str, type_name: str, shape: tuple[int, ...] | None, dtype: Any) -> dict[str, Any]:

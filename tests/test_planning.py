@@ -421,6 +421,22 @@ def test_publish_multihost_slice(v5p_plan: Any, client: TestClient) -> None:
 
 
 @pytest.mark.tpu
+def test_publish_abstract_params_of_a_multihost_slice(client: TestClient) -> None:
+    """Regression (issue 25): capture/publish of abstract params on a multi-host slice was 422."""
+    from sharding_core import capture
+
+    m = mesh("tpu:v5p:4x4x4", (16, 4), ("fsdp", "tp"))
+    params = {"w": jax.ShapeDtypeStruct((4096, 14336), jax.numpy.bfloat16, sharding=NamedSharding(m, P("fsdp", "tp")))}
+    snap = capture(params, "abstract params")
+    assert snap["target"]["hosts"] == 16 and snap["target"]["compile_only"] is True
+    assert snap["process_count"] == 1 and max(snap["devices"]["process_index"]) == 15
+    r = client.post("/api/snapshots", json=snap)
+    assert r.status_code == 201, r.text
+    got = client.get(f"/api/snapshots/{r.json()['id']}").json()
+    assert got["memory"]["max_bytes"] == 4096 * 14336 * 2 // 64  # each chip's shard, from the layout
+
+
+@pytest.mark.tpu
 def test_capture_on_one_host_slice_says_tpu() -> None:
     """Regression: abstract params on a one-host slice published as "4 cpu (cpu)", no coords."""
     from sharding_core import capture

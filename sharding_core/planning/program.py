@@ -147,7 +147,7 @@ def inspect_program(
     id_grid = mesh.device_ids.tolist() if mesh is not None else None
     axis_names = [str(a) for a in mesh.axis_names] if mesh is not None else []
     if target is not None:
-        snap["target"] = target.describe()
+        snap["target"] = target.describe()  # also for "local" targets: the program's own devices
         if target.dropped_fields:
             snap["target"]["dropped_fields"] = list(target.dropped_fields)
     counts = loops.count(hlo) if hlo else None

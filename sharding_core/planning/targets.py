@@ -80,7 +80,7 @@ class Target:
             "devices": ds.key,
             "platform": ds.platform,
             "device_kind": str(self.devices[0].device_kind),
-            "compile_only": self.source != "local",
+            "compile_only": ds.simulated and ds.platform != "cpu",  # cpu:N runs on this process's devices
             "num_devices": len(ds),
             "hosts": ds.num_hosts,
             "slices": ds.slices,
