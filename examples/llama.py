@@ -261,11 +261,13 @@ def make_step(
 
 
 def plan_fn(
-    cfg: Config | str, strategy: str, batch: int, seq: int
+    cfg: Config | str, strategy: str | tuple[tuple[str, Any], ...], batch: int, seq: int
 ) -> Callable[[jax.sharding.Mesh], tuple[Any, tuple[Any, ...]]]:
-    """A ``fn(mesh) -> (jitted_step, (params, opt_state, batch))`` for ``shardscope plan``."""
+    """A ``fn(mesh) -> (jitted_step, (params, opt_state, batch))`` for ``shardscope plan``; ``strategy`` a
+    key of :data:`RULES` or your own logical-axis rules."""
     config = CONFIGS[cfg] if isinstance(cfg, str) else cfg
-    rules = RULES[strategy]
+    rules = RULES[strategy] if isinstance(strategy, str) else tuple(strategy)
+    strategy = strategy if isinstance(strategy, str) else "custom"
 
     def fn(mesh: jax.sharding.Mesh) -> tuple[Any, tuple[Any, ...]]:
         params = abstract_params(config, mesh, rules)

@@ -635,3 +635,19 @@ def test_inspect_jit_on_flax_nnx_abstract_state() -> None:
     groups = {g["group"]: g["bytes_per_device"] for g in snap["plan"]["arguments"]["groups"]}
     assert groups == {"args/0": 2 * 512 * 2048 * 4 // 4, "args/1": 64 * 512 * 4 // 2}
     assert {c["name"]: c["op"] for c in snap["collectives"]} == hlo_collectives(compiled.as_text())
+
+
+@pytest.mark.tpu
+def test_multislice_plan_lists_dcn_transfers(client: TestClient) -> None:
+    """Two v5e 2x2 slices, data parallel across them: each slice's collectives run over ICI (listed for both
+    slices), the gradients' cross-slice reduction is a megascale DCN transfer."""
+    m = mesh("tpu:v5e:2x2", (2, 4), ("dcn", "fsdp"), slices=2, order="hybrid", dcn_shape=(2, 1))
+    rules = (("batch", ("dcn", "fsdp")), ("embed", "fsdp"))
+    step, args = llama.plan_fn(TINY, rules, BATCH, SEQ)(m)
+    snap = plan(step, *args)
+    assert snap["target"]["slices"] == 2 and snap["target"]["hosts"] == 2
+    slices = {d // 100000 for c in snap["collectives"] for g in c["groups"] for d in g}
+    assert slices == {1, 2}
+    assert all(len({d // 100000 for d in g}) == 1 for c in snap["collectives"] for g in c["groups"])
+    assert any(t["op"] == "all-reduce" for t in snap["plan"]["dcn_transfers"])
+    assert client.post("/api/snapshots", json=snap).status_code == 201

@@ -35,6 +35,11 @@ PLAN_ROOFLINE = (
     "the compiled program with its loops counted (flops and bytes from the optimized HLO, every loop body "
     "times its trip count) on the device set's hardware"
 )
+DCN_NOTE = (
+    "cross-slice (DCN) transfers of libtpu's multi-slice program: megascale host sends, one per transfer, "
+    "with the collective they carry and this device's bytes; they name no devices and are not in the "
+    "communication term"
+)
 EXPECTED_PENDING = (
     "an expected step time needs the fitted cost model; the band's upper end is the serial sum (nothing overlapped)"
 )
@@ -104,6 +109,7 @@ def inspect_program(
 
     from sharding_core.capturing import capture
     from sharding_core.hlo.collectives import device_assignment, read_collectives
+    from sharding_core.hlo.text import megascale_transfers
 
     jitted = f if hasattr(f, "lower") else jax.jit(f)
     name = getattr(f, "__name__", None) or getattr(getattr(f, "__wrapped__", None), "__name__", None) or "jit"
@@ -180,6 +186,11 @@ def inspect_program(
         mesh_axes=dict(zip(axis_names, (int(s) for s in mesh.devices.shape), strict=True)) if mesh is not None else {},
         timing={"lower_seconds": t1 - t0, "compile_seconds": t2 - t1},
     )
+    if hlo and int((snap.get("target") or {}).get("slices") or 1) > 1:
+        # libtpu's multi-slice program sends what crosses slices over DCN as megascale host transfers,
+        # which name no devices: listed apart, not in the collectives or the communication term.
+        snap["plan"]["dcn_transfers"] = megascale_transfers(hlo)
+        snap["plan"]["dcn_note"] = DCN_NOTE
     return snap
 
 
