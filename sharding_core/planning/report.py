@@ -26,7 +26,7 @@ def _flops(x: Any) -> str:
     return f"{float(x):.3e}" if x is not None else "—"
 
 
-def render(snap: Mapping[str, Any], width: int = 100) -> str:
+def render(snap: Mapping[str, Any]) -> str:
     """The plan's table: target, verdict, HBM, arguments by group, temporaries, work, collectives, band."""
     plan = snap.get("plan") or {}
     target = snap.get("target") or {}
@@ -70,49 +70,61 @@ def render(snap: Mapping[str, Any], width: int = 100) -> str:
         for t in temps[:8]:
             where = t.get("source") or t.get("op") or t.get("instruction")
             lines.append(f"  {_b(t.get('bytes')):>10}  {t.get('shape')}  {where}")
-    work = plan.get("work")
-    if work:
-        lines.append("")
-        lines.append(
-            f"work per device and step (loops counted): {_flops(work.get('flops'))} flops, "
-            f"{_b(work.get('bytes_accessed'))} accessed; XLA's cost_analysis (loops once): "
-            f"{_flops(work.get('flops_xla'))} flops"
-        )
-        for loop in work.get("loops") or ():
-            lines.append(f"  loop {loop['name']}: × {loop['trip_count']} ({loop['how']}) {loop.get('source') or ''}")
-    colls = snap.get("collectives") or []
-    if colls:
-        comm = plan.get("communication") or {}
-        lines.append("")
-        lines.append(
-            f"collectives: {len(colls)} in the program, {comm.get('per_step')} per step, "
-            f"{_b(comm.get('bytes_per_step'))} per step"
-        )
-        lines.append(f"  {'op':<20} {'axes':<16} {'bytes':>10} {'×':>5} {'each':>10} {'per step':>10}")
-        ranked = sorted(colls, key=lambda c: -((c.get("estimate") or {}).get("seconds") or 0) * int(c.get("repeat", 1)))
-        for c in ranked[:MAX_COLLECTIVE_ROWS]:
-            s = (c.get("estimate") or {}).get("seconds")
-            per = s * int(c.get("repeat", 1)) if s is not None else None
-            axes_text = ",".join(c.get("axes") or []) or "—"
-            lines.append(
-                f"  {c['op']:<20} {axes_text:<16} {_b(c.get('bytes')):>10} {c.get('repeat', 1):>5} "
-                f"{fmt_seconds(s):>10} {fmt_seconds(per):>10}"
-            )
-        if len(ranked) > MAX_COLLECTIVE_ROWS:
-            lines.append(f"  ... {len(ranked) - MAX_COLLECTIVE_ROWS} more (--json has them all)")
-    st = plan.get("step_time")
-    if st:
-        lines.append("")
-        lines.append(
-            f"step time: {fmt_seconds(st.get('lower_bound_seconds'))} (roofline lower bound, {st.get('bound')}-bound) "
-            f"to {fmt_seconds(st.get('upper_bound_seconds'))} (nothing overlapped)"
-        )
-        lines.append(
-            f"  compute {fmt_seconds(st.get('compute_seconds'))}, memory {fmt_seconds(st.get('memory_seconds'))}, "
-            f"communication {fmt_seconds(st.get('communication_seconds'))}"
-        )
+    for section in (_work(plan.get("work")), _collectives(snap, plan), _step(plan.get("step_time"))):
+        if section:
+            lines.extend(["", *section])
     lines.append(f"lowered in {plan.get('lower_seconds', 0):.2f} s, compiled in {plan.get('compile_seconds', 0):.2f} s")
-    return "\n".join(line[: max(width, 40)] if len(line) > 4 * width else line for line in lines) + "\n"
+    return "\n".join(lines) + "\n"
+
+
+def _work(work: Mapping[str, Any] | None) -> list[str]:
+    if not work:
+        return []
+    out = [
+        f"work per device and step (loops counted): {_flops(work.get('flops'))} flops, "
+        f"{_b(work.get('bytes_accessed'))} accessed; XLA's cost_analysis (loops once): "
+        f"{_flops(work.get('flops_xla'))} flops"
+    ]
+    out += [
+        f"  loop {lp['name']}: × {lp['trip_count']} ({lp['how']}) {lp.get('source') or ''}"
+        for lp in work.get("loops") or ()
+    ]
+    return out
+
+
+def _collectives(snap: Mapping[str, Any], plan: Mapping[str, Any]) -> list[str]:
+    colls = snap.get("collectives") or []
+    if not colls:
+        return []
+    comm = plan.get("communication") or {}
+    out = [
+        f"collectives: {len(colls)} in the program, {comm.get('per_step')} per step, "
+        f"{_b(comm.get('bytes_per_step'))} per step",
+        f"  {'op':<20} {'axes':<16} {'bytes':>10} {'×':>5} {'each':>10} {'per step':>10}",
+    ]
+    ranked = sorted(colls, key=lambda c: -((c.get("estimate") or {}).get("seconds") or 0) * int(c.get("repeat", 1)))
+    for c in ranked[:MAX_COLLECTIVE_ROWS]:
+        each = (c.get("estimate") or {}).get("seconds")
+        per = each * int(c.get("repeat", 1)) if each is not None else None
+        axes = ",".join(c.get("axes") or []) or "—"
+        out.append(
+            f"  {c['op']:<20} {axes:<16} {_b(c.get('bytes')):>10} {c.get('repeat', 1):>5} "
+            f"{fmt_seconds(each):>10} {fmt_seconds(per):>10}"
+        )
+    if len(ranked) > MAX_COLLECTIVE_ROWS:
+        out.append(f"  ... {len(ranked) - MAX_COLLECTIVE_ROWS} more (--json has them all)")
+    return out
+
+
+def _step(st: Mapping[str, Any] | None) -> list[str]:
+    if not st:
+        return []
+    return [
+        f"step time: {fmt_seconds(st.get('lower_bound_seconds'))} (roofline lower bound, {st.get('bound')}-bound) "
+        f"to {fmt_seconds(st.get('upper_bound_seconds'))} (nothing overlapped)",
+        f"  compute {fmt_seconds(st.get('compute_seconds'))}, memory {fmt_seconds(st.get('memory_seconds'))}, "
+        f"communication {fmt_seconds(st.get('communication_seconds'))}",
+    ]
 
 
 def render_comparison(result: Mapping[str, Any]) -> str:
