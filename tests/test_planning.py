@@ -96,10 +96,31 @@ def v5p_plan() -> Any:
 
 
 @pytest.mark.tpu
+def test_inspect_jit_on_compile_only_tpu_devices() -> None:
+    """Regression (issue 25): inspect_jit on abstract arguments over libtpu's devices compiled, then died with
+    ``RuntimeError: Unknown backend tpu`` (it asked this process for its TPU devices)."""
+    from sharding_core import inspect_jit
+
+    m = mesh("tpu:v5p:2x2x4", (4, 4), ("x", "y"))
+    a = jax.ShapeDtypeStruct((1024, 2048), jax.numpy.bfloat16, sharding=NamedSharding(m, P("x", "y")))
+    b = jax.ShapeDtypeStruct((2048, 512), jax.numpy.bfloat16, sharding=NamedSharding(m, P("y", None)))
+    jitted = jax.jit(lambda a, b: a @ b)
+    snap = inspect_jit(jitted, a, b)
+    assert snap["platform"] == "tpu" and snap["target"]["devices"] == "tpu:v5p:2x2x4"
+    reduce = [c for c in snap["collectives"] if c["op"] in ("all-reduce", "reduce-scatter")]
+    assert reduce and all(c["axes"] == ["y"] for c in reduce)
+    assert all(c["estimate"]["seconds"] is not None and c["estimate"]["fabric"] == "ici" for c in reduce)
+    stats = jitted.lower(a, b).compile().memory_analysis()
+    assert snap["jit"]["memory_per_device"]["peak_memory_in_bytes"] == stats.peak_memory_in_bytes
+
+
+@pytest.mark.tpu
 def test_mesh_is_libtpus_compile_only_devices() -> None:
+    import shardscope
     from sharding_core.devices import parse_devices
 
-    m = mesh("tpu:v5p:4x4x4", (16, 4), ("fsdp", "tp"))
+    assert shardscope.mesh is mesh
+    m = shardscope.mesh("tpu:v5p:4x4x4", (16, 4), ("fsdp", "tp"))
     assert m.devices.shape == (16, 4)
     assert [str(t.name) for t in m.axis_types] == ["Auto", "Auto"]
     d = m.devices.flat[0]
