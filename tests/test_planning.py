@@ -672,3 +672,23 @@ def test_multislice_plan_lists_dcn_transfers(client: TestClient) -> None:
     assert all(len({d // 100000 for d in g}) == 1 for c in snap["collectives"] for g in c["groups"])
     assert any(t["op"] == "all-reduce" for t in snap["plan"]["dcn_transfers"])
     assert client.post("/api/snapshots", json=snap).status_code == 201
+
+
+@pytest.mark.tpu
+def test_two_plans_compare_on_the_compare_page(v5p_plan: Any, client: TestClient) -> None:
+    """FSDP x TP against pure FSDP of the same step on the same slice: the compare route reads each plan's
+    loop-counted roofline and XLA's peak, and names the cheaper by the lower bound on step time."""
+    _, _, _, fsdp_tp = v5p_plan
+    _, _, _, fsdp = _llama_plan("tpu:v5p:2x2x4", (16,), ("fsdp",), TINY, "fsdp", BATCH, SEQ)
+    ids = [client.post("/api/snapshots", json=s).json()["id"] for s in (fsdp_tp, fsdp)]
+    r = client.post(
+        "/api/compare", json={"a": {"snapshot": {"snapshot": ids[0]}}, "b": {"snapshot": {"snapshot": ids[1]}}}
+    )
+    assert r.status_code == 200, r.text
+    got = r.json()
+    for side, snap in zip("ab", (fsdp_tp, fsdp), strict=True):
+        assert got[side]["lower_bound_seconds"] == snap["plan"]["step_time"]["lower_bound_seconds"]
+        assert got[side]["hbm"]["bytes_per_device"] == snap["jit"]["memory_per_device"]["peak_memory_in_bytes"]
+    assert got["verdict"]["by"] == "lower bound on run time"
+    low = {s: got[s]["lower_bound_seconds"] for s in "ab"}
+    assert got["verdict"]["cheaper"] == min(low, key=lambda s: low[s])
