@@ -692,3 +692,29 @@ def test_two_plans_compare_on_the_compare_page(v5p_plan: Any, client: TestClient
     assert got["verdict"]["by"] == "lower bound on run time"
     low = {s: got[s]["lower_bound_seconds"] for s in "ab"}
     assert got["verdict"]["cheaper"] == min(low, key=lambda s: low[s])
+
+
+def test_missing_compilers_say_which_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the tpu or gpu extra, a compile-only set says which extra to install (a 4xx-style error)."""
+    from jax.experimental import topologies
+
+    from sharding_core.errors import ShardingError
+    from sharding_core.kernels import runner
+    from sharding_core.planning import targets
+
+    targets._target.cache_clear()
+    monkeypatch.setattr(runner, "libtpu_available", lambda: False)
+    with pytest.raises(ShardingError, match="libtpu is not installed") as e:
+        mesh("tpu:v4:2x2x2", (8,), ("x",))
+    assert e.value.code == "unavailable" and "tpu extra" in (e.value.hint or "")
+
+    def no_cuda(**kwargs: Any) -> Any:
+        raise NotImplementedError("topology not implemented for cuda")
+
+    monkeypatch.setattr(topologies, "get_topology_desc", no_cuda)
+    with pytest.raises(ShardingError, match="no CUDA plugin") as e:
+        mesh("gpu:a100:1x4", (4,), ("x",))
+    assert "gpu extra" in (e.value.hint or "") and "JAX_PLATFORMS=cpu" in (e.value.hint or "")
+    with pytest.raises(ShardingError, match="no GPU target config for 'l4'"):
+        mesh("gpu:l4:1x4", (4,), ("x",))
+    targets._target.cache_clear()
