@@ -8,7 +8,8 @@ parameters, two Adam moments, scanned rematerialised layers):
 
 * Llama 3 8B, B=16, S=2048 on v5p 4x4x4 (64 chips), FSDP 16 × TP 4;
 * Llama 3 70B, B=64, S=1024 on v5p 4x8x8 (256 chips), FSDP 64 × TP 4;
-* the same 70B at S=4096: XLA refuses it for memory, reported as fields;
+* the same 70B at S=4096, rematerialised (as the example is) and without rematerialisation (every layer's
+  activations kept for the backward pass): where XLA refuses for memory, the refusal as fields;
 * the scaling book's 70B check ("Training LLaMA 3 on TPUs", "How to shard LLaMA 3-70B"), at its per-chip batch
   (about 500 tokens a chip: B=256, S=512 on 256 chips): pure FSDP 256 and FSDP 64 × TP 4, with the verdicts.
 
@@ -37,6 +38,8 @@ CASES: dict[str, dict[str, Any]] = {
             "strategy": "fsdp_tp", "batch": 64, "seq": 1024},
     "70b-s4096": {"devices": "tpu:v5p:4x8x8", "mesh": (64, 4), "axes": ("fsdp", "tp"), "config": "70b",
                   "strategy": "fsdp_tp", "batch": 64, "seq": 4096},
+    "70b-s4096-no-remat": {"devices": "tpu:v5p:4x8x8", "mesh": (64, 4), "axes": ("fsdp", "tp"), "config": "70b",
+                           "strategy": "fsdp_tp", "batch": 64, "seq": 4096, "remat": False},
     "70b-book-fsdp": {"devices": "tpu:v5p:4x8x8", "mesh": (256,), "axes": ("fsdp",), "config": "70b",
                       "strategy": "fsdp", "batch": 256, "seq": 512},
     "70b-book-fsdp-tp": {"devices": "tpu:v5p:4x8x8", "mesh": (64, 4), "axes": ("fsdp", "tp"), "config": "70b",
@@ -54,7 +57,9 @@ from examples import llama
 from sharding_core.planning.targets import mesh
 case = json.loads(CASE)
 m = mesh(case["devices"], tuple(case["mesh"]), tuple(case["axes"]))
-step, args = llama.plan_fn(case["config"], case["strategy"], case["batch"], case["seq"])(m)
+import dataclasses
+config = dataclasses.replace(llama.CONFIGS[case["config"]], remat=case.get("remat", True))
+step, args = llama.plan_fn(config, case["strategy"], case["batch"], case["seq"])(m)
 out = {}
 c0 = cpu()
 t0 = time.perf_counter()
@@ -128,7 +133,17 @@ def main() -> int:
         if planned.get("advice"):
             for tip in planned["advice"]:
                 print(f"{'':<18}   - {tip}")
-        keys = ("peak", "over", "flops", "flops_xla", "bytes", "bytes_once", "bytes_xla", "collectives", "compile_seconds")
+        keys = (
+            "peak",
+            "over",
+            "flops",
+            "flops_xla",
+            "bytes",
+            "bytes_once",
+            "bytes_xla",
+            "collectives",
+            "compile_seconds",
+        )
         detail = {k: planned.get(k) for k in keys}
         print(f"{'':<18}   {json.dumps(detail)}")
     return 0
