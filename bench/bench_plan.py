@@ -13,9 +13,9 @@ parameters, two Adam moments, scanned rematerialised layers):
 * the scaling book's 70B check ("Training LLaMA 3 on TPUs", "How to shard LLaMA 3-70B"), at its per-chip batch
   (about 500 tokens a chip: B=256, S=512 on 256 chips): pure FSDP 256 and FSDP 64 × TP 4, with the verdicts.
 
-Goals (issue 25): each plan ≤ 30 s and ≤ 1.5 × the compile (the ratio column: CPU seconds), peak RSS ≤ 3 GiB. Big: not in CI. Run it under a
-memory cap: ``/work/bin/capmem 12G .venv/bin/python bench/bench_plan.py`` (needs the tpu extra); ``--only 8b``
-runs one case.
+Goals (issue 25): each plan ≤ 30 s and ≤ 1.5 × the compile (the ratio column: CPU seconds), peak RSS ≤ 3 GiB.
+Big: not in CI. Run it under a memory cap: ``/work/bin/capmem 12G .venv/bin/python bench/bench_plan.py`` (needs
+the tpu extra); ``--only 8b`` runs one case.
 """
 
 from __future__ import annotations
