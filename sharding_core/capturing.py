@@ -24,10 +24,12 @@ from typing import Any
 
 import numpy as np
 
+from sharding_core.compat import ambient_mesh, equivalent
 from sharding_core.errors import TOO_LARGE, ShardingError
 from sharding_core.layout import Layout
 from sharding_core.snapshot.format import FORMAT, MAX_SNAPSHOT_LEAVES, VERSION
 from sharding_core.snapshot.rules import Rule, check_rules, logical_to_mesh_axes, rules_json
+from sharding_core.spec import canonical_spec
 
 ROOT_PATH = "(root)"
 """The path of a tree that is itself one leaf."""
@@ -119,28 +121,19 @@ def _is_capture_leaf(x: Any) -> bool:
     return bool(boxes) and isinstance(x, boxes)
 
 
-def _value_spec(value: Any) -> Any:
-    """The PartitionSpec a value is sharded with (None when it has no named sharding)."""
-    return getattr(getattr(value, "sharding", None), "spec", None)
+def _sharded_as_declared(value: Any, declared: Any, rank: int) -> bool:
+    """Whether ``value`` is placed as ``declared`` (a PartitionSpec on the value's own mesh) places it:
+    JAX's ``is_equivalent_to`` (``P('x')`` is ``P('x', None)``, ``P(('x',))`` is ``P('x')``)."""
+    import jax
 
-
-def _same_spec(a: Any, b: Any, shape: Any) -> bool:
-    """Whether two PartitionSpecs shard an array of ``shape`` the same way: trailing Nones, one-name
-    tuples and empty tuples spelled either way (``P('x')`` is ``P('x', None)``, ``P(('x',))`` is ``P('x')``)."""
-    if a is None or b is None:
-        return a is b
-    rank = max(len(shape) if shape is not None else 0, len(a), len(b))
-
-    def entries(spec: Any) -> list[Any]:
-        out: list[Any] = []
-        for e in [*spec, *([None] * (rank - len(spec)))]:
-            if isinstance(e, tuple):
-                e = None if not e else e[0] if len(e) == 1 else e
-            out.append(e)
-        return out
-
-    sets = ("unreduced", "reduced")
-    return entries(a) == entries(b) and all(set(getattr(a, k, ()) or ()) == set(getattr(b, k, ()) or ()) for k in sets)
+    sharding = getattr(value, "sharding", None)
+    if not isinstance(sharding, jax.sharding.NamedSharding):
+        return False
+    try:
+        wanted = jax.sharding.NamedSharding(sharding.mesh, declared)
+    except (ValueError, TypeError):  # the declaration names an axis the value's mesh lacks
+        return False
+    return equivalent(sharding, wanted, rank)
 
 
 class _Builder:
@@ -154,7 +147,7 @@ class _Builder:
             spmd = sys.modules.get("flax.core.spmd")
             rules = spmd.get_logical_axis_rules() if spmd is not None else None
         self.rules: tuple[Rule, ...] | None = check_rules(rules) if rules else None
-        self.mesh = mesh if mesh is not None else _ambient_mesh()
+        self.mesh = mesh if mesh is not None else ambient_mesh()
         self.leaves: list[dict[str, Any]] = []
         self.skipped = 0
         self.meshes: list[dict[str, Any]] = []
@@ -226,7 +219,7 @@ class _Builder:
         rec["sharding"] = type(sharding).__name__
         rec["memory_kind"] = getattr(sharding, "memory_kind", None)
         if isinstance(sharding, jax.sharding.NamedSharding):
-            rec["spec"] = repr(sharding.spec)
+            rec["spec"] = canonical_spec(sharding.spec)
             if not isinstance(sharding.mesh, jax.sharding.Mesh):
                 rec["mesh_axes"] = dict(sharding.mesh.shape)
                 rec["note"] = "an abstract mesh (no devices): the layout needs a concrete mesh"
@@ -267,12 +260,12 @@ class _Builder:
             declared = jax.sharding.PartitionSpec(*logical_to_mesh_axes(names, effective))
         else:
             declared = jax.sharding.PartitionSpec(*names)
-        rec["declared_spec"] = repr(declared)
+        rec["declared_spec"] = canonical_spec(declared)
         if rec.get("layout") is not None or rec["kind"] == "array":
             if not rules_known:
                 # a value already sharded under rules this capture was not told: nothing to compare with
                 rec["declared_spec"] = None
-            elif rec.get("spec") is not None and not _same_spec(_value_spec(value), declared, rec["shape"]):
+            elif rec.get("spec") is not None and not _sharded_as_declared(value, declared, len(rec["shape"] or ())):
                 rec["note"] = f"the value is sharded {rec['spec']}, not as the box declares ({rec['declared_spec']})"
             if logical and rec.get("mesh") is None and own_mesh is not None:
                 rec["mesh"] = self.mesh_id(own_mesh)
@@ -433,19 +426,3 @@ def _type_name(x: Any) -> str:
     t = type(x)
     module = t.__module__.split(".")[0]
     return f"{module}.{t.__qualname__}" if module not in ("builtins",) else t.__qualname__
-
-
-def _ambient_mesh() -> Any:
-    """The concrete mesh of ``jax.set_mesh`` / ``with mesh:``, or None."""
-    import jax
-
-    mesh = jax.sharding.get_mesh()
-    if mesh is not None and not mesh.empty:
-        return mesh
-    try:  # the legacy `with mesh:` context has no public getter
-        from jax._src.mesh import thread_resources
-
-        legacy = thread_resources.env.physical_mesh
-        return None if legacy.empty else legacy
-    except (ImportError, AttributeError):
-        return None

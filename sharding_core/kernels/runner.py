@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from sharding_core.compat import cost_analysis, make_mesh, set_mesh
 from sharding_core.cost.context import NO_CPU_FIGURES, CostContext, context_for, no_figures
 from sharding_core.devices import parse_devices
 from sharding_core.errors import ShardingError
@@ -31,7 +32,7 @@ from sharding_core.hlo.text import megascale_transfers
 from sharding_core.kernels.catalog import Built, Kernel, KernelContext, KernelInputError, get_kernel
 from sharding_core.kernels.memory import Estimate, fmt_bytes, resident_bytes
 from sharding_core.kernels.plan import KernelJob
-from sharding_core.spec import parse_spec
+from sharding_core.spec import canonical_spec, parse_spec
 
 KERNEL_ERROR = "kernel_error"
 MAX_TEXT_CHARS = 256 * 1024
@@ -229,7 +230,7 @@ def _spec_text(sharding: Any) -> str:
     from jax.sharding import NamedSharding, PartitionSpec
 
     if isinstance(sharding, NamedSharding):
-        return repr(sharding.spec)
+        return canonical_spec(sharding.spec)
     if getattr(sharding, "is_fully_replicated", False):
         return repr(PartitionSpec())
     raise KernelRunError(
@@ -268,10 +269,7 @@ def _memory(compiled: Any) -> dict[str, int | None]:
 
 
 def _cost(compiled: Any) -> dict[str, Any]:
-    cost = compiled.cost_analysis()
-    if isinstance(cost, list):  # older JAX: one dict per computation
-        cost = cost[0] if cost else {}
-    cost = dict(cost or {})
+    cost = cost_analysis(compiled)
 
     def get(name: str) -> float | None:
         v = cost.get(name)
@@ -355,11 +353,9 @@ def run_job(
 
 def _mesh(job: KernelJob, devices: Sequence[Any]) -> Any:
     """The job's mesh over ``devices`` (real CPU or libtpu ones), one per simulated mesh position."""
-    from jax.sharding import AxisType, Mesh
-
     grid = np.empty(job.size, dtype=object)
     grid[:] = list(devices)
-    return Mesh(grid.reshape(job.mesh_shape), job.axis_names, axis_types=tuple(AxisType[t] for t in job.axis_types))
+    return make_mesh(grid.reshape(job.mesh_shape), job.axis_names, job.axis_types)
 
 
 def _jit(job: KernelJob, kernel: Kernel, built: Built, mesh: Any, in_specs: tuple[Any, ...]) -> tuple[Any, list[Any]]:
@@ -405,7 +401,7 @@ def _run(job: KernelJob, progress: Progress, max_text_chars: int) -> dict[str, A
     ctx = _context(job, kernel, mesh, in_specs)
 
     progress("compiling")
-    with jax.set_mesh(mesh):
+    with set_mesh(mesh):
         built = kernel.build(ctx)
         extra: list[tuple[str, Any]] = []
         for name, arg in zip(built.extra_names, built.extra_args, strict=True):
@@ -554,7 +550,7 @@ def _tpu_compile(
         placed = NamedSharding(mesh, spec) if spec is not None else None
         return jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=placed)
 
-    with jax.set_mesh(mesh):
+    with set_mesh(mesh):
         if kernel.mode == "shard_map":
             # shard_map holds the mesh it was built with: build the kernel again over the TPU mesh.
             built = kernel.build(_context(job, kernel, mesh, in_specs))
@@ -613,14 +609,14 @@ def _reference_errors(
 def _single_device(job: KernelJob, kernel: Kernel, host: list[np.ndarray]) -> Any:
     """The kernel on a one-device mesh with the same axis names: the unsharded computation."""
     import jax
-    from jax.sharding import AxisType, Mesh, NamedSharding
+    from jax.sharding import NamedSharding
 
     one = np.empty((1,) * len(job.mesh_shape), dtype=object)
     one.flat[0] = jax.devices()[0]
-    mesh = Mesh(one, job.axis_names, axis_types=tuple(AxisType[t] for t in job.axis_types))
+    mesh = make_mesh(one, job.axis_names, job.axis_types)
     in_specs = tuple(parse_spec(i.spec) for i in job.inputs)
     ctx = _context(job, kernel, mesh, in_specs)
-    with jax.set_mesh(mesh):
+    with set_mesh(mesh):
         built: Built = kernel.build(ctx)
         args = [jax.device_put(h, NamedSharding(mesh, s)) for h, s in zip(host, in_specs, strict=True)]
         return jax.device_get(jax.jit(built.fn)(*args, *built.extra_args))

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from sharding_core.compat import cost_analysis, input_shardings
 from sharding_core.cost.collectives import fmt_seconds
 from sharding_core.cost.context import CostContext, context_for, context_for_devices, no_figures
 from sharding_core.cost.roofline import roofline
@@ -135,7 +136,7 @@ def inspect_program(
     hardware, target = context_and_target(devices)
     in_avals = lowered.in_avals
     if compiled is not None:
-        in_shardings = compiled.input_shardings
+        in_shardings = input_shardings(compiled)
     else:
         in_shardings = jax.tree.map(lambda a: getattr(a, "sharding", None), (tuple(args), dict(kwargs)))
 
@@ -216,12 +217,9 @@ def _dominant_dtype(counts: loops.ProgramCounts | None) -> str:
 
 def _xla_cost(compiled: Any) -> dict[str, float | None]:
     try:
-        cost = compiled.cost_analysis()
-    except Exception:  # noqa: BLE001 - some backends have none (GPU compile-only returns None)
-        cost = None
-    if isinstance(cost, list):
-        cost = cost[0] if cost else None
-    cost = cost or {}
+        cost = cost_analysis(compiled)
+    except Exception:  # noqa: BLE001 - some backends answer with an error instead of nothing
+        cost = {}
     return {"flops": cost.get("flops"), "bytes_accessed": cost.get("bytes accessed")}
 
 
