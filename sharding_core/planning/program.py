@@ -157,7 +157,13 @@ def inspect_program(
         snap["target"] = target.describe()  # also for "local" targets: the program's own devices
         if target.dropped_fields:
             snap["target"]["dropped_fields"] = list(target.dropped_fields)
-    counts = loops.count(hlo) if hlo else None
+    counts = None
+    unread = None
+    if hlo:
+        try:
+            counts = loops.count(hlo)
+        except (ValueError, KeyError, IndexError) as e:  # an HLO spelling the reader does not know: say so
+            unread = f"the loop reader could not read this HLO ({str(e)[:200]}): no loop-corrected figures"
     if compiled is not None and hlo is not None:
         slices = int(snap.get("target", {}).get("slices") or 1) if target is not None else 1
         ids = [int(d.id) for d in devices]
@@ -167,7 +173,7 @@ def inspect_program(
         else:
             assignments = [ids]
         collectives = read_collectives(hlo, assignments, id_grid, axis_names, hardware)
-        where = loops.computation_of(hlo, [c["name"] for c in collectives])
+        where = loops.computation_of(hlo, [c["name"] for c in collectives]) if counts else {}
         for c in collectives:
             c["repeat"] = counts.multiplicity.get(where.get(c["name"], ""), 1) if counts else 1
         snap["collectives"] = collectives
@@ -187,6 +193,8 @@ def inspect_program(
         mesh_axes=dict(zip(axis_names, (int(s) for s in mesh.devices.shape), strict=True)) if mesh is not None else {},
         timing={"lower_seconds": t1 - t0, "compile_seconds": t2 - t1},
     )
+    if unread is not None and snap["plan"].get("work") is not None:
+        snap["plan"]["work"]["note"] = unread
     if hlo and int((snap.get("target") or {}).get("slices") or 1) > 1:
         # libtpu's multi-slice program sends what crosses slices over DCN as megascale host transfers,
         # which name no devices: listed apart, not in the collectives or the communication term.
