@@ -14,7 +14,7 @@ parameters, two Adam moments, scanned rematerialised layers):
   (about 500 tokens a chip: B=256, S=512 on 256 chips): pure FSDP 256 and FSDP 64 × TP 4, with the verdicts.
 
 Goals (issue 25): each plan ≤ 30 s and ≤ 1.5 × the compile (the ratio column: CPU seconds), peak RSS ≤ 3 GiB.
-Big: not in CI. Run it under a memory cap: ``/work/bin/capmem 12G .venv/bin/python bench/bench_plan.py`` (needs
+Big: not in CI. Run it under a 12 GiB memory cap (its own cgroup): ``.venv/bin/python bench/bench_plan.py`` (needs
 the tpu extra); ``--only 8b`` runs one case.
 """
 
