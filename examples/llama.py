@@ -288,6 +288,7 @@ def plan_fn(
 # The shapes: Llama 3 8B at B=16, S=2048; 70B at B=64, S=1024 (S=4096 does not fit a v5p).
 llama_1b_fsdp = plan_fn("1b", "fsdp", 16, 2048)
 llama_8b_fsdp = plan_fn("8b", "fsdp", 16, 2048)
+llama_8b_tp = plan_fn("8b", "tp", 16, 2048)
 llama_8b_fsdp_tp = plan_fn("8b", "fsdp_tp", 16, 2048)
 llama_70b_fsdp = plan_fn("70b", "fsdp", 64, 1024)
 llama_70b_fsdp_tp = plan_fn("70b", "fsdp_tp", 64, 1024)
