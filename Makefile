@@ -33,10 +33,11 @@ serve: install
 install-dev: $(UV)
 	$(UV) sync --frozen --all-extras --no-extra gpu --group dev --python 3.11
 
-# The checkout with the gpu extra (the CUDA compiler plugin, no NVIDIA libraries) from the same lock:
+# The checkout with the gpu extra (the CUDA compiler plugin, no NVIDIA libraries) and flax (optax, for the
+# examples) from the same lock:
 # tests/test_planning.py compiles for GPU sets there, with no GPU (`make test` runs it).
 gpu-env: $(UV)
-	UV_PROJECT_ENVIRONMENT=$(GPU_ENV) $(UV) sync --quiet --frozen --extra gpu --no-dev --python 3.11
+	UV_PROJECT_ENVIRONMENT=$(GPU_ENV) $(UV) sync --quiet --frozen --extra gpu --extra flax --no-dev --python 3.11
 
 # Debian's Chromium drives the browser tests (never a downloaded browser build).
 chromium:

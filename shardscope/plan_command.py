@@ -121,9 +121,8 @@ def run(args: argparse.Namespace) -> int:
         jitted, fargs = made
         pos, kw = ((), fargs) if isinstance(fargs, dict) else (tuple(fargs), {})
         snap = inspect_program(jitted, pos, kw, detailed=not args.no_temporaries)
-        snap["name"] = (
-            f"plan {Path(args.target.rpartition(':')[0]).name}:{args.target.rpartition(':')[2]} on {args.devices}"
-        )
+        file, _, fn_name = args.target.rpartition(":")
+        snap["name"] = f"{Path(file).name}:{fn_name}"
     except ShardingError as e:
         print(f"error [{e.code}]: {e.message}", file=sys.stderr)
         if e.hint:

@@ -16,6 +16,7 @@ import os
 import re
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from sharding_core.planning import baseline, loops, memory
 from sharding_core.planning.program import plan
 from sharding_core.planning.targets import mesh, strip_fields, target_of
 from sharding_core.snapshot.format import check_snapshot
+from tests.plugins.live import Server
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -562,7 +564,7 @@ def _run_plan(*argv: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.tpu
 @pytest.mark.slow
-def test_plan_command_end_to_end_with_baseline(tmp_path: Path) -> None:
+def test_plan_command_end_to_end_with_baseline(tmp_path: Path, server: Server) -> None:
     script = tmp_path / "model.py"
     script.write_text(
         "from examples import llama\n"
@@ -570,13 +572,24 @@ def test_plan_command_end_to_end_with_baseline(tmp_path: Path) -> None:
         f"bigger_batch = llama.plan_fn('tiny', 'fsdp', {4 * BATCH}, {SEQ})\n"
     )
     first = tmp_path / "plan.json"
-    r = _run_plan(
-        f"{script}:small", "--devices", "tpu:v5p:2x2x4", "--mesh", "16", "--axes", "fsdp", "--json", str(first)
-    )
+    dashboard = f"http://127.0.0.1:{server.port}"
+    r = _run_plan(f"{script}:small", "--devices", "tpu:v5p:2x2x4", "--mesh", "16", "--axes", "fsdp",
+                  "--json", str(first), "--publish", dashboard)  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
     assert "verdict: fits:" in r.stdout and "collectives:" in r.stdout and "HBM per device" in r.stdout
     saved = json.loads(first.read_text())
     assert saved["plan"]["verdict"] in r.stdout and saved["target"]["devices"] == "tpu:v5p:2x2x4"
+    link = re.search(r"published: (\S+/s/[\w-]+)", r.stdout)
+    assert link and link[1].startswith(dashboard), r.stdout[-500:]
+    with urllib.request.urlopen(f"{dashboard}/api/links/{link[1].rsplit('/', 1)[1]}", timeout=30) as answer:
+        state = json.loads(answer.read())
+    stored = json.loads(
+        urllib.request.urlopen(f"{dashboard}/api/snapshots/{state['state']['snapshot']}", timeout=30).read()
+    )
+    assert (
+        stored["name"] == "plan model.py:small on tpu:v5p:2x2x4"
+        and stored["plan"]["verdict"] == saved["plan"]["verdict"]
+    )
     same = _run_plan(f"{script}:small", "--devices", "tpu:v5p:2x2x4", "--mesh", "16", "--axes", "fsdp",
                      "--baseline", str(first), "--no-temporaries")  # fmt: skip
     assert same.returncode == 0, same.stdout[-2000:] + same.stderr[-2000:]
