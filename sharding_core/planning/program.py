@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from sharding_core.compat import cost_analysis, input_shardings
-from sharding_core.cost.collectives import fmt_seconds
 from sharding_core.cost.context import CostContext, context_for, context_for_devices, no_figures
 from sharding_core.cost.roofline import roofline
 from sharding_core.hardware import hbm_per_device
@@ -31,6 +30,7 @@ from sharding_core.kernels.memory import fmt_bytes
 from sharding_core.planning import loops
 from sharding_core.planning import memory as mem
 from sharding_core.planning.targets import Target, target_of
+from sharding_core.units import fmt_seconds
 
 PLAN_ROOFLINE = (
     "the compiled program with its loops counted (flops and bytes from the optimized HLO, every loop body "
@@ -41,8 +41,10 @@ DCN_NOTE = (
     "with the collective they carry and this device's bytes; they name no devices and are not in the "
     "communication term"
 )
-EXPECTED_PENDING = (
-    "an expected step time needs the fitted cost model; the band's upper end is the serial sum (nothing overlapped)"
+EXPECTED_NOTE = (
+    "lower bound: the roofline at spec-sheet figures, everything overlapped; expected: the same with each "
+    "collective at its fabric's fitted efficiency and latency (the cost model's expected time); upper bound: the "
+    "serial sum (nothing overlapped)"
 )
 _HLO_DTYPES = {"bf16": "bfloat16", "f32": "float32", "f16": "float16", "s8": "int8", "u8": "int8", "f64": "float32"}
 
@@ -109,8 +111,10 @@ def inspect_program(
     import jax
 
     from sharding_core.capturing import capture
+    from sharding_core.cost.annotate import with_estimates
     from sharding_core.hlo.collectives import device_assignment, read_collectives
-    from sharding_core.hlo.text import megascale_transfers
+    from sharding_core.hlo.program import program_facts
+    from sharding_core.hlo.text import HloParseError, megascale_transfers
 
     jitted = f if hasattr(f, "lower") else jax.jit(f)
     name = getattr(f, "__name__", None) or getattr(getattr(f, "__wrapped__", None), "__name__", None) or "jit"
@@ -172,11 +176,18 @@ def inspect_program(
             assignments = [[i for d, i in zip(devices, ids, strict=True) if _slice(d) == s] for s in range(slices)]
         else:
             assignments = [ids]
-        collectives = read_collectives(hlo, assignments, id_grid, axis_names, hardware)
+        try:
+            facts = program_facts(hlo)
+        except HloParseError:
+            facts = None
+        collectives = read_collectives(hlo, assignments, id_grid, axis_names, facts)
+        # The HLO reader's repeat counts loops XLA annotated (known_trip_count: GPU); libtpu's TPU loops carry
+        # none, and the loop reader reads their conditions: its multiplicity covers both.
         where = loops.computation_of(hlo, [c["name"] for c in collectives]) if counts else {}
         for c in collectives:
-            c["repeat"] = counts.multiplicity.get(where.get(c["name"], ""), 1) if counts else 1
-        snap["collectives"] = collectives
+            if counts is not None and c["name"] in where:
+                c["repeat"] = counts.multiplicity.get(where[c["name"]]) or c.get("repeat", 1)
+        snap["collectives"] = with_estimates(collectives, hardware)
     breakdown = mem.argument_breakdown(in_avals, in_shardings)
     stats = mem.memory_stats(compiled) if compiled is not None else None
     donated = [bool(getattr(a, "donated", False)) for a in jax.tree.leaves(lowered.args_info)]
@@ -291,12 +302,13 @@ def plan_section(
         "its trip count (XLA's cost_analysis counts each body once: flops_xla)",
     }
     out["work"] = work
-    scaled = [_per_step(c) for c in collectives]
     peak = (stats or {}).get("peak_memory_in_bytes")
+    # The roofline multiplies each collective's estimate by its repeat count; its memory term is the bytes
+    # the loop reader counts (given alone, the cost model's HBM-traffic rule falls back to them).
     line = roofline(
-        {"flops": work["flops"], "bytes_accessed": work["bytes_accessed"]},
+        {"flops": xla["flops"], "loop_corrected_flops": work["flops"], "bytes_accessed": work["bytes_accessed"]},
         {"peak_bytes": peak} if peak is not None else None,
-        scaled,
+        collectives,
         hardware,
         _dominant_dtype(counts),
         PLAN_ROOFLINE,
@@ -308,29 +320,24 @@ def plan_section(
         "bytes_per_step": sum(int(c.get("bytes") or 0) * int(c.get("repeat", 1)) for c in collectives),
         "seconds_per_step": line.get("communication_seconds"),
     }
+    known = [line.get(k) for k in ("compute_seconds", "memory_seconds", "communication_expected_seconds")]
+    expected = max((v for v in known if v is not None), default=None) if line.get("bound") else None
     out["step_time"] = {
         "lower_bound_seconds": line.get("lower_bound_seconds"),
-        "expected_seconds": None,
+        "expected_seconds": expected,
         "upper_bound_seconds": line.get("serial_seconds"),
         "bound": line.get("bound"),
         "compute_seconds": line.get("compute_seconds"),
         "memory_seconds": line.get("memory_seconds"),
         "communication_seconds": line.get("communication_seconds"),
-        "note": EXPECTED_PENDING,
+        "communication_expected_seconds": line.get("communication_expected_seconds"),
+        "note": EXPECTED_NOTE,
     }
     hbm = line.get("hbm") or {}
     out["fits"] = hbm.get("fits")
     out["over_bytes"] = hbm.get("over_bytes")
     out["verdict"] = verdict(out, hbm, peak)
     return out
-
-
-def _per_step(c: Mapping[str, Any]) -> dict[str, Any]:
-    """A collective's estimate over a step: each run's seconds times its repeat count."""
-    est = dict(c.get("estimate") or {})
-    if est.get("seconds") is not None:
-        est["seconds"] = float(est["seconds"]) * int(c.get("repeat", 1))
-    return {"estimate": est}
 
 
 def verdict(plan: Mapping[str, Any], hbm: Mapping[str, Any], peak: int | None) -> str:

@@ -94,9 +94,9 @@ function renderSides(r, hrefs) {
   row("specs", (s) => s.specs.filter(Boolean).join(" → ") || "—");
   row("program", (s) => s.program);
   row("collectives", (s) => `${s.communication.count}, ${fmtBytes(s.communication.bytes)} of results per device`);
-  row("communication (estimate)", (s) => (s.communication.seconds === null ? `no estimate` : fmtSeconds(s.communication.seconds)), "Σ the collectives' estimates");
-  row("compute (estimate)", (s) => maybe(s.roofline?.compute_seconds, fmtSeconds), "flops / peak FLOP/s");
-  row("memory (estimate)", (s) => maybe(s.roofline?.memory_seconds, fmtSeconds), "bytes accessed / HBM bandwidth");
+  row("communication (estimate)", (s) => (s.communication.seconds === null ? `no estimate` : `bound ${fmtSeconds(s.communication.seconds)} · expected ${fmtSeconds(s.communication.expected_seconds ?? s.communication.seconds)}`), "Σ the collectives' estimates × their repeat counts (loops)");
+  row("compute (estimate)", (s) => maybe(s.roofline?.compute_seconds, fmtSeconds), "flops (loop bodies counted per run) / peak FLOP/s");
+  row("memory (estimate)", (s) => maybe(s.roofline?.memory_seconds, fmtSeconds), "HBM traffic / HBM bandwidth");
   row("bound", (s) => s.roofline?.bound || "—");
   row("lower bound on run time", (s) => maybe(s.lower_bound_seconds, fmtSeconds), "max(compute, memory, communication)");
   row("HBM", (s) => s.hbm?.text || "—");
@@ -121,8 +121,8 @@ function renderMatched(r) {
       }
       cell(side.groups);
       cell(side.bytes === null ? "—" : fmtBytes(side.bytes), "num");
-      const est = side.seconds === null ? { seconds: null, why: side.why } : { seconds: side.seconds, fabric: side.fabric, formula: side.formula };
-      const td = cell(estimateText(est), "estimate num");
+      const est = side.seconds === null ? { seconds: null, why: side.why } : { seconds: side.seconds, expected_seconds: side.expected_seconds, fabric: side.fabric, formula: side.formula };
+      const td = cell(estimateText(est, side.repeat), "estimate num");
       td.title = estimateTitle(est);
     }
     const ds = m.delta_seconds;
