@@ -14,11 +14,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from sharding_core.planning.targets import mesh as mesh
     from shardscope.notebook import show as show
 
     __version__: str
 
-__all__ = ["__version__", "show"]
+__all__ = ["__version__", "mesh", "show"]
 
 
 def version() -> str:
@@ -39,6 +40,10 @@ def __getattr__(name: str) -> Any:
 
         globals()["show"] = show
         return show
+    if name == "mesh":  # shardscope.mesh("tpu:v5p:4x4x4", (16, 4), ("fsdp", "tp")): compile-only devices
+        from sharding_core.planning.targets import mesh as mesh
+
+        return mesh
     if name == "__version__":
         value = version()
         globals()["__version__"] = value
