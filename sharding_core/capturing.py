@@ -80,8 +80,21 @@ def inspect_jit(f: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, A
     When XLA refuses the program for memory, ``plan.refusal`` holds its figures and there are no outputs.
     """
     from sharding_core.planning.program import inspect_program
+    from sharding_core.why import NO_FIXES
 
-    return inspect_program(f, args, kwargs, detailed=False)
+    return inspect_program(f, args, kwargs, detailed=False, why=NO_FIXES)
+
+
+def explain(f: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """:func:`inspect_jit` that also looks for fixes: every collective's ``why`` gets candidate changes (an
+    input's PartitionSpec, an output's out_sharding, a JAX option), each compiled again in this process and
+    kept when the program's collectives then cost less (:mod:`sharding_core.why.fixes`). The snapshot's
+    ``fixes`` hold the recompiled programs ("try this fix"), ``why_search`` what the search did. The work is
+    bounded: :func:`sharding_core.why_budget` (default 8 recompiles and 20 s per call)."""
+    from sharding_core.planning.program import inspect_program
+    from sharding_core.why.fixes import current_budget
+
+    return inspect_program(f, args, kwargs, detailed=False, why=current_budget())
 
 
 def array_kind(x: Any) -> str:

@@ -135,11 +135,12 @@ def use_cpu_devices(n: int) -> list[Any]:
 
 
 @contextlib.contextmanager
-def captured_stderr() -> Iterator[list[str]]:
+def captured_stderr(echo: bool = True) -> Iterator[list[str]]:
     """XLA's C++ log lines (warnings such as involuntary rematerialization) written while inside.
 
     The log goes to file descriptor 2, below Python; it is redirected to a temporary file and
-    copied back to the real stderr afterwards, so the server log keeps it too.
+    copied back to the real stderr afterwards (unless ``echo`` is False: the compiles of candidate
+    fixes, whose warnings belong to programs nobody asked for), so the server log keeps it too.
     """
     lines: list[str] = []
     with tempfile.TemporaryFile() as tmp:
@@ -154,7 +155,7 @@ def captured_stderr() -> Iterator[list[str]]:
             os.close(saved)
             tmp.seek(0)
             data = tmp.read()
-            if data:
+            if data and echo:
                 with contextlib.suppress(OSError):
                     os.write(2, data)
             for raw in data.decode("utf-8", errors="replace").splitlines():
