@@ -38,6 +38,7 @@ axis type                       (read off a one-device mesh, not a version numbe
 ``kept_var_idx`` (private)      :func:`kept_inputs`: the arguments jit kept (Shardy's ``input: N``)
 persistent compilation cache    :func:`compilation_cache_disabled` (a cache hit writes no dumps)
 jaxpr equations' user frame     :func:`equation_frame` (``source_info_util.user_frame``, private)
+a jit's options (``_jit_info``)  :func:`jit_like`: the same jit with other in/out shardings
 replica groups in HLO text      :func:`sharding_core.hlo.text.parse_replica_groups` (by the text,
                                 which names its own form): ``{{0,4},{1,5}}`` lists (XLA of JAX
                                 0.8–0.10's ``shard_map``), ``[4,2]<=[2,4]T(1,0)`` iota lists (JAX
@@ -305,6 +306,43 @@ def equation_frame(eqn: Any) -> tuple[str, int] | None:
     if frame is None:
         return None
     return str(frame.file_name), int(frame.start_line)
+
+
+def jit_like(jitted: Any, *, in_shardings: Any = None, out_shardings: Any = None) -> Any:
+    """``jax.jit`` of the function ``jitted`` wraps, with its options (static and donated arguments,
+    ``keep_unused``, its in/out shardings) except those given here: how a fix's program is compiled when the
+    user's jit pins shardings the fix changes. The options are read from ``_jit_info`` (private, JAX 0.4.30
+    to 0.10); without it only the given shardings are set."""
+    import jax
+
+    fun = getattr(jitted, "__wrapped__", None)
+    if fun is None:
+        raise ValueError("not a jax.jit function: its options cannot be copied")
+    info = getattr(jitted, "_jit_info", None)
+    options: dict[str, Any] = {}
+    if info is not None:
+        options.update(
+            static_argnums=tuple(info.static_argnums),
+            static_argnames=tuple(info.static_argnames),
+            donate_argnums=tuple(info.donate_argnums),
+            keep_unused=bool(info.keep_unused),
+        )
+        if info.user_specified_in_shardings:
+            options["in_shardings"] = jax.tree_util.tree_unflatten(info.in_shardings_treedef, info.in_shardings_leaves)
+        leaves = list(info.out_shardings_leaves)
+        if any(type(x).__name__ != "UnspecifiedValue" for x in leaves):
+            options["out_shardings"] = jax.tree_util.tree_unflatten(info.out_shardings_treedef, leaves)
+    if in_shardings is not None:
+        options["in_shardings"] = in_shardings
+    if out_shardings is not None:
+        options["out_shardings"] = out_shardings
+    return jax.jit(fun, **options)
+
+
+def pins_inputs(jitted: Any) -> bool:
+    """Whether a jit was given ``in_shardings`` (an argument sharded otherwise is then refused)."""
+    info = getattr(jitted, "_jit_info", None)
+    return bool(getattr(info, "user_specified_in_shardings", False))
 
 
 # ---- shardings -------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from typing import Any
 
 from sharding_core.units import fmt_bytes
 from sharding_core.why import sdy
-from sharding_core.why.frames import InstructionSource, frames_json, primitive
+from sharding_core.why.frames import InstructionSource, einsum_ranks, frames_json, primitive
 
 # The Shardy op kinds a JAX primitive lowers to (stablehlo.<primitive> when not listed).
 KINDS: dict[str, tuple[str, ...]] = {
@@ -196,6 +196,8 @@ def match(
     elems: int,
     prim: str | None,
     taken: Sequence[tuple[int, int | None]] = (),
+    ranks: tuple[int, ...] | None = None,
+    in_loop: bool | None = None,
 ) -> Match | None:
     """The Shardy op (and operand) this collective most likely serves (see the module docstring). ``taken``:
     (op, operand) pairs already matched to an earlier collective of the same kind and line — a Python loop
@@ -204,6 +206,14 @@ def match(
     candidates = [op for op in module.ops if op.kind in kinds]
     if not candidates:
         candidates = [op for op in module.ops if op.rule is not None or op.kind == "sdy.manual_computation"]
+    if ranks is not None:
+        # an einsum's subscripts in the op name give its operands' and result's ranks
+        fitting = [op for op in candidates if tuple(t.rank for t in (*op.operand_types, *op.result_types[:1])) == ranks]
+        candidates = fitting or candidates
+    if in_loop is not None:
+        # a collective in a loop body comes from an op in a loop's region (a scan), and not otherwise
+        placed = [op for op in candidates if (op.depth > 0) == in_loop]
+        candidates = placed or candidates
     want = [a for a in axes if a in module.mesh]
     n_axes = math.prod(module.mesh[a] for a in want) or 1
     best: Match | None = None
@@ -367,7 +377,10 @@ def explain(
         why["kind"] = "prng"
     key = (kind, op_name, why["source"])
     earlier = taken.setdefault(key, []) if taken is not None else []
-    found = match(module, kind, axes, elements(str(collective.get("shape", ""))), prim, earlier)
+    loops = "/while/body/" in op_name or "/scan/" in op_name or "/while/" in op_name
+    found = match(
+        module, kind, axes, elements(str(collective.get("shape", ""))), prim, earlier, einsum_ranks(op_name), loops
+    )
     if found is not None:
         earlier.append((found.op.index, found.operand))
     if found is None:

@@ -181,7 +181,31 @@ def frames_json(frames: Iterable[Frame], root: str | None = None) -> list[dict[s
 
 
 def primitive(op_name: str | None) -> str | None:
-    """The JAX primitive at the end of an op name: ``jit(f)/bsf,fd->bsd/dot_general`` -> ``dot_general``."""
+    """The JAX primitive at the end of an op name: ``jit(f)/bsf,fd->bsd/dot_general`` -> ``dot_general``. XLA
+    writes an instruction made of several ops as ``jit(f)/(jvp()/gather:transpose(jvp())/reduce_sum)``: the
+    first one's."""
     if not op_name:
         return None
-    return op_name.rsplit("/", 1)[-1] or None
+    text = op_name
+    if text.endswith(")") and "/(" in text:
+        inner = text[text.index("/(") + 2 : -1]
+        depth = 0
+        for i, ch in enumerate(inner):
+            depth += ch == "("
+            depth -= ch == ")"
+            if ch == ":" and depth == 0:
+                inner = inner[:i]
+                break
+        text = inner
+    return text.rsplit("/", 1)[-1].strip("()") or None
+
+
+def einsum_ranks(op_name: str | None) -> tuple[int, ...] | None:
+    """The operand and result ranks an einsum names in an op name (``bsd,df->bsf``: 3, 2, 3), else None."""
+    if not op_name:
+        return None
+    for part in op_name.split("/"):
+        if "->" in part and re.fullmatch(r"[a-zA-Z,]+->[a-zA-Z]*", part):
+            ins, out = part.split("->")
+            return (*(len(x) for x in ins.split(",")), len(out))
+    return None

@@ -179,28 +179,33 @@ def explain_snapshot(
             fixable[leaf.path] = (spec_dims(sharding.spec, len(leaf.shape)), leaf.shape)
     base = getattr(jitted, "__wrapped__", None)
     flat_args, arg_tree = jax.tree_util.tree_flatten((tuple(args), dict(kwargs)))
+    from sharding_core.compat import jit_like, pins_inputs
 
     def recompile(c: Candidate) -> Outcome:
         f, a, k = jitted, tuple(args), dict(kwargs)
         if c.kind == "input":
+            if len(flat_args) != len(flat_avals):
+                raise ValueError("the program has static arguments: its inputs cannot be matched to its leaves")
             i = in_paths.index(str(c.leaf))
-            old = flat_in[i]
             new = jax.ShapeDtypeStruct(
                 flat_avals[i].shape,
                 flat_avals[i].dtype,
-                sharding=jax.sharding.NamedSharding(old.mesh, parse_spec(str(c.spec))),
+                sharding=jax.sharding.NamedSharding(flat_in[i].mesh, parse_spec(str(c.spec))),
             )
             leaves = [_abstract(x) for x in flat_args]
             leaves[i] = new
             a, k = jax.tree_util.tree_unflatten(arg_tree, leaves)
+            if base is not None and pins_inputs(jitted):
+                # The jit pins its inputs' shardings: the same jit, pinning the new one.
+                f = jit_like(jitted, in_shardings=tuple(jax.tree.map(lambda x: x.sharding, x) for x in a))
         elif c.kind == "output":
             if base is None:
                 raise ValueError("the function is not a jax.jit object: its out_shardings cannot be changed")
             j = out_paths.index(str(c.leaf))
             shardings = list(out_sh)
             shardings[j] = jax.sharding.NamedSharding(out_sh[j].mesh, parse_spec(str(c.spec)))
-            f = jax.jit(
-                base, out_shardings=jax.tree_util.tree_unflatten(jax.tree.structure(compiled.out_info), shardings)
+            f = jit_like(
+                jitted, out_shardings=jax.tree_util.tree_unflatten(jax.tree.structure(compiled.out_info), shardings)
             )
         option = c.option
         from sharding_core.kernels.runner import captured_stderr
