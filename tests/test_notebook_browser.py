@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import pytest
 from jax.sharding import PartitionSpec as P
-from playwright.sync_api import Browser, Locator, Page
+from playwright.sync_api import Browser, Locator, Page, expect
 
 from tests.notebooks.hosting import (
     HostPage,
@@ -215,7 +215,7 @@ def test_the_array_grid_is_jaxs_layout_with_its_hover_cards(nb: Notebook) -> Non
         text = card.inner_text()
         assert text.startswith("[" + ", ".join(f"{a}:{b}" for a, b in bounds) + "]"), text
         assert "shard [4,4]" in text and "64 B per device" in text
-    summary = w.locator(".ss-summary").inner_text()
+    summary = w.locator("[data-part=summary]").inner_text()
     assert "[4,4]" in summary and "1× (no replication)" in summary and "64 B" in summary
     columns, width = columns_fit_the_width(w)
     print(f"output {width:.0f} px wide: {columns} column(s)")
@@ -229,21 +229,26 @@ def test_typing_a_spec_relays_out_in_the_kernel(nb: Notebook) -> None:
     counted(w, before)
     expected = jax_tiles((2, 4), P("y"), (8, 16))
     assert sorted(w.locator(".tile-label").all_text_contents()) == sorted(expected)
-    assert "2× (replicated over x)" in w.locator(".ss-summary").inner_text()
+    assert "2× (replicated over x)" in w.locator("[data-part=summary]").inner_text()
     errors = count(w, "errors")
     box.fill("P('y', 'q')")  # not a mesh axis: the API's explanation, the last picture kept, dimmed
     counted(w, errors, "errors")
-    alert = w.locator(".ss-spec-error")
-    assert "unknown_axis" in alert.inner_text() and "'q'" in alert.inner_text()
-    for part in (".ss-grid", ".ss-summary", ".ss-mesh"):  # the last picture, its summary and mesh: all dimmed
-        assert "stale" in (w.locator(part).get_attribute("class") or ""), part
+    alert = w.locator("[data-part=spec-error]")
+    expect(alert).to_contain_text("unknown_axis")  # once typing has paused, as on the page
+    expect(alert).to_contain_text("'q'")
+    expect(w.locator("[data-part=results]")).to_have_class(re.compile("stale"))
+    for part in (
+        "[data-part=grid]",
+        "[data-part=summary]",
+        "[data-part=mesh]",
+    ):  # the last picture, its summary and mesh: all dimmed
         dimmed = "e => getComputedStyle(e).opacity === '0.35'"  # after the fade
         w.page.wait_for_function(dimmed, arg=w.locator(part).element_handle(), timeout=5_000)
     nb.shot(w, "spec-error")
     before = count(w)
     box.fill("P('x', 'y')")
     counted(w, before)
-    assert "stale" not in (w.locator(".ss-summary").get_attribute("class") or "")
+    expect(w.locator("[data-part=results]")).not_to_have_class(re.compile("stale"))
     assert alert.is_hidden() and sorted(w.locator(".tile-label").all_text_contents()) == sorted(
         jax_tiles((2, 4), P("x", "y"), (8, 16))
     )
@@ -258,10 +263,10 @@ def test_a_hypothetical_tpu_layout_is_editable_and_publishes(nb: Notebook) -> No
     before = count(w)
     box.fill("P('x', 'y')")
     counted(w, before)
-    assert w.locator(".tile").count() == 256 and "[64,64]" in w.locator(".ss-summary").inner_text()
+    assert w.locator(".tile").count() == 256 and "[64,64]" in w.locator("[data-part=summary]").inner_text()
     # Publish: the dashboard's layout explorer at the same state
     w.get_by_role("button", name=re.compile("Publish")).click()
-    link = w.locator("a.ss-open")
+    link = w.locator("a.share-open")
     link.wait_for(state="visible", timeout=30_000)
     href = link.get_attribute("href") or ""
     assert href.startswith(nb.jupyter.dashboard + "/s/")
@@ -269,7 +274,7 @@ def test_a_hypothetical_tpu_layout_is_editable_and_publishes(nb: Notebook) -> No
     page.goto(href)
     page.wait_for_selector("body[data-rendered]", state="attached", timeout=30_000)
     assert page.get_by_label("PartitionSpec").input_value() == "P('x', 'y')"
-    assert page.locator("#grid .tile").count() == 256
+    assert page.locator("[data-part=grid] .tile").count() == 256
     page.close()
 
 
@@ -282,15 +287,18 @@ def test_a_model_state_shows_the_snapshot_view(nb: Notebook) -> None:
     before = count(w, "filtered")
     filter_box.fill("Dense_1 kernel")
     counted(w, before, "filtered", timeout=10_000)
-    assert re.match(r"\d+ of \d+ leaves match", w.locator(".ss-count").inner_text())
+    assert re.match(r"\d+ of \d+ leaves match", w.locator("[data-part=leaf-count]").inner_text())
     w.locator("tr.leaf button.leaf-open").first.click()
-    assert w.locator(".ss-leaf-title").inner_text().endswith("Dense_1/kernel")
-    grid = w.locator(".ss-leaf .tile-label")
+    assert w.locator("[data-part=leaf-title]").inner_text().endswith("Dense_1/kernel")
+    grid = w.locator("[data-part=leaf-grid] .tile-label")
     # P('y', None) on the (x, y) mesh: 4 blocks, each held by the 2 devices along x
     expected = jax_tiles((2, 4), P("y", None), (64, 16))
     assert sorted(grid.all_text_contents()) == sorted(expected)
-    assert "per device" in w.locator(".ss-leaf-summary").inner_text()
-    assert w.locator(".ss-memory rect.bar").count() == 8 and "balanced" in w.locator(".memory-flag").inner_text()
+    assert "per device" in w.locator("[data-part=leaf-summary]").inner_text()
+    assert (
+        w.locator("[data-part=memory-chart] rect.bar").count() == 8
+        and "balanced" in w.locator(".memory-flag").inner_text()
+    )
 
 
 def test_an_inspect_jit_capture_shows_its_collectives_on_the_mesh(nb: Notebook) -> None:
@@ -319,9 +327,9 @@ def test_4096_devices_draw_within_budget(nb: Notebook) -> None:
     print(f"4096 devices: first paint {first} ms (payload decoded, layout model, grid, summary), draw {draw} ms")
     assert 0 < first <= MAX_DRAW_MS and draw <= MAX_DRAW_MS
     # the 64x64 mesh table is folded and built when opened
-    assert w.locator(".ss-mesh td").count() == 0
-    w.locator(".ss-mesh-details summary").click()
-    assert w.locator(".ss-mesh td").count() == 4096
+    assert w.locator("[data-part=mesh] td").count() == 0
+    w.locator("[data-part=mesh-details] summary").click()
+    assert w.locator("[data-part=mesh] td").count() == 4096
     nb.shot(w, "4096")
 
 
