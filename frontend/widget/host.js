@@ -156,6 +156,7 @@ export function widgetHost(model, root, cell, data) {
       diff: null,
       link: null,
       compare: null,
+      examples: null,
     },
     dark: () => dark,
     onTheme(fn) {

@@ -29,6 +29,12 @@
  * @property {null | ((a: any, b: any) => Promise<any>)} diff POST /api/snapshots/diff
  * @property {null | ((id: string) => Promise<{view: string, state: any}>)} link a stored share link
  * @property {null | ((a: any, b: any) => Promise<any>)} compare POST /api/compare
+ * @property {null | (() => Promise<Examples>)} examples the tutorials' own cells (frontend/examples.json)
+ */
+
+/**
+ * @typedef {{layout: {label: string, source: string, state: Record<string, string | number>}[],
+ *   kernels: {label: string, source: string, query: string}[]}} Examples
  */
 
 /**

@@ -104,6 +104,7 @@ export function pageHost(panel) {
       diff: (a, b) => postJSON("/api/snapshots/diff", { a, b }),
       link: (id) => getJSON(`/api/links/${encodeURIComponent(id)}`),
       compare: (a, b) => postJSON("/api/compare", { a, b }),
+      examples: () => getJSON("/examples.json"),
     },
     dark: isDark,
     onTheme(fn) {

@@ -120,3 +120,35 @@ export function fieldOf(e) {
       return null;
   }
 }
+
+/**
+ * Stops what a panel started, once: `add(fn)` collects, `dispose()` runs them (a panel's dispose).
+ * @returns {{add: (...fns: (() => void)[]) => void, dispose: () => void, readonly disposed: boolean}}
+ */
+export function lifetime() {
+  /** @type {(() => void)[]} */
+  const stops = [];
+  let done = false;
+  return {
+    add: (...fns) => void stops.push(...fns),
+    dispose() {
+      if (done) return;
+      done = true;
+      for (const stop of stops.splice(0)) stop();
+    },
+    get disposed() {
+      return done;
+    },
+  };
+}
+
+/**
+ * An example's button: its label, its source on hover.
+ * @param {{label: string, source: string}} e
+ * @param {() => void} open
+ */
+export function exampleButton(e, open) {
+  const b = h("button", { type: "button", title: e.source }, e.label);
+  b.addEventListener("click", open);
+  return b;
+}

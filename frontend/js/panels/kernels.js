@@ -13,12 +13,11 @@ import { estimateTotal, rooflinePanel } from "../components/estimates.js";
 import { layoutGrid } from "../components/grid.js";
 import { devicePicker, meshPicker } from "../components/pickers.js";
 import { topologyGroups } from "../model/collective.js";
-import { KERNEL_EXAMPLES } from "../model/examples.js";
 import { arrayFacts } from "../model/facts.js";
 import { FieldError, defaultsFor, fromQuery as kernelState, runRequest, toQuery } from "../model/kernel_run.js";
 import { Layout } from "../model/layout.js";
 import { DEFAULTS, topologyQuery } from "../model/state.js";
-import { errorBox, fieldOf, shareAndStatus } from "./common.js";
+import { errorBox, exampleButton, fieldOf, lifetime, shareAndStatus } from "./common.js";
 
 export const VIEW = "kernels";
 export { toQuery };
@@ -109,7 +108,7 @@ export function mount(root, host, initial) {
   let devices = null;
   /** @type {ReturnType<typeof meshPicker> | null} */
   let meshFields = null;
-  let disposed = false;
+  const life = lifetime();
 
   // ---------------------------------------------------------------- DOM
   root.classList.add("app");
@@ -385,7 +384,7 @@ export function mount(root, host, initial) {
     const started = { ...state };
     const runKernel = /** @type {NonNullable<typeof data.runKernel>} */ (data.runKernel);
     try {
-      const result = await runKernel(req, (text, name) => token === runToken && setRunState(text, name), () => token === runToken && !disposed);
+      const result = await runKernel(req, (text, name) => token === runToken && setRunState(text, name), () => token === runToken && !life.disposed);
       if (token !== runToken || !result) return;
       ranWith = started;
       render(result);
@@ -622,16 +621,14 @@ export function mount(root, host, initial) {
   });
   kernelSelect.addEventListener("change", () => pickKernel(kernelSelect.value));
   resetButton.addEventListener("click", () => state && pickKernel(state.kernel));
-  for (const ex of KERNEL_EXAMPLES) {
-    const b = h("button", { type: "button", title: ex.source }, ex.label);
-    b.addEventListener("click", () => {
-      if (!open(ex.query)) return;
+  data.examples?.().then((ex) => {
+    examples.replaceChildren(...ex.kernels.map((e) => exampleButton(e, () => {
+      if (!open(e.query)) return;
       save(false);
       if (results.getBoundingClientRect().top > window.innerHeight) view.scrollIntoView({ block: "start" });
-    });
-    examples.appendChild(b);
-  }
-  const stopTheme = host.onTheme(() => lastResult && render(lastResult));
+    })));
+  }, () => {}); // the examples are a convenience: the lab works without them
+  life.add(host.onTheme(() => lastResult && render(lastResult)), () => runToken++);
 
   /** @param {{kernels: any[], dtypes: string[]}} cat @param {any} platforms */
   function start(cat, platforms) {
@@ -656,17 +653,13 @@ export function mount(root, host, initial) {
   const catalog = data.kernels;
   const platforms = data.platforms;
   if (catalog && platforms) {
-    Promise.all([catalog(), platforms()]).then(([cat, plat]) => !disposed && start(cat, plat), (e) => fail(e));
+    Promise.all([catalog(), platforms()]).then(([cat, plat]) => !life.disposed && start(cat, plat), (e) => fail(e));
   }
 
   return {
     update(next) {
       if (kernels.length) open(next.query);
     },
-    dispose() {
-      disposed = true;
-      runToken++;
-      stopTheme();
-    },
+    dispose: life.dispose,
   };
 }

@@ -15,12 +15,11 @@ import { gridDims } from "../components/grid/geometry.js";
 import { meshTable } from "../components/mesh_table.js";
 import { layoutControls } from "../components/pickers.js";
 import { reshardBox } from "../components/reshard.js";
-import { LAYOUT_EXAMPLES } from "../model/examples.js";
 import { layoutFacts } from "../model/facts.js";
 import { Layout } from "../model/layout.js";
 import { parsePasted, straightQuotes } from "../model/paste.js";
 import { DEFAULTS, ORDERS, deviceCount, deviceSetsFor, fromQuery, layoutRequest, toQuery } from "../model/state.js";
-import { errorBox, fieldOf, fixButton, settledError, shareAndStatus } from "./common.js";
+import { errorBox, exampleButton, fieldOf, fixButton, lifetime, settledError, shareAndStatus } from "./common.js";
 
 export const VIEW = "layout";
 export { fromQuery, toQuery };
@@ -71,7 +70,7 @@ export function mount(root, host, initial) {
   /** @type {ReturnType<typeof reshardBox> | null} */
   let reshard = null;
   let reshardPending = Boolean(state.reshard);
-  let disposed = false;
+  const life = lifetime();
   /** @type {Map<string, Layout>} newest last */
   const fetched = new Map();
 
@@ -148,21 +147,19 @@ export function mount(root, host, initial) {
 
   // ---------------------------------------------------------------- controls <-> state
 
+  /** The array's own fields (the pickers hold the device set and the mesh). */
+  const fields = /** @type {[keyof import("../model/state.js").State, HTMLInputElement | HTMLSelectElement | HTMLTextAreaElement][]} */ (
+    [["spec", specBox], ["shape", shapeBox], ["dtype", dtypeBox], ["rules", rulesBox]]);
+
   function stateToControls() {
     controls?.write(state);
-    specBox.value = state.spec;
-    shapeBox.value = state.shape;
-    dtypeBox.value = state.dtype;
-    rulesBox.value = state.rules;
+    for (const [key, box] of fields) box.value = String(state[key]);
     if (state.rules) rulesDetails.open = true;
   }
 
   function controlsToState() {
     controls?.read(state);
-    state.spec = specBox.value;
-    state.shape = shapeBox.value;
-    state.dtype = dtypeBox.value;
-    state.rules = rulesBox.value;
+    for (const [key, box] of fields) /** @type {any} */ (state)[key] = box.value;
   }
 
   /** The choice of two grid dimensions, shown for rank > 2. @param {number} rank */
@@ -409,7 +406,7 @@ export function mount(root, host, initial) {
       }
       // the mesh table (up to 16384 cells) after the grid is on screen
       setTimeout(() => {
-        if (layout !== drawn || disposed) return;
+        if (layout !== drawn || life.disposed) return;
         renderMesh(drawn, host.dark());
         host.bump("rendered");
       }, 0);
@@ -559,25 +556,24 @@ export function mount(root, host, initial) {
   // the page's keys for a page; a notebook's widget keeps to itself (Escape only, inside it)
   const keysOn = host.kind === "page" ? document : root;
   keysOn.addEventListener("keydown", /** @type {EventListener} */ (onPageKey));
-  for (const ex of withPickers ? LAYOUT_EXAMPLES : []) {
-    const b = h("button", { type: "button", title: ex.source }, ex.label);
-    b.addEventListener("click", () => {
-      state = { ...DEFAULTS, ...ex.s };
+  data.examples?.().then((ex) => {
+    if (!withPickers || life.disposed) return;
+    examples.replaceChildren(...ex.layout.map((e) => exampleButton(e, () => {
+      state = { ...DEFAULTS, ...e.state };
       pastedMesh = "";
       say();
       commit();
       // on a narrow screen the picture is below: bring it into view
       if (results.getBoundingClientRect().top > window.innerHeight * 0.6) results.scrollIntoView({ block: "start" });
-    });
-    examples.appendChild(b);
-  }
-  const stopTheme = host.onTheme(() => {
+    })));
+  }, () => {}); // the examples are a convenience: the page works without them
+  life.add(host.onTheme(() => {
     meshKey = "";
     if (layout) {
       render(layout);
       renderMesh(layout, host.dark());
     }
-  });
+  }), stop, spoken.dispose, () => keysOn.removeEventListener("keydown", /** @type {EventListener} */ (onPageKey)));
 
   // the picture loads from the state while the pickers wait for the catalog
   stateToControls();
@@ -594,7 +590,7 @@ export function mount(root, host, initial) {
 
   /** @param {any} cat */
   function startControls(cat) {
-    if (disposed) return;
+    if (life.disposed) return;
     catalog = cat;
     controls = layoutControls(pickers, cat, {
       fields: {},
@@ -613,7 +609,7 @@ export function mount(root, host, initial) {
 
   function startReshard() {
     const post = data.reshard;
-    if (!post || disposed) return;
+    if (!post || life.disposed) return;
     reshard = reshardBox(reshardHolder, {
       target: state.reshard,
       request: () => layoutRequest(state),
@@ -640,12 +636,6 @@ export function mount(root, host, initial) {
       reshardPending = Boolean(state.reshard);
       schedule(0);
     },
-    dispose() {
-      disposed = true;
-      stop();
-      spoken.dispose();
-      stopTheme();
-      keysOn.removeEventListener("keydown", /** @type {EventListener} */ (onPageKey));
-    },
+    dispose: life.dispose,
   };
 }

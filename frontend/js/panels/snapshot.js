@@ -16,7 +16,7 @@ import { kindText, leafFacts, snapshotFacts } from "../model/facts.js";
 import { deviceRow, Layout } from "../model/layout.js";
 import { hostsOf, leafMatches, leafNow, mostTelling, notHeld, notHeldLegend, snapshotRef, whatIfOf } from "../model/leaves.js";
 import { parseRules, rulesText } from "../model/rules.js";
-import { errorBox, shareAndStatus } from "./common.js";
+import { errorBox, lifetime, shareAndStatus } from "./common.js";
 
 export const VIEW = "snapshots";
 
@@ -61,7 +61,7 @@ export function mount(root, host, initial) {
   let tree = null;
   let filterTimer = 0;
   let chosen = 0;
-  let disposed = false;
+  const life = lifetime();
 
   // ---------------------------------------------------------------- DOM
   root.classList.add("snap-app");
@@ -439,7 +439,7 @@ export function mount(root, host, initial) {
     whatif = null;
     try {
       if ((state.snapshot || state.run) && data.snapshot) snap = await data.snapshot(snapshotRef(state));
-      if (disposed) return;
+      if (life.disposed) return;
       await start();
     } catch (e) {
       showError(snapError, e);
@@ -484,19 +484,16 @@ export function mount(root, host, initial) {
       showError(snapError, err);
     }
   });
-  const stopTheme = host.onTheme(() => {
+  life.add(() => clearTimeout(filterTimer));
+  life.add(host.onTheme(() => {
     if (!snap) return;
     renderCollectives();
     refreshAll();
-  });
+  }));
   open(state);
 
   return {
     update: (next) => open(next),
-    dispose() {
-      disposed = true;
-      clearTimeout(filterTimer);
-      stopTheme();
-    },
+    dispose: life.dispose,
   };
 }

@@ -10,7 +10,7 @@ import { layoutControls } from "../components/pickers.js";
 import { RING_FAR, RING_NEAR, WRAP, topologyMap } from "../components/topology_map.js";
 import { Layout, noTileColour } from "../model/layout.js";
 import { DEFAULTS, ORDERS, fromQuery, layoutQuery, layoutRequest, meshRequest, toQuery } from "../model/state.js";
-import { errorBox, settledError, shareAndStatus } from "./common.js";
+import { errorBox, lifetime, settledError, shareAndStatus } from "./common.js";
 
 export const VIEW = "topology";
 export { fromQuery, toQuery };
@@ -144,7 +144,7 @@ export function mount(root, host, initial) {
   /** When the axis choice changed (for the "axis-switch" measure: choice to picture on screen). */
   let axisSwitchAt = 0;
   let typedAt = 0;
-  let disposed = false;
+  const life = lifetime();
 
   // ---------------------------------------------------------------- DOM
   root.classList.add("app", "topo-app");
@@ -404,10 +404,10 @@ export function mount(root, host, initial) {
     box.addEventListener("input", onInput);
     box.addEventListener("change", onChange);
   }
-  const stopTheme = host.onTheme(() => {
+  life.add(host.onTheme(() => {
     map = null;
     draw();
-  });
+  }), stop, spoken.dispose);
 
   // the picture loads from the state while the pickers wait for the catalog
   stateToControls();
@@ -422,24 +422,18 @@ export function mount(root, host, initial) {
 
   /** @param {any} catalog */
   function startControls(catalog) {
-    if (disposed) return;
+    if (life.disposed) return;
     // no Axis types field: the state's types (a kernel's, handed over) are kept as they came
     controls = layoutControls(pickers, catalog, { fields: {}, onChange, onInput, orders: ORDERS.filter((o) => o[0] !== "single") });
     stateToControls();
   }
 
-  return {
-    update(next) {
-      state = { ...DEFAULTS, ...next };
-      stateToControls();
-      schedule(0);
-    },
-    dispose() {
-      disposed = true;
-      stop();
-      spoken.dispose();
-      stopTheme();
-    },
+  /** @param {import("../model/state.js").State} next */
+  const update = (next) => {
+    state = { ...DEFAULTS, ...next };
+    stateToControls();
+    schedule(0);
   };
+  return { update, dispose: life.dispose };
 }
 
