@@ -19,6 +19,7 @@ from fastapi import APIRouter
 from pydantic import Field, with_config
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
+from typing_extensions import TypedDict
 
 from server.api.deps import PoolDep, SettingsDep, device_set, responses
 from server.api.schema import (
@@ -45,16 +46,18 @@ from server.pool import BUSY, JOB_STATES, Busy, Job, WorkerPool
 from server.settings import Settings
 from sharding_core.errors import NOT_FOUND
 from sharding_core.kernels.catalog import KERNEL_DTYPES, MODES, PARAM_KINDS, kernels
-from sharding_core.kernels.plan import KernelPlan, RunInput, plan_run
+from sharding_core.kernels.plan import INPUT_DATA, MAX_VALUES_SHOWN, KernelPlan, RunInput, plan_run
 from sharding_core.layout import MAX_RANK
 
 if TYPE_CHECKING:
     KernelDType = str
+    InputData = str
     KernelState = str
     KernelMode = str
     ParamKind = str
 else:
     KernelDType = vocab(KERNEL_DTYPES)
+    InputData = vocab(INPUT_DATA)
     KernelState = vocab(JOB_STATES)
     KernelMode = vocab(MODES)
     ParamKind = vocab(PARAM_KINDS)
@@ -91,6 +94,7 @@ class KernelRunRequest(Request):
     )
     slices: Slices = 1
     chips_per_host: ChipsPerHost = None
+    data: InputData = Field("random", description="What the inputs hold: seeded random values, or 0, 1, 2, … (arange)")
 
 
 class KernelInputInfo(Reply):
@@ -149,6 +153,14 @@ class KernelCatalogResponse(Reply):
 
 
 @with_config(CLOSED)
+class KernelValues(TypedDict):
+    flat: Annotated[
+        list[float | int | bool | None], Field(max_length=MAX_VALUES_SHOWN, description="The first values, row-major")
+    ]
+    size: Annotated[int, Field(ge=0, description="How many values the output has")]
+
+
+@with_config(CLOSED)
 class KernelArray(Layout):
     """An input as placed or an output: its layout exactly as POST /api/layout gives it, and more."""
 
@@ -157,6 +169,10 @@ class KernelArray(Layout):
     max_abs_error: NotRequired[
         Annotated[float | None, Field(description="Outputs: max |sharded - unsharded| (null when not comparable)")]
     ]
+    max_abs_reference: NotRequired[
+        Annotated[float | None, Field(description="Outputs: max |unsharded|, the scale of the error (null: none)")]
+    ]
+    values: NotRequired[Annotated[KernelValues | None, Field(description="Outputs: the first values, row-major")]]
 
 
 class KernelMemory(Reply):
@@ -355,6 +371,7 @@ def plan_request(body: KernelRunRequest, settings: Settings) -> KernelPlan:
         max_devices=settings.max_kernel_devices,
         max_elements=settings.max_kernel_elements,
         max_bytes=settings.worker_memory(),
+        data=body.data,
     )
 
 

@@ -122,7 +122,7 @@ export function mount(root, host, initial) {
   const pickers = h("div", { part: "pickers" });
   const inputsBox = h("div", { class: "kernel-inputs", part: "inputs" });
   const dataSelect = h("select", { part: "data" });
-  setOptions(dataSelect, ["", "arange"], ["seeded normal draws (integers -4..4)", "0, 1, 2, … (jnp.arange, as the tutorials)"]);
+  setOptions(dataSelect, ["", "arange"], ["random, seeded (normal; integers −4…4)", "0, 1, 2, … (jnp.arange, as the tutorials)"]);
   const paramsBox = h("div", { class: "kernel-inputs", part: "params" });
   const paramsSet = h("fieldset", { hidden: true }, h("legend", {}, "Parameters"), paramsBox);
   const outsBox = h("div", { class: "kernel-inputs", part: "outs" });
@@ -199,7 +199,8 @@ export function mount(root, host, initial) {
    * Shows what went wrong (null clears): beside the field at fault (an input's shape, spec or dtype,
    * an output spec, the mesh), the field marked invalid; the explanation itself under Run.
    * @param {unknown} err
-   * @param {{input?: number, output?: number, field?: string, source?: string}} [where]
+   * @param {{input?: number, output?: number, field?: string, source?: string, note?: string}} [where] note:
+ *   what the line beside the field says (default: the error's message)
    */
   function fail(err, where = {}) {
     for (const box of form.querySelectorAll("[aria-invalid]")) box.removeAttribute("aria-invalid");
@@ -218,8 +219,8 @@ export function mount(root, host, initial) {
     if (!control) return;
     control.setAttribute("aria-invalid", "true");
     // a short line under the field itself, so the place to change is where the eye lands
-    const row = control.closest(".kernel-input, label, .row") || control;
-    row.after(h("p", { class: "field-error", role: "note" }, `${e.code}: ${e.message}`));
+    const row = control.closest(".row") || control.closest("label") || control;
+    row.after(h("p", { class: "field-error", role: "note" }, `${e.code}: ${where.note ?? e.message}`));
   }
 
   /**
@@ -228,7 +229,7 @@ export function mount(root, host, initial) {
    * until one fails with the same code.
    * @param {any} req the run request
    * @param {unknown} err
-   * @returns {Promise<{err: unknown, input?: number, field?: string, source?: string}>}
+   * @returns {Promise<{err: unknown, input?: number, field?: string, source?: string, note?: string}>}
    */
   async function blame(req, err) {
     if (!(err instanceof ApiError) || !req.inputs) return { err };
@@ -242,7 +243,7 @@ export function mount(root, host, initial) {
     if (given !== undefined && given !== null) {
       const n = typeof given === "number" ? given : k ? k.inputs.findIndex((/** @type {any} */ i) => i.name === given) : -1;
       if (n >= 0 && n < req.inputs.length) {
-        return { err: named(n, err.error), input: n, field: /** @type {any} */ (err.error).field, source: req.inputs[n].spec };
+        return { err: named(n, err.error), input: n, field: /** @type {any} */ (err.error).field, source: req.inputs[n].spec, note: err.error.message };
       }
     }
     if (err.error.code === "too_large" && /elements/.test(err.error.message)) {
@@ -257,7 +258,7 @@ export function mount(root, host, initial) {
       try {
         await lay({ devices: req.devices, ...(req.slices ? { slices: req.slices } : {}), mesh: req.mesh, spec: inp.spec, shape: inp.shape, dtype: inp.dtype });
       } catch (e) {
-        if (e instanceof ApiError && e.error.code === err.error.code) return { err: named(n, e.error), input: n, source: inp.spec };
+        if (e instanceof ApiError && e.error.code === err.error.code) return { err: named(n, e.error), input: n, source: inp.spec, note: e.error.message };
       }
     }
     return { err };
@@ -393,9 +394,9 @@ export function mount(root, host, initial) {
       requestAnimationFrame(() => host.bump("runs"));
     } catch (e) {
       if (token !== runToken) return;
-      const { err, input, field: f, source: src } = await blame(req, e);
+      const { err, ...where } = await blame(req, e);
       if (token !== runToken) return;
-      fail(err, { input, field: f, source: src });
+      fail(err, where);
       staleResults();
       setRunState(e instanceof ApiError && e.status === 429 ? "busy: try again shortly" : "failed", "error");
       host.bump("errors");
