@@ -128,7 +128,7 @@ def test_back_and_forward_restore_states(server: Server, watched: Watched) -> No
     page = watched.page
     page.goto(f"http://127.0.0.1:{server.port}/")
     rendered(page)
-    page.get_by_role("button", name="Flax: W1 (1024, 1024), (None, 'model')").click()
+    page.get_by_role("button", name="Flax: W1 (None, 'model')").click()
     rendered(page, 2)
     expect(page.get_by_label("PartitionSpec")).to_have_value("P(None, 'model')")
     page.go_back()

@@ -105,7 +105,7 @@ export function mount(root, host, initial) {
         specBox),
       h("label", { class: "shape-field" }, "Array shape ", shapeBox),
       h("label", { class: "dtype-field" }, "dtype ", dtypeBox)),
-    examples, note, rulesDetails);
+    h("div", { class: "spec-extras" }, examples, rulesDetails), note);
   const pickers = h("div", { part: "pickers" });
   const pickersError = errorBox("pickers-error");
   const aside = h("aside", { class: "controls", "aria-label": "Devices and mesh", part: "controls" }, pickersError, pickers);
@@ -135,7 +135,8 @@ export function mount(root, host, initial) {
   const meshBox = h("div", { class: "mesh-wrap", part: "mesh" });
   const reshardHolder = h("div", { part: "reshard" });
   const results = h("div", { class: "results", part: "results" },
-    staleNote, specError, pointer,
+    // over the top of the stale picture: saying so moves nothing
+    h("div", { class: "float-note" }, specError, staleNote), pointer,
     h("div", { class: "layout-pair", part: "layout-pair" },
       h("div", { class: "layout-main" }, gridBox,
         h("p", { class: "muted grid-help" }, "Scroll or press + and − to zoom, drag to pan; hover a tile, or Tab to the grid and use the arrow keys, for its index ranges and devices; click (or Enter) to highlight, Escape to clear. ",
