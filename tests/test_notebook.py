@@ -224,6 +224,9 @@ def test_a_pytree_shows_its_snapshot_with_memory_per_device() -> None:
         context=False
     )
     assert snap["memory"]["bytes"][0] == 8 * 16 * 4 // 8 + 3 * 4  # device 0 holds a's block and all of b
+    # Regression (issue 21): an unnamed tree's widget was titled "show"; it is named for what it is
+    assert payload(view_of({"a": x}))["name"] == "dict"
+    assert payload(view_of([x, x]))["name"] == "list"
 
 
 def test_an_inspect_jit_capture_shows_its_collectives() -> None:

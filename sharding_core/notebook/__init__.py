@@ -224,7 +224,8 @@ def view_of(
         return _of_sharding(name or type(obj).__name__, obj, tuple(shape), dtype or "float32", dims, None)
     from sharding_core.capturing import capture
 
-    snap = capture(obj, name or "show", rules=rules, mesh=mesh)
+    # unnamed: what it is (TrainState, dict, ...), never the name of the function that showed it
+    snap = capture(obj, name or type(obj).__name__, rules=rules, mesh=mesh)
     return View("snapshot", snap["name"], snapshot=snap, publish=_publisher(snap))
 
 
