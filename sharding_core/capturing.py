@@ -108,8 +108,27 @@ def inspect_jit(f: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, A
         fields = ("argument_size_in_bytes", "output_size_in_bytes", "alias_size_in_bytes", "temp_size_in_bytes")
         memory = {k: int(getattr(stats, k)) for k in fields if hasattr(stats, k)}
     donated = [bool(getattr(a, "donated", False)) for a in jax.tree.leaves(lowered.args_info)]
-    snap["jit"] = {"function": name, "memory_per_device": memory, "donated_inputs": sum(donated)}
+    snap["jit"] = {
+        "function": name,
+        "memory_per_device": memory,
+        "donated_inputs": sum(donated),
+        "arguments": argument_names(f, len(args)),
+    }
     return snap
+
+
+def argument_names(f: Callable[..., Any], count: int) -> list[str | None]:
+    """The names of ``f``'s first ``count`` positional parameters (what ``inputs/args/N`` leaves were passed
+    as), None past them or when the signature cannot be read (a builtin, ``*args``)."""
+    import inspect
+
+    target = getattr(f, "__wrapped__", f)  # jax.jit keeps the function it wraps here
+    try:
+        params = list(inspect.signature(target).parameters.values())
+    except (TypeError, ValueError):
+        return [None] * count
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return [positional[i] if i < len(positional) else None for i in range(count)]
 
 
 def array_kind(x: Any) -> str:

@@ -237,6 +237,14 @@ def test_an_inspect_jit_capture_shows_its_collectives_on_the_mesh(mount: Any) ->
     for group in groups:  # every device of a group coloured alike on the mesh
         cells = [p.part("collective-mesh").locator(f"td[data-device='{i}']") for i in group.split(",")]
         assert len({cell.evaluate("e => e.style.background") for cell in cells}) == 1
+    # Regression (issue 21): inspect_jit named its arguments by position only; train_step(state, x)
+    tree = p.part("leaf-rows")
+    expect(tree.locator("button.tree-toggle[data-group='inputs/args/0']")).to_have_text("▾ 0 · state")
+    before = p.count("filtered")
+    p.root.get_by_label("Filter leaves").fill("inputs/args/1")  # the table draws the rows in view: bring it up
+    p.counted(before, "filtered")
+    tree.locator("tr.leaf button.leaf-open", has_text=re.compile(r"^1 · x$")).click()
+    expect(p.part("leaf-title")).to_have_text("inputs/args/1 — argument x")
 
 
 def test_a_run_missing_a_process_fades_its_shards(mount: Any) -> None:

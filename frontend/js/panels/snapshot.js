@@ -137,6 +137,13 @@ export function mount(root, host, initial) {
 
   const now = (/** @type {number} */ i) => leafNow(snap, whatif, i);
 
+  /** The parameter an inspect_jit capture's inputs/args/N was passed as (null: not one, or unknown). @param {string} key */
+  const argumentOf = (key) => {
+    const m = /^inputs\/args\/(\d+)$/.exec(key);
+    const names = snap?.jit?.arguments;
+    return m && names ? names[Number(m[1])] ?? null : null;
+  };
+
   function applyFilter() {
     if (!tree) return;
     const f = { q: state.q, axis: state.axis, kind: state.kind };
@@ -171,7 +178,8 @@ export function mount(root, host, initial) {
     const leaf = snap.leaves[i];
     const v = now(i);
     const lay = v.layout;
-    leafTitle.textContent = leaf.path;
+    const argument = argumentOf(leaf.path.split("/").slice(0, 3).join("/"));
+    leafTitle.textContent = leaf.path + (argument ? ` — argument ${argument}` : "");
     const held = lay ? notHeld(leaf, lay) : new Set();
     leafSummary.replaceChildren(defList(leafFacts(snap, leaf, v, held)));
     if (!lay) {
@@ -412,6 +420,7 @@ export function mount(root, host, initial) {
     tree = leafTree(leafTable, snap.leaves, {
       now,
       kind: kindText,
+      name: argumentOf,
       onOpen: (i) => selectLeaf(i, true),
       onRows: () => {
         // For bench/bench_snapshots.py: when the table first had rows (ms since this page's navigation).
