@@ -9,7 +9,13 @@ export UV_PROJECT_ENVIRONMENT := .venv
 export UV_PYTHON_DOWNLOADS := never
 PORT ?= 8000
 
-.PHONY: serve install install-dev chromium lint typecheck test bench
+# The oldest JAX the package declares (pyproject's "jax>=X"): `make test` also runs the library surface
+# from the built wheel in a second environment beside it (tests/test_wheel.py calls `make oldest-jax`).
+OLDEST_JAX := $(shell sed -n 's/^ *"jax>=\([0-9.]*\)".*/\1/p' pyproject.toml)
+OLDEST_ENV := build/oldest-jax
+WHEEL_DIR := build/dist
+
+.PHONY: serve install install-dev chromium lint typecheck test bench wheel oldest-jax
 
 $(UV):
 	$(PYTHON) -m venv .tools
@@ -36,6 +42,19 @@ lint: install-dev
 
 typecheck: install-dev
 	.venv/bin/mypy
+
+# The wheel users install: sharding_core, server, shardscope and the front end inside it.
+wheel: $(UV)
+	rm -rf $(WHEEL_DIR)
+	$(UV) build --quiet --wheel --out-dir $(WHEEL_DIR)
+
+# A fresh environment from the registries (uv's cache makes a rebuild take seconds): the built wheel
+# with its notebook extra beside the oldest declared JAX. --no-config: the project's lock settings
+# (the pinned JAX) are for .venv/, not for this environment.
+oldest-jax: wheel
+	$(UV) venv --quiet --no-config --allow-existing --python 3.11 $(OLDEST_ENV)
+	$(UV) pip install --quiet --no-config --python $(OLDEST_ENV)/bin/python --reinstall-package shardscope \
+	  "$$(ls $(WHEEL_DIR)/shardscope-*.whl)[notebook]" "jax==$(OLDEST_JAX)" "jaxlib==$(OLDEST_JAX)"
 
 test: install-dev chromium lint typecheck
 	.venv/bin/python -m pytest

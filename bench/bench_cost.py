@@ -1,13 +1,17 @@
-"""What cost estimates add to a 6144-device TPU compile-only result (target: at most 20 ms).
+"""The cost model's accuracy against published measurements, the refit of a GPU profile, and what estimates
+add to a 6144-device TPU compile-only result.
 
-In process, like the kernel lab's worker does for a ``tpu:`` set: libtpu's compile-only topology for a
-v5p 16x16x24 slice (6144 chips, the largest single slice), a mesh over it, a few programs compiled (never
-run) — a reduction, a reshard, a matmul with a sharded contracting dimension, a full gather — and the
-one serialiser (``read_collectives``) run on each HLO without a cost context and with one, the estimates
-alone (``estimate_collective`` over the program's collectives) and the roofline: what a result gains is
-the last two. Also: building the context once per device set (cached after). Medians of 5, one run, this
-2-core machine (shared with other jobs: the serialiser columns vary by a few ms between runs).
-Run: ``.venv/bin/python bench/bench_cost.py`` (needs the tpu extra).
+1. **Accuracy** (no libtpu needed): every row of ``sharding_core/cost/measurements.py`` (published
+   measurements, each with its source) with its measured time, the **bound** (spec sheet) and the **expected**
+   time (fitted efficiencies), their errors, the median and worst |error|, and the leave-one-out errors of
+   the expected time (each row predicted by a fit made without it). Goals: expected median ≤ 25 %, worst ≤ 60 %.
+2. **Refit**: ``fit_nccl_tests`` on an ``all_reduce_perf`` output of 32 sizes (8 B – 16 GiB), median of 5
+   (goal: under a second).
+3. **Speed** (needs the tpu extra): libtpu's compile-only topology for a v5p 16x16x24 slice (6144 chips), a few
+   programs compiled (never run), the reader (facts: collectives with their loop facts) and what a result
+   gains when it is read: the estimates and the roofline (target: at most 20 ms).
+
+Medians of 5, one run, this 2-core machine (shared with other jobs). Run: ``.venv/bin/python bench/bench_cost.py``.
 """
 
 from __future__ import annotations
@@ -28,11 +32,14 @@ from jax.experimental import topologies
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from sharding_core.cost.collectives import estimate_collective
+from sharding_core.cost import efficiency as ef
+from sharding_core.cost.annotate import with_estimates
 from sharding_core.cost.context import context_for
 from sharding_core.cost.roofline import roofline
 from sharding_core.devices import parse_devices
 from sharding_core.hlo.collectives import device_assignment, read_collectives
+from sharding_core.hlo.program import program_facts
+from sharding_core.kernels.runner import libtpu_available
 
 DEVICES = "tpu:v5p:16x16x24"
 ROUNDS = 5
@@ -75,7 +82,33 @@ def median_ms(f: Callable[[], Any]) -> float:
     return statistics.median(times)
 
 
-def main() -> None:
+def accuracy() -> None:
+    t = time.perf_counter()
+    result = ef.evaluate()
+    took = time.perf_counter() - t
+    print(
+        f"1. published measurements ({len(result['rows'])} rows; evaluated with leave-one-out refits in {took:.1f} s)"
+    )
+    print()
+    print(ef.markdown_table(result))
+    print("\nprofiles (fitted):")
+    for key, p in ef.PROFILES.items():
+        print(f"  {key:10s} {ef.fmt_profile(p)}")
+
+
+def refit() -> None:
+    from tests.test_cost_measured import nccl_output
+
+    sizes = [8 << k for k in range(32)]  # 8 B ... 16 GiB, as all_reduce_perf -b 8 -e 16G -f 2 prints them
+    text = nccl_output([(size, 20.0 + size / 3.0e5) for size in sizes])
+    ms = median_ms(lambda: ef.fit_nccl_tests(text))
+    print(f"\n2. refit of a GPU profile from all_reduce_perf output ({len(sizes)} rows): {ms:.0f} ms (goal: < 1 s)")
+
+
+def speed() -> None:
+    if not libtpu_available():
+        print("\n3. speed: skipped (the tpu extra is not installed)")
+        return
     devset = parse_devices(DEVICES)
     tpu = topologies.get_topology_desc(platform="tpu", topology_name="v5p:16x16x24", chips_per_host_bounds=(2, 2, 1))
     by_id = {d.id: d for d in tpu.devices}
@@ -88,11 +121,11 @@ def main() -> None:
     context_for.cache.clear()  # type: ignore[attr-defined]
     ctx = context_for(devset)
     context_ms = (time.perf_counter() - t) * 1e3
-    print(f"cost context for {DEVICES} ({len(devset)} devices): {context_ms:.1f} ms once per device set (cached after)")
+    print(f"\n3. cost context for {DEVICES} ({len(devset)} devices): {context_ms:.1f} ms once per device set (cached)")
     print()
-    print("| program (6144 devices, compile-only) | collectives | groups | compile | serialiser | "
-          "with estimates | of which estimates | roofline | estimates add |")  # fmt: skip
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| program (6144 devices, compile-only) | collectives | groups | compile | reader (facts) | "
+          "estimates | roofline | estimates add |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     worst = 0.0
     for name, f, args, out in programs(mesh):
         jitted = jax.jit(f, out_shardings=out) if out is not None else jax.jit(f)
@@ -101,29 +134,30 @@ def main() -> None:
         compile_s = time.perf_counter() - t
         text = compiled.as_text()
         assignment = [int(d.id) for d in device_assignment(compiled)]
-        plain = median_ms(lambda: read_collectives(text, [assignment], ids, ("x", "y", "z")))  # noqa: B023
-        with_est = median_ms(lambda: read_collectives(text, [assignment], ids, ("x", "y", "z"), ctx))  # noqa: B023
-        colls = read_collectives(text, [assignment], ids, ("x", "y", "z"), ctx)
+        reader = median_ms(lambda: read_collectives(text, [assignment], ids, ("x", "y", "z")))  # noqa: B023
+        colls = read_collectives(text, [assignment], ids, ("x", "y", "z"))
+        estimates = median_ms(lambda: with_estimates(colls, ctx))  # noqa: B023
+        estimated = with_estimates(colls, ctx)
+        facts = program_facts(text)
         cost = compiled.cost_analysis()
         cost = cost[0] if isinstance(cost, list) else cost
-        roof_ms = median_ms(
-            lambda: roofline(
-                {"flops": (cost or {}).get("flops"), "bytes_accessed": (cost or {}).get("bytes accessed")},  # noqa: B023
-                {"peak_bytes": None},
-                colls,  # noqa: B023
-                ctx,
-                "bfloat16",
-                "bench",
-            )
-        )
+        figures = {"flops": (cost or {}).get("flops"), "bytes_accessed": (cost or {}).get("bytes accessed"),
+                   "loop_corrected_flops": facts.corrected_flops((cost or {}).get("flops")),
+                   "matmul_traffic_bytes": facts.matmul_traffic()}  # fmt: skip
+        roof_ms = median_ms(lambda: roofline(figures, {"peak_bytes": None}, estimated, ctx, "bfloat16", "bench"))  # noqa: B023
         groups = sum(len(c["groups"] or c["pairs"] or []) for c in colls)
-        estimates = median_ms(lambda: [estimate_collective(c, ctx) for c in colls])  # noqa: B023
         added = estimates + roof_ms
         worst = max(worst, added)
-        print(f"| {name} | {len(colls)} | {groups} | {compile_s:.1f} s | {plain:.1f} ms | {with_est:.1f} ms | "
-              f"{estimates:.1f} ms | {roof_ms:.2f} ms | {added:.1f} ms |")  # fmt: skip
+        print(f"| {name} | {len(colls)} | {groups} | {compile_s:.1f} s | {reader:.1f} ms | {estimates:.1f} ms | "
+              f"{roof_ms:.2f} ms | {added:.1f} ms |")  # fmt: skip
     print()
     print(f"estimates add at most {worst:.1f} ms per result (target: 20 ms)")
+
+
+def main() -> None:
+    accuracy()
+    refit()
+    speed()
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import gc
 import os
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
+from importlib.metadata import version
 from pathlib import Path
 
 from fastapi import FastAPI
@@ -14,7 +15,6 @@ from starlette.exceptions import HTTPException
 from starlette.routing import BaseRoute, Match, Mount
 from starlette.staticfiles import StaticFiles
 
-import shardscope
 from server import docs, vendor
 from server.api import ROUTERS
 from server.api.compare import COMPARE_PATH
@@ -44,9 +44,9 @@ from server.settings import Settings
 from server.store import Store
 from sharding_core import cache
 from sharding_core.kernels import worker
+from shardscope.assets import frontend_dir
 
-_PACKAGED = Path(__file__).resolve().parent / "frontend"  # a wheel install (pyproject force-include)
-FRONTEND_DIR = _PACKAGED if _PACKAGED.is_dir() else Path(__file__).resolve().parent.parent / "frontend"
+FRONTEND_DIR = frontend_dir()
 """The static dashboard (no build step), served at ``/``."""
 
 _METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
@@ -137,7 +137,7 @@ def create_app(
 
     app = FastAPI(
         title="Shardscope",
-        version=shardscope.__version__,
+        version=version("shardscope"),  # pyproject's, from the installed package's metadata
         summary="See how JAX arrays are sharded across devices: layouts, meshes, topology, share links.",
         description='Every 4xx and 5xx has the body `{"error": {"code", "message", "hint"?, ...}}`.',
         docs_url=None,  # our own /docs (server.docs): FastAPI's uses inline script, which the CSP blocks

@@ -18,6 +18,7 @@ from typing import Any
 
 from server.store import MAX_LINK_DAYS, MAX_SNAPSHOT_DAYS, MAX_STORE_BYTES, RECORD_OVERHEAD
 from sharding_core.cache import MAX_CACHE_BYTES
+from sharding_core.cost.efficiency import MAX_NCCL_TEXT_CHARS
 from sharding_core.devices import MAX_DEVICES, MAX_SLICES
 from sharding_core.errors import ShardingError
 from sharding_core.kernels.memory import physical_ram
@@ -197,6 +198,12 @@ class Settings:
         MAX_KERNEL_TEXT_CHARS,
         "Characters of StableHLO and of compiled HLO text in a kernel result; longer text is cut and flagged",
         minimum=1024,
+    )
+    max_nccl_text_chars: int = _setting(
+        MAX_NCCL_TEXT_CHARS,
+        "Characters of nccl-tests all_reduce_perf output in POST /api/cost/nccl-fit (a full 8 B - 16 GiB sweep is "
+        "about 10 kB); more gets 422 validation_error",
+        fixed=_DOMAIN,
     )
     max_cache_bytes: int = _setting(
         MAX_CACHE_BYTES,

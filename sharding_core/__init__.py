@@ -1,8 +1,8 @@
 """Shardscope's domain: device sets, meshes, PartitionSpecs and layouts, computed by JAX.
 
-``capture``, ``publish``, ``inspect_jit``, ``show``, ``new_run_id`` and ``PublishError`` are loaded on
-first use (PEP 562), so ``import sharding_core`` stays light for a training script (``show`` imports
-IPython and anywidget only when it is called in a notebook).
+``capture``, ``publish``, ``inspect_jit``, ``new_run_id`` and ``PublishError`` are loaded on first use
+(PEP 562), so ``import sharding_core`` stays light for a training script. Drawing a value inline in a
+notebook is ``shardscope.show`` (the notebook host lives beside the front end, in :mod:`shardscope`).
 """
 
 from __future__ import annotations
@@ -11,19 +11,17 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from sharding_core.capturing import capture, inspect_jit
-    from sharding_core.notebook import show
     from sharding_core.publishing import PublishError, new_run_id, publish
 
 _LAZY = {
     "capture": "sharding_core.capturing",
     "inspect_jit": "sharding_core.capturing",
     "publish": "sharding_core.publishing",
-    "show": "sharding_core.notebook",
     "new_run_id": "sharding_core.publishing",
     "PublishError": "sharding_core.publishing",
 }
 
-__all__ = ["PublishError", "capture", "inspect_jit", "new_run_id", "publish", "show"]
+__all__ = ["PublishError", "capture", "inspect_jit", "new_run_id", "publish"]
 
 
 def __getattr__(name: str) -> Any:

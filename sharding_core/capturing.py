@@ -24,12 +24,16 @@ from typing import Any
 
 import numpy as np
 
+from sharding_core.compat import ambient_mesh, cost_analysis, equivalent, input_shardings
+from sharding_core.cost.annotate import with_estimates
 from sharding_core.cost.context import context_for_devices
 from sharding_core.errors import TOO_LARGE, ShardingError
 from sharding_core.hlo.collectives import device_assignment, read_collectives
+from sharding_core.hlo.program import program_facts
 from sharding_core.layout import Layout
 from sharding_core.snapshot.format import FORMAT, MAX_SNAPSHOT_LEAVES, VERSION
 from sharding_core.snapshot.rules import Rule, check_rules, logical_to_mesh_axes, rules_json
+from sharding_core.spec import canonical_spec
 
 ROOT_PATH = "(root)"
 """The path of a tree that is itself one leaf."""
@@ -81,7 +85,7 @@ def inspect_jit(f: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, A
     lowered = jitted.lower(*args, **kwargs)
     compiled = lowered.compile()
     in_avals = lowered.in_avals
-    in_shardings = compiled.input_shardings
+    in_shardings = input_shardings(compiled)
 
     def planned(aval: Any, sharding: Any) -> Any:
         return jax.ShapeDtypeStruct(aval.shape, aval.dtype, sharding=sharding)
@@ -93,14 +97,19 @@ def inspect_jit(f: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, A
     mesh = _program_mesh([*jax.tree.leaves(in_shardings), *jax.tree.leaves(compiled.output_shardings)])
     placed = device_assignment(compiled)
     assignment = [int(d.id) for d in placed]
-    # The whole slice (every device of the platform), so its shape and wraparound are the slice's.
-    hardware = context_for_devices(jax.devices(placed[0].platform) if placed else [])
-    snap["collectives"] = read_collectives(
-        compiled.as_text() or "",
+    hlo_text = compiled.as_text() or ""
+    facts = program_facts(hlo_text)
+    collectives = read_collectives(
+        hlo_text,
         [assignment],
         mesh.device_ids.tolist() if mesh is not None else None,
         [str(a) for a in mesh.axis_names] if mesh is not None else (),
-        hardware,
+        facts,
+    )
+    # Estimated here, where the result is read (the caller's process); a server recomputes them on read.
+    # The whole slice (every device of the platform), so its shape and wraparound are the slice's.
+    snap["collectives"] = with_estimates(
+        collectives, context_for_devices(jax.devices(placed[0].platform) if placed else [])
     )
     stats = compiled.memory_analysis()
     memory = None
@@ -108,12 +117,11 @@ def inspect_jit(f: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, A
         fields = ("argument_size_in_bytes", "output_size_in_bytes", "alias_size_in_bytes", "temp_size_in_bytes")
         memory = {k: int(getattr(stats, k)) for k in fields if hasattr(stats, k)}
     donated = [bool(getattr(a, "donated", False)) for a in jax.tree.leaves(lowered.args_info)]
-    snap["jit"] = {
-        "function": name,
-        "memory_per_device": memory,
-        "donated_inputs": sum(donated),
-        "arguments": argument_names(f, len(args)),
-    }
+    cost = cost_analysis(compiled)
+    flops = float(cost["flops"]) if cost.get("flops") is not None else None
+    snap["jit"] = {"function": name, "memory_per_device": memory, "donated_inputs": sum(donated),
+                   "arguments": argument_names(f, len(args)),
+                   "flops": flops, "loop_corrected_flops": facts.corrected_flops(flops), **facts.json()}  # fmt: skip
     return snap
 
 
@@ -168,28 +176,19 @@ def _is_capture_leaf(x: Any) -> bool:
     return bool(boxes) and isinstance(x, boxes)
 
 
-def _value_spec(value: Any) -> Any:
-    """The PartitionSpec a value is sharded with (None when it has no named sharding)."""
-    return getattr(getattr(value, "sharding", None), "spec", None)
+def _sharded_as_declared(value: Any, declared: Any, rank: int) -> bool:
+    """Whether ``value`` is placed as ``declared`` (a PartitionSpec on the value's own mesh) places it:
+    JAX's ``is_equivalent_to`` (``P('x')`` is ``P('x', None)``, ``P(('x',))`` is ``P('x')``)."""
+    import jax
 
-
-def _same_spec(a: Any, b: Any, shape: Any) -> bool:
-    """Whether two PartitionSpecs shard an array of ``shape`` the same way: trailing Nones, one-name
-    tuples and empty tuples spelled either way (``P('x')`` is ``P('x', None)``, ``P(('x',))`` is ``P('x')``)."""
-    if a is None or b is None:
-        return a is b
-    rank = max(len(shape) if shape is not None else 0, len(a), len(b))
-
-    def entries(spec: Any) -> list[Any]:
-        out: list[Any] = []
-        for e in [*spec, *([None] * (rank - len(spec)))]:
-            if isinstance(e, tuple):
-                e = None if not e else e[0] if len(e) == 1 else e
-            out.append(e)
-        return out
-
-    sets = ("unreduced", "reduced")
-    return entries(a) == entries(b) and all(set(getattr(a, k, ()) or ()) == set(getattr(b, k, ()) or ()) for k in sets)
+    sharding = getattr(value, "sharding", None)
+    if not isinstance(sharding, jax.sharding.NamedSharding):
+        return False
+    try:
+        wanted = jax.sharding.NamedSharding(sharding.mesh, declared)
+    except (ValueError, TypeError):  # the declaration names an axis the value's mesh lacks
+        return False
+    return equivalent(sharding, wanted, rank)
 
 
 class _Builder:
@@ -203,7 +202,7 @@ class _Builder:
             spmd = sys.modules.get("flax.core.spmd")
             rules = spmd.get_logical_axis_rules() if spmd is not None else None
         self.rules: tuple[Rule, ...] | None = check_rules(rules) if rules else None
-        self.mesh = mesh if mesh is not None else _ambient_mesh()
+        self.mesh = mesh if mesh is not None else ambient_mesh()
         self.leaves: list[dict[str, Any]] = []
         self.skipped = 0
         self.meshes: list[dict[str, Any]] = []
@@ -277,7 +276,7 @@ class _Builder:
         rec["sharding"] = type(sharding).__name__
         rec["memory_kind"] = getattr(sharding, "memory_kind", None)
         if isinstance(sharding, jax.sharding.NamedSharding):
-            rec["spec"] = repr(sharding.spec)
+            rec["spec"] = canonical_spec(sharding.spec)
             if not isinstance(sharding.mesh, jax.sharding.Mesh):
                 rec["mesh_axes"] = dict(sharding.mesh.shape)
                 rec["note"] = "an abstract mesh (no devices): the layout needs a concrete mesh"
@@ -318,12 +317,12 @@ class _Builder:
             declared = jax.sharding.PartitionSpec(*logical_to_mesh_axes(names, effective))
         else:
             declared = jax.sharding.PartitionSpec(*names)
-        rec["declared_spec"] = repr(declared)
+        rec["declared_spec"] = canonical_spec(declared)
         if rec.get("layout") is not None or rec["kind"] == "array":
             if not rules_known:
                 # a value already sharded under rules this capture was not told: nothing to compare with
                 rec["declared_spec"] = None
-            elif rec.get("spec") is not None and not _same_spec(_value_spec(value), declared, rec["shape"]):
+            elif rec.get("spec") is not None and not _sharded_as_declared(value, declared, len(rec["shape"] or ())):
                 rec["note"] = f"the value is sharded {rec['spec']}, not as the box declares ({rec['declared_spec']})"
             if logical and rec.get("mesh") is None and own_mesh is not None:
                 rec["mesh"] = self.mesh_id(own_mesh)
@@ -470,22 +469,6 @@ def _type_name(x: Any) -> str:
     t = type(x)
     module = t.__module__.split(".")[0]
     return f"{module}.{t.__qualname__}" if module not in ("builtins",) else t.__qualname__
-
-
-def _ambient_mesh() -> Any:
-    """The concrete mesh of ``jax.set_mesh`` / ``with mesh:``, or None."""
-    import jax
-
-    mesh = jax.sharding.get_mesh()
-    if mesh is not None and not mesh.empty:
-        return mesh
-    try:  # the legacy `with mesh:` context has no public getter
-        from jax._src.mesh import thread_resources
-
-        legacy = thread_resources.env.physical_mesh
-        return None if legacy.empty else legacy
-    except (ImportError, AttributeError):
-        return None
 
 
 def _program_mesh(shardings: list[Any]) -> Any:

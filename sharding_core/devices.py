@@ -87,6 +87,16 @@ class TpuGeneration:
     chips_per_host_note: str
     custom_multiple: int | None = None  # 3-D: any AxBxC with each side a multiple of this
     chip_config: str | None = None  # libtpu chip_config_name (v4: "megacore")
+    # Which torus axes close into rings (read by ``sharding_core.hardware.wraparound``, which cites the
+    # sources): 3-D generations wrap an axis only in slices of full 4x4x4 cubes ("cube"); 2-D ones only
+    # an axis that spans the pod side (``pod_side`` chips).
+    wrap_rule: str = "pod_side"
+    pod_side: int = 0
+    device_kind_aliases: tuple[str, ...] = ()  # other spellings of ``device_kind`` JAX versions report
+
+    @property
+    def torus(self) -> str:
+        return f"{self.dims}D torus"
 
     def single_host_bounds(self, topo: tuple[int, int, int]) -> tuple[int, int, int]:
         """Host bounds for ``topo``: small v5e/v6e slices run on one 1-, 4- or 8-chip machine."""
@@ -114,6 +124,7 @@ TPU_GENERATIONS: dict[str, TpuGeneration] = {
             256,
             (2, 2, 1),
             "4 chips (8 cores) per host, as on a v2-8 machine",
+            pod_side=16,
         ),
         TpuGeneration(
             "v3",
@@ -125,6 +136,7 @@ TPU_GENERATIONS: dict[str, TpuGeneration] = {
             1024,
             (2, 2, 1),
             "4 chips (8 cores) per host, as on a v3-8 machine",
+            pod_side=32,
         ),
         TpuGeneration(
             "v4",
@@ -138,6 +150,7 @@ TPU_GENERATIONS: dict[str, TpuGeneration] = {
             "4 chips per host (2x2x1); megacore: one device per chip",
             custom_multiple=4,
             chip_config="megacore",
+            wrap_rule="cube",
         ),
         TpuGeneration(
             "v5e",
@@ -149,6 +162,8 @@ TPU_GENERATIONS: dict[str, TpuGeneration] = {
             256,
             (2, 2, 1),
             "slices of up to 8 chips on one host (1-, 4- and 8-chip machines); larger slices 4 chips (2x2) per host",
+            pod_side=16,
+            device_kind_aliases=("TPU v5e",),
         ),
         TpuGeneration(
             "v5p",
@@ -161,6 +176,8 @@ TPU_GENERATIONS: dict[str, TpuGeneration] = {
             (2, 2, 1),
             "4 chips per host (2x2x1)",
             custom_multiple=4,
+            wrap_rule="cube",
+            device_kind_aliases=("TPU v5p",),
         ),
         TpuGeneration(
             "v6e",
@@ -172,6 +189,8 @@ TPU_GENERATIONS: dict[str, TpuGeneration] = {
             256,
             (2, 2, 1),
             "slices of up to 8 chips on one host (1-, 4- and 8-chip machines); larger slices 4 chips (2x2) per host",
+            pod_side=16,
+            device_kind_aliases=("TPU v6e",),
         ),
         TpuGeneration(
             "7x",
@@ -184,6 +203,7 @@ TPU_GENERATIONS: dict[str, TpuGeneration] = {
             (2, 2, 1),
             "4 chips (8 devices: 2 TensorCores per chip) per host (2x2x1)",
             custom_multiple=4,
+            wrap_rule="cube",
         ),
     )
 }

@@ -27,6 +27,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from sharding_core.devices import TPU_GENERATIONS, TpuGeneration
+
 GB = 1e9
 GIB = float(2**30)
 GBPS = 1e9 / 8  # bytes per second in one Gbit/s
@@ -70,6 +72,14 @@ SOURCES: dict[str, Source] = {
         "NVIDIA technical blog: Defining AI innovation with NVIDIA DGX A100",
         "https://developer.nvidia.com/blog/defining-ai-innovation-with-dgx-a100/",
     ),
+    "nccl-tests-150": Source(
+        "nccl-tests issue 150: all_reduce_perf between two nodes over HDR InfiniBand, one A100 each",
+        "https://github.com/NVIDIA/nccl-tests/issues/150",
+    ),
+    "nccl-perf": Source(
+        "nccl-tests doc/PERFORMANCE.md: time, algorithm bandwidth and bus bandwidth",
+        "https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md",
+    ),
     "nv-basepod": Source(
         "NVIDIA DGX BasePOD reference architecture: core components (DGX B200, H200, H100)",
         "https://docs.nvidia.com/dgx-basepod/reference-architecture-infrastructure-foundation-enterprise-ai/latest/"
@@ -105,53 +115,87 @@ ICI_HOP_LATENCY = Figure(
     "each ICI hop costs about 1 us regardless of the bytes sent (the book's latency-bound regime)",
 )
 
+NETWORK_STEP_LATENCY = Figure(
+    19.9e-6 / 2,
+    "s",
+    "nccl-tests-150",
+    "half the 19.9 us an 8-byte all_reduce_perf takes between two nodes over HDR InfiniBand (two network "
+    "transfers: a reduce-scatter step and an all-gather step); the floor of one step across hosts",
+)
+
+DCN_STEP_LATENCY = Figure(
+    NETWORK_STEP_LATENCY.value,
+    "s",
+    "nccl-tests-150",
+    "no public figure for TPU DCN: taken as one host-to-host network transfer measured over InfiniBand "
+    "(half the 19.9 us 8-byte all_reduce_perf between two nodes); DCN transfers also cross PCIe through the "
+    "host, so this is a floor",
+)
+
 
 @dataclasses.dataclass(frozen=True)
 class TpuFigures:
-    """A TPU generation's figures, per chip."""
+    """A TPU generation's figures, per chip. What the generation *is* (devices per chip, torus, which axes
+    wrap, ``device_kind``) is its one record, :data:`sharding_core.devices.TPU_GENERATIONS`."""
 
     name: str  # as in ``tpu:GEN:TOPO``
     title: str
-    devices_per_chip: int
     peak: Mapping[str, Figure]  # FLOP/s (OP/s for int8) by HLO-ish dtype: bf16, int8, fp8
     hbm_bytes: Figure
     hbm_bandwidth: Figure  # bytes/s
     ici_link_bandwidth: Figure  # bytes/s per link, one way
     ici_links: Figure  # links per chip
-    torus: str  # "2D torus", "3D torus"
-    wraparound_rule: str
     dcn_bandwidth: Figure  # bytes/s per chip, one way
     hop_latency: Figure = ICI_HOP_LATENCY
+    dcn_latency: Figure = DCN_STEP_LATENCY
 
     @property
     def kind(self) -> str:
         return "tpu"
 
+    @property
+    def generation(self) -> TpuGeneration:
+        return TPU_GENERATIONS[self.name]
+
+    @property
+    def devices_per_chip(self) -> int:
+        return self.generation.cores_per_chip
+
+    @property
+    def torus(self) -> str:
+        return self.generation.torus
+
+    @property
+    def wraparound_rule(self) -> str:
+        return wraparound_rule(self.generation)
+
 
 def wraparound(gen_name: str, topo: tuple[int, ...]) -> tuple[bool, ...]:
     """Which axes of a ``gen_name`` slice of shape ``topo`` (in chips) close into rings.
 
-    * v4, v5p, 7x: an axis wraps only when the slice is made of full 4x4x4 cubes (every side a multiple
-      of 4): optical switches provide the wraparound links (Cloud TPU v4 / v5p pages; the book's TPU
-      chapter: "Any multiple of a full cube ... will have wraparounds"); 7x is taken to follow the
-      same cube rule (its page: "shares many similarities with TPU v5p").
+    * v4, v5p, 7x (``wrap_rule == "cube"``): an axis wraps only when the slice is made of full 4x4x4
+      cubes (every side a multiple of 4): optical switches provide the wraparound links (Cloud TPU v4 /
+      v5p pages; the book's TPU chapter: "Any multiple of a full cube ... will have wraparounds"); 7x is
+      taken to follow the same cube rule (its page: "shares many similarities with TPU v5p").
     * v5e, v6e: only an axis of 16 chips, the full pod side (the book: "smaller topologies can be
       requested without wraps on dims < 16"; "A TPU v5e 8x16 _will_ have a wraparound on the longer
       axis").
     * v2, v3: only an axis spanning the full pod side (16 for v2, 32 for v3).
     """
-    if gen_name in ("v4", "v5p", "7x"):
+    gen = TPU_GENERATIONS[gen_name]
+    if gen.wrap_rule == "cube":
         cube = all(d % 4 == 0 for d in topo)
         return tuple(cube and d > 2 for d in topo)
-    if gen_name in ("v5e", "v6e"):
-        return tuple(d == 16 for d in topo)
-    side = _POD_SIDE.get(gen_name, 0)
-    return tuple(d == side and d > 2 for d in topo)
+    return tuple(d == gen.pod_side and d > 2 for d in topo)
 
 
-_POD_SIDE = {"v2": 16, "v3": 32}
-_CUBE_RULE = "an axis wraps only when every side of the slice is a multiple of 4 (full 4x4x4 cubes)"
-_LITE_RULE = "an axis wraps only when it spans 16 chips (the full pod side)"
+def wraparound_rule(gen: TpuGeneration) -> str:
+    """The rule :func:`wraparound` applies to ``gen``, in words."""
+    if gen.wrap_rule == "cube":
+        return "an axis wraps only when every side of the slice is a multiple of 4 (full 4x4x4 cubes)"
+    return f"an axis wraps only when it spans {gen.pod_side} chips (the full pod side)"
+
+
 _TYPICAL_DCN = (
     "the scaling book's typical DCN bandwidth, 2.5e10 bytes/s per host, over the 4 chips of a host "
     "(not a per-generation figure)"
@@ -163,7 +207,6 @@ TPU_FIGURES: dict[str, TpuFigures] = {
         TpuFigures(
             "v2",
             "TPU v2",
-            2,
             {
                 "bf16": _none("FLOP/s", "not published: the Cloud TPU v2 page gives no per-chip figures"),
             },
@@ -171,27 +214,21 @@ TPU_FIGURES: dict[str, TpuFigures] = {
             _none("B/s", "not published on the Cloud TPU v2 page"),
             _none("B/s", "no v2 row in the scaling book's ICI table"),
             _none("links", "not needed without a link bandwidth"),
-            "2D torus",
-            "an axis wraps only when it spans the full pod side (16 chips)",
             _none("B/s", "no DCN figure for v2"),
         ),
         TpuFigures(
             "v3",
             "TPU v3",
-            2,
             {"bf16": Figure(123e12, "FLOP/s", "tpu-v3", "peak compute per chip: 123 teraflops (bf16)")},
             Figure(32 * GIB, "B", "tpu-v3", "HBM2 capacity: 32 GiB"),
             Figure(900 * GB, "B/s", "tpu-v3", "HBM2 bandwidth: 900 GBps"),
             Figure(1e11, "B/s", "book-tpus", "ICI BW/link one-way: 1e11 bytes/s"),
             Figure(4, "links", "tpu-v3", "2D torus: one link to each of 4 neighbours"),
-            "2D torus",
-            "an axis wraps only when it spans the full pod side (32 chips)",
             Figure(2.5e10 / 4, "B/s", "book-tpus", _TYPICAL_DCN),
         ),
         TpuFigures(
             "v4",
             "TPU v4",
-            1,
             {
                 "bf16": Figure(275e12, "FLOP/s", "tpu-v4", "peak compute per chip: 275 teraflops (bf16 or int8)"),
                 "int8": Figure(275e12, "OP/s", "tpu-v4", "peak compute per chip: 275 teraflops (bf16 or int8)"),
@@ -200,30 +237,24 @@ TPU_FIGURES: dict[str, TpuFigures] = {
             Figure(1200 * GB, "B/s", "tpu-v4", "HBM2 bandwidth: 1200 GBps"),
             Figure(4.5e10, "B/s", "book-tpus", "ICI BW/link one-way (TPU v4p): 4.5e10 bytes/s"),
             Figure(6, "links", "tpu-v4", "3D mesh/torus: a direct connection to the nearest chips in 3 dimensions"),
-            "3D torus",
-            _CUBE_RULE,
             Figure(2.5e10 / 4, "B/s", "book-tpus", _TYPICAL_DCN),
         ),
         TpuFigures(
             "v5e",
             "TPU v5e",
-            1,
             {
                 "bf16": Figure(197e12, "FLOP/s", "tpu-v5e", "peak compute per chip (bf16): 197 TFLOPs"),
                 "int8": Figure(393e12, "OP/s", "tpu-v5e", "peak compute per chip (Int8): 393 TOPs"),
             },
-            Figure(16 * GB, "B", "tpu-v5e", "HBM2 capacity: 16 GB"),
-            Figure(819 * GB, "B/s", "tpu-v5e", "HBM2 bandwidth: 819 GBps (the book rounds to 8.1e11)"),
+            Figure(16 * GIB, "B", "book-tpus", "TPU v5e has 16GiB of HBM (the book, linking the v5e page)"),
+            Figure(800 * GIB, "B/s", "tpu-v5e", "HBM bandwidth per chip: 800 GiBps"),
             Figure(4.5e10, "B/s", "book-tpus", "ICI BW/link one-way: 4.5e10 bytes/s"),
             Figure(4, "links", "tpu-v5e", "ICI ports per chip: 4"),
-            "2D torus",
-            _LITE_RULE,
             Figure(200 * GBPS / 8, "B/s", "tpu-v5e", "per-host NIC 2 x 100 Gbps over 8 chips per host: 25 Gbps a chip"),
         ),
         TpuFigures(
             "v5p",
             "TPU v5p",
-            1,
             {
                 "bf16": Figure(459e12, "FLOP/s", "tpu-v5p", "peak compute per chip (BF16): 459 TFLOPs"),
                 "fp8": Figure(459e12, "FLOP/s", "tpu-v5p", "peak compute per chip (FP8): 459 TFLOPs"),
@@ -233,25 +264,20 @@ TPU_FIGURES: dict[str, TpuFigures] = {
             Figure(2765 * GB, "B/s", "tpu-v5p", "HBM bandwidth per chip: 2765 GBps"),
             Figure(9e10, "B/s", "book-tpus", "ICI BW/link one-way: 9e10 bytes/s"),
             Figure(6, "links", "book-tpus", "3D torus: one link to each of 6 neighbours"),
-            "3D torus",
-            _CUBE_RULE,
             Figure(50 * GBPS, "B/s", "tpu-v5p", "data center network (DCN) bandwidth per chip: 50 Gbps"),
         ),
         TpuFigures(
             "v6e",
             "TPU v6e",
-            1,
             {
                 "bf16": Figure(918e12, "FLOP/s", "tpu-v6e", "peak compute per chip (bf16): 918 TFLOPs"),
                 "int8": Figure(1836e12, "OP/s", "tpu-v6e", "peak compute per chip (Int8): 1836 TOPs"),
                 "fp8": Figure(918e12, "FLOP/s", "tpu-7x", "peak compute per chip (FP8), v6e column: 918 TFLOPs"),
             },
-            Figure(32 * GB, "B", "tpu-v6e", "HBM capacity per chip: 32 GB"),
+            Figure(32 * GIB, "B", "tpu-7x", "HBM capacity per chip, v6e column: 32 GiB"),
             Figure(1640 * GB, "B/s", "tpu-v6e", "HBM bandwidth per chip: 1640 GBps"),
             Figure(9e10, "B/s", "book-tpus", "ICI BW/link one-way: 9e10 bytes/s"),
             Figure(4, "links", "tpu-v6e", "ICI ports per chip: 4"),
-            "2D torus",
-            _LITE_RULE,
             Figure(
                 100 * GBPS, "B/s", "tpu-7x", "DCN bandwidth per chip, v6e column: 100 Gbps (4 x 200 Gbps per 8 chips)"
             ),
@@ -259,7 +285,6 @@ TPU_FIGURES: dict[str, TpuFigures] = {
         TpuFigures(
             "7x",
             "TPU7x (Ironwood)",
-            2,
             {
                 "bf16": Figure(2307e12, "FLOP/s", "tpu-7x", "peak compute per chip (BF16): 2307 TFLOPs"),
                 "fp8": Figure(4614e12, "FLOP/s", "tpu-7x", "peak compute per chip (FP8): 4614 TFLOPs"),
@@ -274,8 +299,6 @@ TPU_FIGURES: dict[str, TpuFigures] = {
                 "(the book has no 7x row)",
             ),
             Figure(6, "links", "tpu-7x", "3D torus (the page: shares many similarities with TPU v5p)"),
-            "3D torus",
-            _CUBE_RULE,
             Figure(100 * GBPS, "B/s", "tpu-7x", "data center network (DCN) bandwidth per chip: 100 Gbps"),
         ),
     )
@@ -295,6 +318,7 @@ class GpuFigures:
     hbm_bandwidth: Figure
     nvlink_bandwidth: Figure  # bytes/s per GPU, one way
     network_bandwidth: Figure  # bytes/s per GPU, one way (the reference system's NIC per GPU)
+    network_latency: Figure = NETWORK_STEP_LATENCY
 
     @property
     def kind(self) -> str:
@@ -431,8 +455,7 @@ GPU_FIGURES: dict[str, GpuFigures] = {
 DeviceFigures = TpuFigures | GpuFigures
 
 # device_kind as JAX reports it -> the table's entry (for real devices: inspect_jit, snapshots)
-_TPU_KINDS = {"TPU v2": "v2", "TPU v3": "v3", "TPU v4": "v4", "TPU v5 lite": "v5e", "TPU v5e": "v5e",
-              "TPU v5": "v5p", "TPU v5p": "v5p", "TPU v6 lite": "v6e", "TPU v6e": "v6e", "TPU7x": "7x"}  # fmt: skip
+_TPU_KINDS = {kind: g.name for g in TPU_GENERATIONS.values() for kind in (g.device_kind, *g.device_kind_aliases)}
 _GPU_KINDS = (
     ("GB200", "gb200"),
     ("B200", "b200"),
@@ -520,9 +543,10 @@ def table_json() -> dict[str, Any]:
             value = getattr(hw, field.name)
             if isinstance(value, Figure):
                 out[field.name] = value.json()
-            elif field.name in ("devices_per_chip", "torus", "wraparound_rule"):
-                out[field.name] = value
-        out.setdefault("devices_per_chip", hw.devices_per_chip)
+        out["devices_per_chip"] = hw.devices_per_chip
+        if isinstance(hw, TpuFigures):
+            out["torus"] = hw.torus
+            out["wraparound_rule"] = hw.wraparound_rule
         return out
 
     return {
@@ -546,9 +570,9 @@ def _cell(fig: Figure | None) -> str:
     elif fig.unit == "B":
         text = f"{v / GIB:,.4g} GiB" if v % GIB == 0 else f"{v / 1e9:,.4g} GB"
     elif fig.unit == "B/s":
-        text = f"{v / 1e9:,.4g} GB/s"
+        text = f"{v / GIB:,.4g} GiB/s" if v % GIB == 0 else f"{v / 1e9:,.4g} GB/s"
     elif fig.unit == "s":
-        text = f"{v * 1e6:g} µs"
+        text = f"{v * 1e6:.3g} µs"
     else:
         text = f"{v:g}"
     return f"{text} [{fig.source}]"
@@ -590,6 +614,8 @@ def markdown_table() -> str:
             _cell(g.network_bandwidth),
         ]
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", f"ICI hop latency: {_cell(ICI_HOP_LATENCY)} ({ICI_HOP_LATENCY.note}).", ""]
+    lines += ["", f"ICI hop latency: {_cell(ICI_HOP_LATENCY)} ({ICI_HOP_LATENCY.note})."]
+    lines += ["", f"Network step latency (GPU hosts): {_cell(NETWORK_STEP_LATENCY)} ({NETWORK_STEP_LATENCY.note})."]
+    lines += ["", f"DCN step latency (TPU slices): {_cell(DCN_STEP_LATENCY)} ({DCN_STEP_LATENCY.note}).", ""]
     lines += [f'[{key}]: {src.url} "{src.title}"' for key, src in SOURCES.items()]
     return "\n".join(lines)

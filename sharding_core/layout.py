@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from sharding_core.cache import bounded_cache
+from sharding_core.compat import spec_entries
 from sharding_core.devices import DeviceSet
 from sharding_core.errors import (
     BAD_DTYPE,
@@ -382,7 +383,7 @@ def check_spec(spec: Any, mesh_shape: dict[str, int], shape: tuple[int, ...]) ->
     """Explains, as data, every way ``spec`` cannot shard ``shape`` over the mesh."""
     names = list(mesh_shape)
     seen: dict[str, int] = {}
-    entries = list(spec.partitions)
+    entries = list(spec_entries(spec))
     for pos, entry in enumerate(entries):
         for axis in _entry_axes(entry):
             if axis is not None and not isinstance(axis, str):
@@ -509,7 +510,7 @@ def _build(sharding: Any, shape: tuple[int, ...], dtype: str, itemsize: int, dev
     if named and (unreduced or getattr(spec, "reduced", None)):
         # devices_indices_map does not support unreduced axes; the index bounds are those of the spec
         # without them (devices along an unreduced axis hold partial sums of the same block).
-        index_sharding = NamedSharding(sharding.mesh, PartitionSpec(*spec.partitions))
+        index_sharding = NamedSharding(sharding.mesh, PartitionSpec(*spec_entries(spec)))
     indices = _devices_indices_map(index_sharding, shape)
     try:
         even: tuple[int, ...] | None = tuple(int(d) for d in index_sharding.shard_shape(shape))
@@ -522,7 +523,7 @@ def _build(sharding: Any, shape: tuple[int, ...], dtype: str, itemsize: int, dev
     if named:
         mesh = sharding.mesh
         mesh_shape = dict(mesh.shape)
-        entries = list(spec.partitions)
+        entries = list(spec_entries(spec))
         used: set[str] = set()
         for dim, size in enumerate(shape):
             axes = _entry_axes(entries[dim]) if dim < len(entries) else ()
@@ -616,7 +617,7 @@ def index_columns(
 
 def _jax_refuses(pspec: Any, mesh: Any, e: Exception) -> ShardingError:
     """JAX could not compute the layout: say why in the user's terms."""
-    used = {a for entry in pspec.partitions for a in _entry_axes(entry)}
+    used = {a for entry in spec_entries(pspec) for a in _entry_axes(entry)}
     manual = [a for a, t in zip(mesh.axis_names, mesh.axis_types, strict=True) if t.name == "Manual" and a not in used]
     if manual:
         # Regression: an unused Manual axis made devices_indices_map assert, which became a 500.

@@ -10,8 +10,9 @@ Device orders:
 * ``hybrid``: ``mesh_utils.create_hybrid_device_mesh(shape // dcn_shape, dcn_shape, devices)`` for
   multi-slice TPU sets (granules are slices) and multi-host GPU sets (granules are processes).
 
-Axis types default to what JAX's constructor does: ``Explicit`` for ``make_mesh`` (``jax.make_mesh``'s
-default), ``Auto`` for the others (``Mesh``'s default).
+Axis types default to what JAX's constructor does: ``jax.make_mesh``'s default for ``make_mesh``
+(``Explicit`` from JAX 0.9, ``Auto`` in 0.8: :func:`sharding_core.compat.make_mesh_axis_type`),
+``Auto`` for the others (``Mesh``'s default).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from sharding_core.cache import bounded_cache
+from sharding_core.compat import axis_types, make_mesh_axis_type
 from sharding_core.devices import DeviceSet
 from sharding_core.errors import BAD_AXIS_NAME, BAD_MESH, DUPLICATE_AXIS, MESH_UNPLACEABLE, ShardingError
 
@@ -116,13 +118,11 @@ def _check_axes(shape: Sequence[int], names: Sequence[str]) -> None:
         seen.add(n)
 
 
-def _axis_types(spec: MeshSpec) -> tuple[Any, ...]:
-    from jax.sharding import AxisType
-
+def _axis_types(spec: MeshSpec, device: Any) -> tuple[Any, ...] | None:
     if spec.axis_types is not None:
-        return tuple(AxisType[t.capitalize()] for t in spec.axis_types)
-    default = AxisType.Explicit if spec.order == "make_mesh" else AxisType.Auto
-    return (default,) * len(spec.shape)
+        return axis_types(spec.axis_types)
+    default = make_mesh_axis_type(device) if spec.order == "make_mesh" else "Auto"
+    return axis_types((default,) * len(spec.shape))
 
 
 def _shapes_that_fit(n: int, rank: int) -> list[str]:
@@ -155,7 +155,7 @@ def _build_mesh_cached(devset: DeviceSet, spec: MeshSpec) -> Any:
 
     n = spec.size
     total = len(devset)
-    types = _axis_types(spec)
+    types = _axis_types(spec, devset.devices[0])
     if n > total:
         raise ShardingError(
             BAD_MESH,
@@ -258,7 +258,7 @@ def _unplaceable(devset: DeviceSet, spec: MeshSpec, e: Exception) -> ShardingErr
     )
 
 
-def _hybrid(devset: DeviceSet, spec: MeshSpec, types: tuple[Any, ...]) -> Any:
+def _hybrid(devset: DeviceSet, spec: MeshSpec, types: tuple[Any, ...] | None) -> Any:
     from jax.experimental import mesh_utils
     from jax.sharding import Mesh
 

@@ -1,4 +1,4 @@
-"""Send a snapshot to a running dashboard: :func:`publish` (and :func:`show`, inline: :mod:`sharding_core.notebook`).
+"""Send a snapshot to a running dashboard: :func:`publish` (``shardscope.show`` draws one inline instead).
 
 Standard library only (``urllib``, ``json``): a training script needs none of the server's packages
 to publish. The server never runs user code; it stores what it is sent and answers a share link.
@@ -162,12 +162,3 @@ def _shared_run_id() -> str:
     mine = np.frombuffer(new_run_id().encode().ljust(32), dtype=np.uint8)
     shared = multihost_utils.broadcast_one_to_all(mine)
     return bytes(np.asarray(shared, dtype=np.uint8)).decode().strip()
-
-
-def show(obj: Any = None, name: str | None = None, url: str | None = None, **options: Any) -> Any:
-    """``shardscope.show``: draws ``obj`` inline in a notebook, with no server (an anywidget whose "Publish"
-    button sends it to the dashboard at ``url`` / ``$SHARDSCOPE_URL`` when one is given); elsewhere prints
-    its text layout. See :func:`sharding_core.notebook.show` (kept here: ``show`` used to publish)."""
-    from sharding_core.notebook import show as show_inline
-
-    return show_inline(obj, name, url, **options)

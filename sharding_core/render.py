@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 
 from sharding_core.errors import BAD_SHAPE, ShardingError
 from sharding_core.layout import Bounds, Layout
+from sharding_core.units import fmt_bytes
 
 
 def compact_ids(ids: Iterable[int]) -> str:
@@ -160,16 +161,10 @@ def summary_text(layout: Layout) -> str:
         rep += "; unreduced (partial sums) over " + ", ".join(layout.unreduced_axes)
     lines.append(rep)
     lines.append(
-        f"bytes per device {_fmt_bytes(layout.bytes_per_device)}; total {_fmt_bytes(layout.total_bytes)} "
-        f"across {len(layout.shards)} devices vs {_fmt_bytes(layout.logical_bytes)} logical"
+        f"bytes per device {fmt_bytes(layout.bytes_per_device)}; total {fmt_bytes(layout.total_bytes)} "
+        f"across {len(layout.shards)} devices vs {fmt_bytes(layout.logical_bytes)} logical"
     )
     return "\n".join(lines) + "\n"
 
 
-def _fmt_bytes(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"
+_fmt_bytes = fmt_bytes  # the notebook's text tables import it by this name

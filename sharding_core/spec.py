@@ -13,7 +13,8 @@ Grammar (whitespace -- space, tab, CR, LF -- and ``# comments`` may appear betwe
 
     spec     := NAME_P '(' args ')' | '(' args ')' | args          -- then end of input
     args     := [arg (',' arg)* [',']]                             -- keywords after positionals
-    arg      := entry | ('unreduced' | 'reduced') '=' axisset
+    arg      := entry | ('unreduced' | 'reduced') '=' axisset | 'unreduced_kind' '=' KIND
+    KIND     := ['jax.sharding.' | 'sharding.'] ['UnreducedKind.'] NAME | STRING  -- sum (JAX 0.12: max, min)
     entry    := 'None' | UNCONSTRAINED | STRING | '(' [STRING (',' STRING)* [',']] ')'
     axisset  := '{' strings '}' | ('set' | 'frozenset') '(' ['{' strings '}'] ')'
     strings  := [STRING (',' STRING)* [',']]
@@ -37,6 +38,7 @@ from typing import NamedTuple
 
 from jax.sharding import PartitionSpec
 
+from sharding_core.compat import spec_entries, spec_repr, unreduced_kinds
 from sharding_core.errors import DUPLICATE_AXIS, PARSE_ERROR, TOO_LARGE, ShardingError
 
 MAX_SPEC_CHARS = 512
@@ -70,7 +72,9 @@ _SPEC_HINT = "paste only the PartitionSpec, e.g. P('x', None)"
 _INVISIBLE_HINT = "delete it; it was probably pasted by accident"
 _ESCAPE_LIST = "one of \\\\ \\' \\\" \\n \\t"
 _ESCAPE_HINT = "axis names are plain text: drop the backslash, or write \\\\ for one"
-_KEYWORD_HINT = "only unreduced= and reduced= are accepted; paste the spec itself, without 'name ='"
+_KEYWORD_HINT = "only unreduced=, reduced= and unreduced_kind= are accepted; paste the spec itself, without 'name ='"
+_KIND = "unreduced_kind"
+_KIND_PREFIXES = ("", "UnreducedKind.", "sharding.UnreducedKind.", "jax.sharding.UnreducedKind.")
 # JAX leaves PartitionSpec.__new__ unannotated; calling through a typed alias keeps mypy
 # --strict clean without a blanket ignore.
 _make_spec: Callable[..., PartitionSpec] = PartitionSpec
@@ -80,7 +84,7 @@ def _unconstrained_sentinel() -> object | None:
     """JAX's UNCONSTRAINED marker, but only if ``P(UNCONSTRAINED)`` reprs the way we parse it."""
     sentinel: object | None = getattr(PartitionSpec, "UNCONSTRAINED", None)
     try:
-        ok = sentinel is not None and repr(_make_spec(sentinel)) == "P(UNCONSTRAINED,)"
+        ok = sentinel is not None and spec_repr(_make_spec(sentinel)) == "P(UNCONSTRAINED,)"
     except (TypeError, ValueError):  # an incompatible JAX: treat the sentinel as unsupported
         ok = False
     return sentinel if ok else None
@@ -257,17 +261,25 @@ class _Parser:
         """Positional entries then keywords, up to ``close`` (')' or end of input)."""
         entries: list[object] = []
         sets: dict[str, frozenset[str]] = {}
+        kind: dict[str, object] = {}
         closing = "')'" if close == ")" else "end of input"
         while (tok := self.lex.peek()).kind != close:
-            if tok.kind == "name" and self.lex.peek(1).kind == "=":
+            if tok.kind == "name" and self.lex.peek(1).kind == "=" and tok.value == _KIND:
+                if kind:
+                    raise _fail(tok.col, f"found {_KIND}= twice, expected it once", "keep one of them")
+                self.lex.next()
+                self.lex.next()
+                kind.update(self._kind())
+            elif tok.kind == "name" and self.lex.peek(1).kind == "=":
                 if tok.value not in _KEYWORDS:
-                    raise _fail(tok.col, f"found keyword {tok.text}=, expected unreduced= or reduced=", _KEYWORD_HINT)
+                    found = f"found keyword {tok.text}=, expected unreduced=, reduced= or {_KIND}="
+                    raise _fail(tok.col, found, _KEYWORD_HINT)
                 if tok.value in sets:
                     raise _fail(tok.col, f"found {tok.value}= twice, expected it once", "merge the two sets into one")
                 self.lex.next()
                 self.lex.next()
                 sets[tok.value] = self._axis_set()
-            elif sets:
+            elif sets or kind:
                 found = f"positional {tok.describe()} after a keyword argument"
                 raise _fail(tok.col, f"found {found}, expected a keyword or {closing}", "put entries before keywords")
             else:
@@ -283,7 +295,8 @@ class _Parser:
         self.lex.next()
         try:
             unreduced, reduced = (sets.get(key, frozenset()) for key in _KEYWORDS)
-            return _make_spec(*entries, unreduced=unreduced, reduced=reduced)
+            extra = {_KIND: kind[_KIND]} if kind.get(_KIND) is not None else {}
+            return _make_spec(*entries, unreduced=unreduced, reduced=reduced, **extra)
         except (ValueError, TypeError) as exc:  # our checks should pre-empt these; stay total
             raise _fail(1, f"JAX rejected the spec: {exc}", _SPEC_HINT) from None
 
@@ -302,6 +315,18 @@ class _Parser:
                 raise _fail(tok.col, "found UNCONSTRAINED, unsupported by this JAX version", "use None instead")
             return _UNCONSTRAINED
         raise self._unexpected(tok, "an axis name, None or a tuple of axis names")
+
+    def _kind(self) -> dict[str, object]:
+        """``unreduced_kind=sum`` (JAX 0.12 prints it; ``max`` and ``min`` where that JAX has them)."""
+        tok = self.lex.next()
+        kinds = unreduced_kinds()
+        name = tok.value if tok.kind == "str" else None
+        if tok.kind == "name":
+            name = next((tok.value[len(p) :] for p in reversed(_KIND_PREFIXES) if tok.value.startswith(p)), None)
+        if name not in kinds:
+            allowed = ", ".join(kinds)
+            raise _fail(tok.col, f"found {_KIND}={tok.text}, expected one of {allowed}", f"e.g. {_KIND}=sum")
+        return {_KIND: kinds[name]}
 
     def _axis_set(self) -> frozenset[str]:
         """``{'x', 'y'}``, ``{}``, ``set()``, ``frozenset({...})`` as unreduced/reduced values."""
@@ -400,12 +425,13 @@ def parse_spec(text: str, *, max_chars: int = MAX_SPEC_CHARS) -> PartitionSpec:
 
 
 def canonical_spec(spec: PartitionSpec) -> str:
-    """JAX's own repr, e.g. ``P('x', None)``: one spelling to display, store and compare.
+    """JAX's own repr, e.g. ``P('x', None)``: one spelling to display, store and compare (the same
+    in every JAX version: :func:`sharding_core.compat.spec_repr`).
 
     repr writes unreduced/reduced sets in Python set order, which for two or more names depends
     on the process's string hash seed; compare specs, not strings, across processes.
     """
-    return repr(spec)
+    return spec_repr(spec)
 
 
 def spec_axes(spec: PartitionSpec) -> list[str]:
@@ -415,7 +441,7 @@ def spec_axes(spec: PartitionSpec) -> list[str]:
     set sorted since sets have no order. None, UNCONSTRAINED and non-string names are skipped.
     """
     out: list[str] = []
-    for entry in spec.partitions:
+    for entry in spec_entries(spec):
         members = entry if isinstance(entry, tuple) else (entry,)
         out.extend(n for n in members if isinstance(n, str))
     for group in (spec.unreduced, spec.reduced):

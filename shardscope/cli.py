@@ -1,4 +1,5 @@
-"""The ``shardscope`` command: ``serve`` the dashboard, ``preview`` a layout in the terminal, list the ``settings``."""
+"""The ``shardscope`` command: ``serve`` the dashboard, ``preview`` a layout in the terminal, list the ``settings``,
+``nccl-fit`` a GPU cost profile to your own nccl-tests output."""
 
 from __future__ import annotations
 
@@ -76,7 +77,57 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--compact", action="store_true", help="device ids as ranges (0-3,8-11)")
     v.add_argument("--json", action="store_true", help="print the layout JSON instead of the grid")
     v.add_argument("--width", type=int, default=80, help="maximum line width")
+
+    n = sub.add_parser(
+        "nccl-fit",
+        help="refit the GPU cost profile (NVLink for one host, the network for several) to nccl-tests "
+        "all_reduce_perf output",
+    )
+    n.add_argument("file", help="a file with all_reduce_perf's output as printed ('-': standard input)")
+    n.add_argument("--gpu", default=None, help="the GPU kind (h100, h200, b200, ...) when the output names another")
+    n.add_argument("--json", action="store_true", help="print the fit as JSON")
     return p
+
+
+def nccl_fit(args: argparse.Namespace) -> int:
+    from sharding_core.cost.efficiency import MAX_NCCL_TEXT_CHARS, fit_nccl_tests, fmt_profile, rel
+    from sharding_core.cost.efficiency import FabricProfile as Profile
+    from sharding_core.errors import ShardingError
+    from sharding_core.units import fmt_bytes, fmt_seconds
+
+    try:
+        stream = sys.stdin if args.file == "-" else open(args.file, encoding="utf-8", errors="replace")  # noqa: SIM115
+        with stream:
+            text = stream.read(MAX_NCCL_TEXT_CHARS + 1)
+        result = fit_nccl_tests(text, args.gpu)
+    except OSError as e:
+        print(f"error: cannot read {args.file}: {e.strerror}", file=sys.stderr)
+        return 2
+    except ShardingError as e:
+        print(f"error [{e.code}]: {e.message}", file=sys.stderr)
+        if e.hint:
+            print(f"hint: {e.hint}", file=sys.stderr)
+        return 2
+    if args.json:
+        import orjson
+
+        print(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
+        return 0
+    print(f"{result['ranks']} ranks on {result['hosts']} host(s) of {result['hardware']} ({result['devices']}): "
+          f"all-reduce over {result['fabric']}")  # fmt: skip
+    print(f"  refitted: {fmt_profile(Profile(**result['profile']))}")
+    print(f"  shipped:  {fmt_profile(Profile(**result['shipped_profile']))}")
+    print(f"  {'bytes':>10}  {'measured':>10}  {'bound':>10}  {'shipped':>10}  {'refit':>10}  refit error")
+    for row in result["rows"]:
+        error = (row["refit_seconds"] - row["measured_seconds"]) / row["measured_seconds"]
+        keys = ("measured_seconds", "bound_seconds", "expected_seconds", "refit_seconds")
+        cells = [fmt_seconds(row[k]) for k in keys]
+        print(f"  {fmt_bytes(row['bytes']):>10}  " + "  ".join(f"{c:>10}" for c in cells) + f"  {rel(error):>11}")
+    for name, errors in result["errors"].items():
+        print(
+            f"  |error| {name:>7}: median {errors['median_abs'] * 100:.0f} %, worst {errors['worst_abs'] * 100:.0f} %"
+        )
+    return 0
 
 
 def preview(args: argparse.Namespace) -> int:
@@ -206,4 +257,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return preview(args)
     if args.command == "settings":
         return settings_table()
+    if args.command == "nccl-fit":
+        return nccl_fit(args)
     return serve(args)

@@ -2,7 +2,8 @@
 under the kernel lab's collectives, the rooflines, the layout explorer's "Reshard to…", and the comparison
 page with its verdict and share link.
 
-Screenshots land in ``artifacts/screenshots/cost-*.png`` for people to look at.
+Screenshots land in ``artifacts/screenshots/cost-*.png`` for people to look at, each view at 1440×900 and
+390×844, light and dark.
 """
 
 from __future__ import annotations
@@ -23,6 +24,21 @@ def wait_counter(page: Page, name: str, count: int = 1) -> None:
     page.wait_for_selector(f"body[data-{name}='{count}']", state="attached", timeout=120_000)
 
 
+# an estimate cell: "bound 280 µs · expected 356 µs · ici", "× 10" after each time for a collective in a loop
+TIME = r"[\d.]+(?:e-\d+)? (?:s|ms|µs|ns)(?: × \d+)?"
+ESTIMATE = re.compile(rf"bound {TIME} · expected {TIME} · (?:ici|dcn|nvlink|network)")
+
+
+def shots(page: Page, name: str) -> None:
+    """The view as it is, at a desktop and a phone size, in light and dark."""
+    for width, height in ((1440, 900), (390, 844)):
+        page.set_viewport_size({"width": width, "height": height})
+        for scheme in ("light", "dark"):
+            page.emulate_media(color_scheme=scheme)
+            shot(page, f"{name}-{width}-{scheme}")
+    page.emulate_media(color_scheme="light")
+
+
 def test_kernel_lab_shows_estimates_totals_and_rooflines(server: Server, watched: Watched) -> None:
     page = watched.page
     page.goto(f"http://127.0.0.1:{server.port}/kernels.html?kernel=matmul_xxt&devices=tpu:v5e:4x4&mesh=4x4"
@@ -33,19 +49,20 @@ def test_kernel_lab_shows_estimates_totals_and_rooflines(server: Server, watched
     cells = table.locator("td.estimate")
     assert cells.count() >= 1
     for text in cells.all_text_contents():
-        assert re.fullmatch(r"[\d.]+ (s|ms|µs|ns) · ici", text), text
-    assert "estimate:" in (cells.first.get_attribute("title") or "")  # the formula on hover
-    expect(page.locator("[data-part=collective-total]")).to_contain_text("Estimated communication:")
+        assert ESTIMATE.fullmatch(text), text
+    assert "bound:" in (cells.first.get_attribute("title") or "")  # the formula on hover
+    expect(page.locator("[data-part=collective-total]")).to_contain_text("Estimated communication: bound")
     roofline = page.locator("[data-part=roofline] .roofline")
     expect(roofline).to_contain_text("Roofline (estimate)")
     expect(roofline).to_contain_text("TPU v5e")
     expect(roofline.locator("dd.bound")).to_have_text(re.compile(r"(compute|memory|communication)-bound"))
     expect(roofline).to_contain_text("fits:")
     assert roofline.locator("svg.roofline-bars .bar").count() == 3
-    if page.locator("[data-part=tpu-box]").is_visible():
-        expect(page.locator("[data-part=tpu-roofline] .roofline")).to_contain_text("TPU roofline (estimate)")
-        expect(page.locator("[data-part=tpu-total]")).to_contain_text("Estimated communication:")
-    shot(page, "cost-01-kernel-estimates")
+    if page.locator("[data-part=tpu-box]").is_visible():  # one roofline per result: the TPU compile's is the headline
+        expect(roofline).to_contain_text("the TPU compile")
+        expect(page.locator("[data-part=tpu-roofline] .roofline")).to_have_count(0)
+        expect(page.locator("[data-part=tpu-total]")).to_contain_text("Estimated communication: bound")
+    shots(page, "cost-01-kernel-estimates")
     compare = page.get_by_role("link", name="Compare with…")
     assert "/compare.html?a=" in (compare.get_attribute("href") or "")
 
@@ -72,10 +89,9 @@ def test_layout_explorer_reshards_to_a_target(server: Server, watched: Watched) 
     wait_counter(page, "reshards")
     results = page.locator(".reshard-results")
     expect(results).to_contain_text("P('x', 'y') → P(None, 'y')")
-    expect(results.locator("td.estimate").first).to_have_text(re.compile(r"· ici$"))
-    expect(results.locator(".estimate-total").first).to_contain_text("Estimated communication:")
+    expect(results.locator("td.estimate").first).to_have_text(ESTIMATE)
+    expect(results.locator(".estimate-total").first).to_contain_text("Estimated communication: bound")
     assert "reshard=P" in page.url  # the target is in the address
-    shot(page, "cost-02-reshard")
     # the address reopens with the reshard done
     page.goto(page.url)
     wait_counter(page, "reshards")
@@ -96,7 +112,10 @@ def test_compare_two_reshards_side_by_side_and_share_it(server: Server, browser:
     expect(page.locator("[data-part=sides]")).to_contain_text("lower bound on run time")
     assert page.locator("[data-part=rooflines] .roofline").count() == 2
     assert page.locator("[data-part=matched] td.estimate").count() >= 1
-    shot(page, "cost-03-compare")
+    matched = page.locator("[data-part=matched] td.estimate").first
+    expect(matched).to_have_text(ESTIMATE)
+    expect(page.locator("[data-part=sides]")).to_contain_text(re.compile(r"bound [\d.]+ (s|ms|µs|ns) · expected"))
+    shots(page, "cost-03-compare")
     page.get_by_role("button", name="Copy link").click()
     share = page.get_by_label("Share link")
     expect(share).to_have_value(re.compile(r"/s/[A-Za-z0-9_-]{22,}$"))
@@ -109,3 +128,19 @@ def test_compare_two_reshards_side_by_side_and_share_it(server: Server, browser:
     fresh.close()
     context.close()
     assert w.errors == [] and w2.errors == []
+
+
+def test_a_280_us_estimate_reads_280_us(server: Server, watched: Watched) -> None:
+    """Regression (issue 19): fmtSeconds stripped integer zeros, so 279.6 µs read "28 µs". Gathering
+    bf16[4096, 2048] sharded 4 ways along x (an axis of 4 chips on v5e 4x4: no wraparound) takes
+    3 · (16 MiB / 4) / 4.5e10 = 279.6 µs by the book."""
+    page = watched.page
+    page.goto(f"http://127.0.0.1:{server.port}/?devices=tpu:v5e:4x4&mesh=4x4&axes=x,y&spec=P('x', None)"
+              "&shape=4096,2048&dtype=bfloat16&reshard=P()")  # fmt: skip
+    wait_counter(page, "reshards")
+    line = page.locator(".reshard-line")
+    expect(line).to_contain_text("1 collective, 16.0 MiB of results per device, bound 280 µs · expected")
+    expect(page.locator(".reshard-results td.estimate").first).to_have_text(re.compile(r"^bound 280 µs · expected"))
+    got = page.evaluate("async () => (await import('/js/lib/format.js')).fmtSeconds(279.6e-6)")
+    assert got == "280 µs"
+    shots(page, "cost-02-reshard")

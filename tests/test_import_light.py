@@ -30,8 +30,8 @@ def test_show_outside_a_notebook_imports_no_widget_stack() -> None:
     code = (
         "import os, sys\nos.environ['JAX_PLATFORMS'] = 'cpu'\n"
         "import shardscope, sharding_core\n"
-        "from sharding_core import show\n"
-        "import sharding_core.notebook, sharding_core.notebook.bundle\n"
+        "from shardscope import show\n"
+        "import shardscope.notebook, shardscope.notebook.bundle\n"
         f"assert not [m for m in {NOTEBOOK_STACK!r} if m in sys.modules]\n"
         "shardscope.show(devices='cpu:8', mesh='2x4', axes='x,y', spec=\"P('x', 'y')\", shape=(8, 16))\n"
         f"print([m for m in {SERVER_STACK + NOTEBOOK_STACK!r} if m in sys.modules])"

@@ -165,7 +165,8 @@ def jax_global_groups(kernel: str, job: Any) -> list[list[list[int]]]:
 @pytest.mark.parametrize("kernel", ["psum_sum", "all_gather", "sum_axis0"])
 def test_multislice_runs_name_every_slice_and_the_dcn_step(kernel: str) -> None:
     """2 x v5e 2x2: libtpu compiles one slice's program, so ICI collectives are listed in both slices;
-    what crosses slices (the slice axis x) is a DCN step split from the global groups, which are JAX's."""
+    what crosses slices (the slice axis x) is the DCN step libtpu wrote (its megascale target names the
+    devices at the same place in each slice: the mesh's columns), the same collective as JAX's global one."""
     plan = plan_run(kernel, "tpu:v5e:2x2", MULTISLICE, None, slices=2)
     result = runner.run_job(plan.job)
     tpu = result["tpu"]
@@ -179,11 +180,10 @@ def test_multislice_runs_name_every_slice_and_the_dcn_step(kernel: str) -> None:
     global_groups = [c["groups"] for c in result["collectives"]]
     assert global_groups == jax_global_groups(kernel, plan.job)
     (dcn,) = tpu["dcn"]
-    assert dcn["fabric"] == "dcn" and dcn["slices"] == [0, 1] and dcn["global_groups"] == global_groups[0]
+    assert dcn["fabric"] == "dcn" and dcn["target"] and dcn["op"] == result["collectives"][0]["op"]
     mesh = np.asarray(plan.job.id_grid)
     assert sorted(dcn["groups"]) == sorted(mesh.T.tolist())  # the mesh's columns: one device per slice
-    assert [t["op"] for t in tpu["megascale_transfers"]] == [dcn["op"]]
-    assert "DCN" in tpu["dcn_note"]
+    assert "DCN" in tpu["dcn_note"] and "estimate" not in dcn  # facts from the worker; estimates when read
     if kernel == "psum_sum":  # the ICI part of the psum: the mesh's rows, one group per slice
         (ici,) = tpu["collectives"]
         assert ici["groups"] == mesh.tolist() and ici["axes"] == ["y"]

@@ -22,15 +22,15 @@ from fastapi.testclient import TestClient
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-import sharding_core
 import shardscope
 from sharding_core.capturing import capture, inspect_jit
 from sharding_core.devices import parse_devices
 from sharding_core.errors import ShardingError
 from sharding_core.layout import Layout
 from sharding_core.mesh import MeshSpec
-from sharding_core.notebook import View, in_notebook, view_of
-from sharding_core.notebook.bundle import (
+from sharding_core.render import render_text
+from shardscope.notebook import View, in_notebook, view_of
+from shardscope.notebook.bundle import (
     BUNDLE_ERROR,
     ENTRY,
     bundle,
@@ -40,7 +40,6 @@ from sharding_core.notebook.bundle import (
     widget_css,
     widget_esm,
 )
-from sharding_core.render import render_text
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -265,7 +264,7 @@ def test_bad_hypothetical_layouts_are_explained(kwargs: dict[str, Any], code: st
 @pytest.fixture
 def widget_class() -> Any:
     pytest.importorskip("anywidget")
-    from sharding_core.notebook.widget import ShardscopeWidget
+    from shardscope.notebook.widget import ShardscopeWidget
 
     return ShardscopeWidget
 
@@ -344,7 +343,7 @@ def test_the_publish_button_is_there_only_with_a_dashboard(widget_class: Any, mo
     monkeypatch.delenv("SHARDSCOPE_URL", raising=False)
     x = jnp.ones(4)
     assert widget_class(view_of(x)).dashboard == ""
-    monkeypatch.setattr("sharding_core.notebook.in_notebook", lambda: True)
+    monkeypatch.setattr("shardscope.notebook.in_notebook", lambda: True)
     assert shardscope.show(x).dashboard == ""
     assert shardscope.show(x, url="http://127.0.0.1:9").dashboard == "http://127.0.0.1:9"
     monkeypatch.setenv("SHARDSCOPE_URL", "http://127.0.0.1:9")
@@ -367,15 +366,20 @@ def test_outside_a_notebook_show_prints_the_text_layout(capsys: pytest.CaptureFi
 
 def test_outside_a_notebook_a_pytree_prints_its_leaves(capsys: pytest.CaptureFixture[str]) -> None:
     x = jax.device_put(jnp.zeros((8, 16)), NamedSharding(mesh_2x4(), P("x", "y")))
-    sharding_core.show({"w": x, "host": np.ones(2)}, "tree")
+    shardscope.show({"w": x, "host": np.ones(2)}, "tree")
     out = capsys.readouterr().out
     assert "tree: 2 leaves" in out and re.search(r"w\s+\(8, 16\)\s+float32\s+P\('x', 'y'\)\s+\(4, 4\)\s+64 B", out)
     shardscope.show(x)
     assert "CPU 0" in capsys.readouterr().out
 
 
-def test_show_is_one_function_everywhere() -> None:
-    from sharding_core.publishing import show as old_name
+def test_show_has_one_name() -> None:
+    # Regression guard (issue 21, "one show"): show had three names — shardscope.show, sharding_core.show
+    # and sharding_core.publishing.show — and publishing <-> notebook imported each other for the third.
+    import sharding_core.publishing
 
-    assert shardscope.show is sharding_core.show
-    assert callable(old_name) and capture is sharding_core.capture
+    assert shardscope.show.__module__ == "shardscope.notebook"
+    assert not hasattr(sharding_core.publishing, "show")
+    with pytest.raises(AttributeError):
+        sharding_core.show  # noqa: B018 - the attribute lookup is the test
+    assert capture is sharding_core.capture

@@ -1,5 +1,5 @@
 // The notebook widget's host (hosts/host.js's contract): the panels the dashboard mounts, answered in
-// the kernel over anywidget's synced traits (sharding_core/notebook/widget.py) — no server, no network.
+// the kernel over anywidget's synced traits (shardscope/notebook/widget.py) — no server, no network.
 //
 // Traits: payload (bytes, kernel → page: the view shown, {kind: "layout", layout, editable, spec_text,
 // name} or {kind: "snapshot", snapshot, name}); request (page → kernel: {id, method, params}, method

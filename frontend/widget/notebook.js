@@ -1,8 +1,8 @@
 // The notebook widget's front end (anywidget): the dashboard's own panels — the layout explorer's for an
 // array or a layout, the snapshot view's for a pytree or an inspect_jit capture — mounted in an output
 // cell by the widget's host (widget/host.js), which answers them in the kernel over synced traits
-// (sharding_core/notebook/widget.py). Bundled with every module it imports into one ES module by
-// sharding_core/notebook/bundle.py: no server, no network, nothing fetched.
+// (shardscope/notebook/widget.py). Bundled with every module it imports into one ES module by
+// shardscope/notebook/bundle.py: no server, no network, nothing fetched.
 
 import { el } from "../js/lib/dom.js";
 import { mount as mountLayout } from "../js/panels/layout.js";

@@ -61,7 +61,9 @@ class CompareCollective(Reply):
     axes_text: str | None
     groups: str = Field(description="How many groups of how many devices (or source → target pairs)")
     fabric: str | None
-    seconds: float | None = Field(description="Its estimate (null: none, see why)")
+    repeat: int = Field(1, description="Runs per program run (loops counted); seconds are per run")
+    seconds: float | None = Field(description="Its estimate, the bound (null: none, see why)")
+    expected_seconds: float | None = Field(None, description="Its expected time (fitted efficiencies)")
     formula: str | None
     why: str | None
 

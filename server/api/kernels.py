@@ -27,6 +27,7 @@ from server.api.schema import (
     ArrayDim,
     ChipsPerHost,
     Collective,
+    Communication,
     DevicesText,
     ErrorDetail,
     Estimate,
@@ -184,11 +185,26 @@ class KernelMemory(Reply):
     peak_bytes: int | None = None
 
 
+class KernelLoop(Reply):
+    name: str = Field(description="The while instruction")
+    computation: str = Field(description="The computation holding it")
+    body: str
+    trip_count: int | None = Field(description="XLA's known_trip_count (null: unknown, counted once)")
+    runs: int = Field(description="Runs of its computation per program run (outer loops multiplied)")
+
+
 class KernelCost(Reply):
     flops: float | None = None
     bytes_accessed: float | None = None
     transcendentals: float | None = None
     optimal_seconds: float | None = None
+    loop_corrected_flops: float | None = Field(
+        None,
+        description="flops with every dot and convolution counted as often as its loop runs (XLA counts a body once)",
+    )
+    matmul_traffic_bytes: int | None = Field(None, description="Bytes the dots read and write, per run of each")
+    loops: list[KernelLoop] | None = None
+    unknown_trip_counts: list[str] | None = Field(None, description="Loops whose trip count XLA does not know")
 
 
 class KernelTiming(Reply):
@@ -219,24 +235,24 @@ class KernelOrigins(Reply):
 
 
 class DcnStep(Reply):
-    """A cross-slice step of a multi-slice program, from a CPU collective whose groups span slices."""
+    """A cross-slice step of a multi-slice program, as libtpu wrote it (a megascale send)."""
 
     op: str
-    name: str = Field(description="The CPU run's collective it comes from")
+    name: str = Field(description="The transfer's rendezvous name in the TPU HLO")
+    transfer_type: str = Field(description="_xla_megascale_transfer_type: ONE_TO_ONE, ALL_GATHER, ALL_REDUCE, ...")
+    reduce_operation: str | None = None
+    target: str = Field(description="_xla_megascale_target as libtpu wrote it")
     fabric: str = Field(description="dcn")
-    bytes: int | None
-    groups: list[list[int]] = Field(description="The devices that exchange over DCN: the k-th of the group per slice")
-    global_groups: list[list[int]] = Field(description="The CPU run's global groups that span slices")
-    slices: list[int]
+    bytes: int | None = Field(description="The step's result per device (the recv's shape)")
+    sent_bytes: int | None = Field(description="What each device sends")
+    shape: str | None
+    groups: list[list[int]] = Field(description="The global devices of each exchange")
+    pairs: list[list[int]] | None = Field(description="A permute's source -> target devices")
     axes: list[str] | None
     axes_text: str
+    repeat: int = Field(description="Runs per program run (loops counted)")
+    loops: list[dict[str, str | int | None]]
     estimate: Estimate = Field(description="The step's time over DCN (an estimate: formula and inputs)")
-
-
-class MegascaleTransfer(Reply):
-    op: str = Field(description="The collective libtpu's megascale runtime carries out between slices")
-    rendezvous: str | None
-    bytes: int | None = Field(description="Bytes each device sends")
 
 
 class KernelTpu(Reply):
@@ -254,14 +270,13 @@ class KernelTpu(Reply):
     )
     dcn: list[DcnStep] | None = Field(None, description="Multi-slice: the cross-slice (DCN) steps")
     dcn_note: str | None = Field(None, description="How the DCN steps are found")
-    megascale_transfers: list[MegascaleTransfer] | None = Field(
-        None, description="Multi-slice: the DCN transfers libtpu wrote into the slice's program"
-    )
     device_assignment: list[int] | None = Field(None, description="Device ids by partition id")
     memory: KernelMemory | None = Field(None, description="compiled.memory_analysis() on TPU, per device")
     cost: KernelCost | None = Field(None, description="compiled.cost_analysis() on TPU, per device")
     compile_ms: float | None = None
-    roofline: Roofline | None = Field(None, description="The TPU compile's roofline and HBM fit (estimates)")
+    roofline: Roofline | None = Field(
+        None, description="null: a result has one roofline, the headline program's (the TPU compile's), in roofline"
+    )
 
 
 class KernelRunResponse(Reply):
@@ -280,6 +295,10 @@ class KernelRunResponse(Reply):
     max_abs_error: float | None
     reference: str
     collectives: list[Collective] = Field(description="One per collective in the compiled HLO")
+    communication: Communication = Field(
+        description="The headline program's collectives in total: the TPU compile's on a tpu: set with libtpu, "
+        "else the compiled program's (estimates)"
+    )
     memory: KernelMemory = Field(description="compiled.memory_analysis(), per device")
     cost: KernelCost = Field(description="compiled.cost_analysis(), per device")
     timing: KernelTiming
@@ -292,8 +311,9 @@ class KernelRunResponse(Reply):
     origins_note: str
     compiler_log: list[str] = Field(description="XLA's warnings while compiling")
     roofline: Roofline = Field(
-        description="Compute, memory and communication time of the compiled program on the device set's hardware, "
-        "the bound, a lower bound on run time and HBM fit (estimates; CPU sets say why there are none)"
+        description="Compute, memory and communication time of the headline program (the TPU compile's on a tpu: "
+        "set with libtpu, else the compiled program's) on the device set's hardware, the bound, a lower bound on "
+        "run time and HBM fit (estimates; CPU sets say why there are none)"
     )
     tpu: KernelTpu | None = Field(
         None, description="tpu: sets with the optional tpu extra: the kernel compiled for libtpu's topology"

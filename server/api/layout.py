@@ -28,6 +28,7 @@ from server.api.schema import (
     SpecText,
 )
 from server.jsonio import OrjsonResponse, OrjsonRoute
+from sharding_core.compat import spec_entries
 from sharding_core.errors import ShardingError
 from sharding_core.layout import MAX_RANK, Layout
 from sharding_core.snapshot.format import MAX_RULES
@@ -56,7 +57,7 @@ class LayoutRequest(Request):
 def logical_spec(text: str, rules: list[Any]) -> PartitionSpec:
     """The mesh PartitionSpec of a spec naming logical axes, under Flax's rules."""
     names: list[str | None] = []
-    for entry in parse_spec(text).partitions:
+    for entry in spec_entries(parse_spec(text)):
         if isinstance(entry, tuple):
             raise ShardingError(
                 BAD_RULES,

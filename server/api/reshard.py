@@ -62,9 +62,7 @@ class ReshardRequest(Request):
 
 class ReshardTpu(KernelTpu):
     """The reshard compiled (never run) for libtpu's topology of a tpu: set, or why not: the kernel lab's
-    TPU section (without its HLO text) and the collectives' totals."""
-
-    communication: Communication | None = None
+    TPU section (without its HLO text); its totals are the answer's headline ``communication``."""
 
 
 class ReshardResponse(Reply):
@@ -83,7 +81,10 @@ class ReshardResponse(Reply):
     to_bytes_per_device: int
     max_abs_error: float | None = Field(description="The output against the input (0: moved, not changed)")
     collectives: list[Collective] = Field(description="One per collective in the compiled HLO, with its estimate")
-    communication: Communication = Field(description="The collectives' totals (an estimate)")
+    communication: Communication = Field(
+        description="The headline program's collectives in total (an estimate): the TPU program's on a tpu: set "
+        "compiled for libtpu, else these collectives'"
+    )
     roofline: Roofline
     memory: KernelMemory
     timing: KernelTiming

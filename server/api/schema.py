@@ -230,6 +230,14 @@ class Estimate(TypedDict):
     with its formula and inputs, or ``seconds: null`` and why there is none."""
 
     seconds: Seconds
+    bound_seconds: NotRequired[
+        Annotated[Seconds, Field(description="The bound: spec-sheet bandwidths and latencies (= seconds)")]
+    ]
+    expected_seconds: NotRequired[
+        Annotated[
+            Seconds, Field(description="Expected: each fabric at its efficiency fitted to published measurements")
+        ]
+    ]
     formula: NotRequired[Annotated[str, Field(max_length=4000, description="The formula, as the model uses it")]]
     inputs: NotRequired[
         Annotated[dict[str, Any], Field(description="What went into it: bytes, group size, bandwidth, hops...")]
@@ -251,9 +259,13 @@ class Communication(Reply):
     """A program's collectives in total (sharding_core.cost.collectives.communication): reshard and compare."""
 
     count: int = Field(description="Collectives in the program")
-    bytes: int = Field(description="Bytes of their results per device, summed")
-    seconds: float | None = Field(description="Their estimates summed (null: none has one)")
+    runs: int | None = Field(None, description="Collective runs per program run (loops counted)")
+    bytes: int = Field(description="Bytes of their results per device, summed (each times its repeat count)")
+    seconds: float | None = Field(description="Their bounds summed with repeat counts (null: none has one)")
+    bound_seconds: float | None = Field(None, description="The same as seconds: the spec-sheet bound")
+    expected_seconds: float | None = Field(None, description="Their expected times summed with repeat counts")
     without_estimate: int = Field(description="Collectives without an estimate (left out of the sum)")
+    program: str | None = Field(None, description="Which compiled program they are of")
 
 
 @with_config(CLOSED)
@@ -266,6 +278,7 @@ class Roofline(TypedDict):
     compute_seconds: Seconds
     memory_seconds: Seconds
     communication_seconds: Seconds
+    communication_expected_seconds: NotRequired[Seconds]
     bound: Literal["compute", "memory", "communication"] | None
     lower_bound_seconds: Seconds
     serial_seconds: Seconds
@@ -273,6 +286,18 @@ class Roofline(TypedDict):
     inputs: dict[str, Any]
     hbm: HbmFit
     why: Annotated[str | None, Field(max_length=2000, description="What the model has no figures for")]
+
+
+@with_config(CLOSED)
+class LoopRef(TypedDict):
+    loop: ShortText
+    trip_count: Annotated[int, Field(ge=0, le=2**62)] | None
+
+
+@with_config(CLOSED)
+class Widened(TypedDict):
+    dtype: Annotated[str, Field(max_length=16, description="The type the program asked for, e.g. bf16")]
+    bytes: ByteCount
 
 
 @with_config(CLOSED)
@@ -308,4 +333,18 @@ class Collective(TypedDict):
     ]
     source: NotRequired[Annotated[str | None, Field(max_length=4096, description="The JAX op that asked for it")]]
     raw: NotRequired[Annotated[str | None, Field(max_length=400, description="Snapshots before 0.2: groups' text")]]
+    repeat: NotRequired[
+        Annotated[int, Field(ge=1, le=2**62, description="Runs per program run: its loops' trip counts multiplied")]
+    ]
+    loops: NotRequired[
+        Annotated[list[LoopRef], Field(max_length=64, description="The while loops around it, outermost first")]
+    ]
+    widened: NotRequired[
+        Annotated[
+            Widened | None,
+            Field(
+                description="XLA promoted this 16-bit reduction to 32 bits: the type and bytes the program asked for"
+            ),
+        ]
+    ]
     estimate: NotRequired[Annotated[Estimate, Field(description="Its time on the device set's hardware")]]

@@ -55,6 +55,7 @@ from server.jsonio import OrjsonResponse, OrjsonRoute
 from server.settings import SNAPSHOT_CACHE_BYTES
 from server.store import Store
 from sharding_core.cache import BoundedCache
+from sharding_core.cost.annotate import facts_only, snapshot_with_estimates
 from sharding_core.errors import ShardingError
 from sharding_core.layout import MAX_RANK
 from sharding_core.mesh import MAX_MESH_AXES
@@ -148,6 +149,15 @@ class SnapshotRun(TypedDict):
 
 
 @with_config(_SNAPSHOT_CONFIG)
+class SnapshotLoop(TypedDict):
+    name: ShortText
+    computation: ShortText
+    body: ShortText
+    trip_count: Annotated[int, Field(ge=0, le=2**62)] | None
+    runs: Annotated[int, Field(ge=1, le=2**62)]
+
+
+@with_config(_SNAPSHOT_CONFIG)
 class SnapshotJit(TypedDict):
     function: ShortText
     memory_per_device: Annotated[dict[Annotated[str, Field(max_length=64)], ByteCount], Field(max_length=16)] | None
@@ -158,6 +168,10 @@ class SnapshotJit(TypedDict):
             Field(max_length=MAX_SNAPSHOT_LEAVES, description="The parameter each inputs/args/N leaf was passed as"),
         ]
     ]
+    flops: NotRequired[Annotated[float, Field(ge=0)] | None]
+    loop_corrected_flops: NotRequired[Annotated[float, Field(ge=0)] | None]
+    loops: NotRequired[Annotated[list[SnapshotLoop], Field(max_length=MAX_COLLECTIVES)]]
+    unknown_trip_counts: NotRequired[Annotated[list[ShortText], Field(max_length=MAX_COLLECTIVES)]]
 
 
 @with_config(_SNAPSHOT_CONFIG)
@@ -327,7 +341,7 @@ def create_snapshot(body: Snapshot, store: StoreDep, settings: SettingsDep) -> R
     carry. The stored part holds the read id too: nothing a reader gets gives the secret back.
     """
     check_snapshot(body)
-    snap = enrich(dict(body))
+    snap = facts_only(enrich(dict(body)))  # estimates are added when it is read, from today's figures
     run = body["run"]
     if run is None:
         snapshot_id, link_id = store.put_linked(
@@ -383,7 +397,7 @@ def get_run(run_id: str, store: StoreDep) -> Response:
     """The merged picture of a run (``run_id``: its read id): every process's leaves, which processes
     reported and which are missing, each device's owning process and, per leaf, the devices whose
     shards no reporting process holds."""
-    return OrjsonResponse(_merged_json(store, run_id))
+    return OrjsonResponse(_estimated(_merged_json(store, run_id)))
 
 
 @router.get("/api/snapshots/{snapshot_id}", response_model=StoredSnapshot, responses=responses(400, 404, 422, 500))
@@ -393,7 +407,15 @@ def get_snapshot(snapshot_id: str, store: StoreDep) -> Response:
     if payload is None:
         raise _no_snapshot(store)
     # The stored JSON is an object; splice the id in front rather than decode and re-encode megabytes.
-    return OrjsonResponse(b'{"id":' + orjson.dumps(snapshot_id) + b"," + payload[1:])
+    return OrjsonResponse(b'{"id":' + orjson.dumps(snapshot_id) + b"," + _estimated(payload)[1:])
+
+
+def _estimated(payload: bytes) -> bytes:
+    """A stored snapshot as read: one with ``inspect_jit`` collectives gets today's estimates (decoded only
+    then: orjson writes a non-empty list as ``"collectives":[{``); any it was stored with are replaced."""
+    if b'"collectives":[{' not in payload:
+        return payload
+    return orjson.dumps(snapshot_with_estimates(orjson.loads(payload)))
 
 
 @router.post("/api/snapshots/diff", response_model=DiffResponse, responses=responses(400, 403, 404, 413, 415, 422, 500))

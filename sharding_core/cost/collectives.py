@@ -1,39 +1,57 @@
 """How long a collective takes on the hardware: the formulas of "How to Scale Your Model" on the device
-set's topology.
+set's topology, as a **bound** (the spec sheet's bandwidths and latencies) and an **expected** time (the
+same terms over each fabric's efficiency fitted to published measurements, :mod:`.efficiency`).
 
-The formulas (pure functions below, unit-tested against the book's worked examples):
+The formulas (pure functions below, unit-tested against the book's worked examples). Sections cited are
+of the book's chapters: *sharding* = https://jax-ml.github.io/scaling-book/sharding/, *gpus* =
+https://jax-ml.github.io/scaling-book/gpus/, *tpus* = https://jax-ml.github.io/scaling-book/tpus/.
 
-* **A ring over torus axes (ICI).** A group spans, along each torus axis it varies on, ``k`` chips
-  spaced ``s`` links apart (``s > 1`` for a sub-axis: interleaved groups share those links). With
-  wraparound on that axis (the group covers the whole axis and the slice wraps it) the ring runs in
-  both directions and takes ``steps = ⌊k/2⌋`` steps; without, it is a line: ``k − 1`` steps. Each
-  step moves one shard (``V / k``) over a link, so the axis gives ``L = k / (steps · s)`` links' worth
-  of bandwidth, and the axes a group spans add up (the book: "AllGather over multiple axes ...
-  increases the available bandwidth by a factor of n_axes")::
+* **A ring over torus axes (ICI)** (sharding, "A deeper dive into AllGather" and the summary table). A
+  group spans, along each torus axis it varies on, ``k`` chips spaced ``s`` links apart (``s > 1`` for a
+  sub-axis: interleaved groups share those links). With wraparound on that axis the ring runs in both
+  directions and takes ``steps = ⌊k/2⌋`` steps; without, it is a line: ``k − 1`` steps. Each step moves one
+  shard (``V / k``) over a link, so the axis gives ``L = k / (steps · s)`` links' worth of bandwidth, and the
+  axes a group spans add up ("AllGather over multiple axes ... increases the available bandwidth by a factor
+  of n_axes")::
 
-      all-gather      T = max(V / (W_link · ΣL / share), hops · t_hop)      V = the gathered bytes
+      all-gather      T = max(V · share / (W_link · ΣL), V · share · (N − 1) / (N · W_link · C), hops · t_hop)
       reduce-scatter  the same, V = result bytes × N
       all-reduce      2 × all-gather of V = bytes (a reduce-scatter then an all-gather)
-      all-to-all      max(V / (4 · W_link · ΣL / share), hops · t_hop), V = bytes × N
-      permute         max(bytes · load / W_link, h · t_hop): each pair routed on its shortest path,
-                      load = transfers on the busiest directed link, h = longest path in hops
+      all-to-all      max(V · share · max_a(k_a · s_a / w_a) / (4 · N · W_link), hops · t_hop), V = bytes × N
+      permute         max(bytes · load / W_link, h · t_hop): each pair routed on its shortest path
 
-  ``W_link`` is the one-way bandwidth of one link, ``hops = Σ steps · s`` and ``t_hop`` ≈ 1 µs per
-  hop (the latency-bound regime). ``share`` is how many devices use a chip's links at once
-  (cores of one chip in different groups). Check: a v4 4x4x4 axis of 4 (wraparound) gives
-  ``T = V / (2 · W_link) = V / W_bidi``, the book's ``23 us``; a v5e 4x4 axis of 4 (no wraparound)
-  ``T = 3 · (V / 4) / W_link``, the book's ``3 · 8.4e6 / 4.5e10``.
-* **A switched fabric** (NVLink in a GPU host, DCN between TPU slices, the network between GPU
-  hosts), ``m`` members each with ``W`` one way: all-gather ``V · (m − 1) / (m · W)``,
-  reduce-scatter ``b · (m − 1) / W``, all-reduce ``2 · V · (m − 1) / (m · W)``, all-to-all
-  ``b · (m − 1) / (m · W)``, permute ``b / W`` (the book's GPU chapter).
-* **A group across slices or hosts** is two steps: inside each island (ICI or NVLink) and between the
-  ``S`` islands (DCN or the network) on ``1 / n`` of the data, ``n`` members per island — for an
-  all-reduce ``2 · inner(V) + outer all-reduce(V / n)``; the DCN steps of a multi-slice program
-  (:func:`estimate_dcn_step`) are that outer part.
+  The middle term of the all-gather is a physical floor: the group's worst-placed chip (a corner, without
+  wraparound) has ``C = Σ_axes (2 with wraparound, else 1)`` links into the group and must receive
+  ``(N − 1) / N`` of the gathered bytes through them (tpus, Question 5: the corner chip of a v5e 4x4 "can
+  receive data" from two ports; sharding's summary: a bidirectional ring halves the time). The all-to-all
+  is the book's bisection rule (sharding, "Our final communication primitive: the AllToAll":
+  ``T = V · max(A, B, C, ...) / (4 · N · W_ici)``, ``W_ici`` the bidirectional bandwidth of an axis), with
+  ``w_a = 2`` links' worth on an axis with wraparound and 1 without: without wraparound the cut crosses
+  one plane of links, not two, which doubles ``V / (4 · W_ici)`` to ``V / (4 · W_link)``.
+  ``W_link`` is the one-way bandwidth of one link, ``hops = Σ steps · s`` and ``t_hop`` ≈ 1 µs per hop
+  (sharding, "A note on ICI latency"). ``share`` is how many devices use a chip's links at once (cores of
+  one chip in different groups). Check: a v4 4x4x4 axis of 4 (wraparound) gives ``V / (2 · W_link)``, the
+  book's ``23 us``; a v5e axis of 4 (no wraparound) ``3 · (V / 4) / W_link``, the book's ``560 us``.
+* **A switched fabric** (NVLink in a GPU host, DCN between TPU slices, the network between GPU hosts),
+  ``m`` members each with ``W`` one way (gpus, "Intra-node collectives"): all-gather
+  ``V · (m − 1) / (m · W)``, reduce-scatter ``b · (m − 1) / W``, all-reduce ``2 · V · (m − 1) / (m · W)``,
+  all-to-all ``b · (m − 1) / (m · W)`` (= ``B · (N − 1) / (W · N²)`` for ``B = m · b``), permute ``b / W``.
+* **A group across TPU slices** is two steps: inside each slice (ICI) and between the ``S`` slices (DCN) on
+  ``1 / n`` of the data, ``n`` members per slice; the steps run one after the other, so their times add.
+  Each DCN step has a latency (``t_dcn`` per ring step: ``S − 1`` for a gather or a scatter, twice that for
+  a reduction, one for an all-to-all or a permute).
+* **A group across GPU hosts** (gpus, "Cross-node collectives"): the levels run as one pipelined ring, so
+  an all-gather or reduce-scatter takes the *larger* of the NVLink time and the network time
+  ``max(B (D − 1) / (D · W_gpu), B (M − 1) / (M · W_node))``, an all-reduce twice that, and an all-to-all
+  spanning ``M`` hosts ``B · (M − 1) / (M² · W_node)`` (the network term: the NVLink part is smaller);
+  ``W_node`` is the host's egress, the NICs of its ``n`` members. Network steps have a latency ``t_net``.
 
-A collective's estimate is its slowest group's. Every estimate is ``{"seconds", "formula", "inputs",
-"fabric"}``, or ``{"seconds": None, "why"}`` where the model has no figures.
+A collective's estimate is its slowest group's. Every estimate is ``{"seconds", "bound_seconds",
+"expected_seconds", "formula", "inputs", "fabric"}`` (``seconds`` = ``bound_seconds``, the contract's
+field), or ``{"seconds": None, "why"}`` where the model has no figures. ``inputs.axes`` names the mesh axes
+the collective runs along (as the collective says); the torus dimensions its groups span are
+``inputs.torus``. A collective that runs in a loop carries ``repeat`` (the HLO reader's fact); its estimate
+is per run and totals multiply (:func:`communication`).
 """
 
 from __future__ import annotations
@@ -46,11 +64,13 @@ from typing import Any
 import numpy as np
 
 from sharding_core.cost.context import CostContext
+from sharding_core.cost.efficiency import PROFILES, FabricProfile, profile_key
 from sharding_core.hardware import GpuFigures, TpuFigures
 
 FABRICS = ("ici", "dcn", "nvlink", "network")
-AXIS_NAMES = ("x", "y", "z")
+TORUS_AXES = ("x", "y", "z")
 ON_CHIP = "on one chip: no ICI link is used (the model counts copies between a chip's cores as free)"
+Profiles = Mapping[str, FabricProfile]
 
 
 # ------------------------------------------------------------------------------------------- formulas
@@ -71,17 +91,60 @@ class RingAxis:
 
     @property
     def links(self) -> float:
-        """Links' worth of one-way bandwidth the axis gives: k / (steps · stride)."""
+        """Links' worth of one-way bandwidth the axis gives a ring: k / (steps · stride)."""
         return self.members / (self.steps * self.stride) if self.steps else 0.0
 
+    @property
+    def ports(self) -> int:
+        """Links a chip at the end of the axis has into the group: 2 around a ring, 1 at a line's end."""
+        return 2 if self.wraparound else 1
+
     def json(self, axis: int) -> dict[str, Any]:
-        name = AXIS_NAMES[axis] if axis < len(AXIS_NAMES) else str(axis)
-        return {"axis": name, "members": self.members, "wraparound": self.wraparound, "stride": self.stride,
-                "steps": self.steps}  # fmt: skip
+        name = TORUS_AXES[axis] if axis < len(TORUS_AXES) else str(axis)
+        return {"torus_axis": name, "members": self.members, "wraparound": self.wraparound,
+                "stride": self.stride, "steps": self.steps}  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class Part:
+    """One fabric's share of a collective: its bandwidth term, its latency term (``steps`` of ``step_latency``)
+    and what it is, for the expected time (:mod:`.efficiency` fits one profile per ``key``)."""
+
+    fabric: str  # "ici", "dcn", "nvlink", "network"
+    bandwidth_seconds: float
+    steps: int
+    step_latency: float
+    wraparound: bool = False  # ICI: every axis the group spans wraps
+
+    @property
+    def latency_seconds(self) -> float:
+        return self.steps * self.step_latency
+
+    @property
+    def seconds(self) -> float:
+        """The bound: bandwidth- or latency-bound, whichever is larger (the book's max)."""
+        return max(self.bandwidth_seconds, self.latency_seconds)
+
+    @property
+    def key(self) -> str:
+        return profile_key(self.fabric, self.wraparound)
+
+    def expected(self, profiles: Profiles) -> float:
+        """The bandwidth term at the fabric's fitted efficiency plus its fitted latency per step (the α–β model
+        nccl-tests' PERFORMANCE.md describes: time ≈ overhead + size / bandwidth)."""
+        p = profiles[self.key]
+        return self.bandwidth_seconds / p.efficiency + self.steps * p.step_latency
+
+    def scaled(self, factor: float, steps: int | None = None) -> Part:
+        return dataclasses.replace(
+            self, bandwidth_seconds=self.bandwidth_seconds * factor, steps=self.steps if steps is None else steps
+        )
 
 
 @dataclasses.dataclass(frozen=True)
 class Timing:
+    """An ICI timing: the bound and its terms (kept for the formulas' unit tests and the estimate's inputs)."""
+
     seconds: float
     bandwidth_seconds: float
     latency_seconds: float
@@ -97,14 +160,23 @@ class Timing:
                       self.links, self.hops)  # fmt: skip
 
 
+def _used(axes: Sequence[RingAxis]) -> list[RingAxis]:
+    return [a for a in axes if a.members > 1]
+
+
 def ring_time(
     volume: float, axes: Sequence[RingAxis], link_bandwidth: float, hop_latency: float, share: float = 1.0
 ) -> Timing:
-    """All-gather of ``volume`` bytes over rings along ``axes``: max(V / (W · ΣL / share), hops · t_hop)."""
-    used = [a for a in axes if a.members > 1]
+    """All-gather of ``volume`` bytes over rings along ``axes``: the ring term, the corner chip's floor and the
+    latency, the largest of them (see the module docstring)."""
+    used = _used(axes)
     links = sum(a.links for a in used)
     hops = sum(a.steps * a.stride for a in used)
-    bandwidth = volume * share / (link_bandwidth * links) if links else 0.0
+    ring = volume * share / (link_bandwidth * links) if links else 0.0
+    chips = int(np.prod([a.members for a in used])) if used else 1
+    ports = sum(a.ports for a in used)
+    corner = volume * share * (chips - 1) / (chips * link_bandwidth * ports) if ports else 0.0
+    bandwidth = max(ring, corner)
     latency = hops * hop_latency
     return Timing(max(bandwidth, latency), bandwidth, latency, links, hops)
 
@@ -126,9 +198,18 @@ def ici_all_reduce(nbytes: float, axes: Sequence[RingAxis], w: float, t_hop: flo
 def ici_all_to_all(
     nbytes: float, group_size: int, axes: Sequence[RingAxis], w: float, t_hop: float, share: float = 1
 ) -> Timing:
-    t = ring_time(nbytes * group_size, axes, w, t_hop, share)
-    bandwidth = t.bandwidth_seconds / 4
-    return Timing(max(bandwidth, t.latency_seconds), bandwidth, t.latency_seconds, t.links, t.hops)
+    """The bisection rule: ``V · max_a(k_a · s_a / w_a) / (4 · N · W_link)``, ``V = bytes × N`` (sharding, "Our
+    final communication primitive: the AllToAll"); ``w_a`` = 2 links' worth with wraparound, 1 without."""
+    used = _used(axes)
+    hops = sum(a.steps * a.stride for a in used)
+    latency = hops * t_hop
+    if not used:
+        return Timing(latency, 0.0, latency, 0.0, hops)
+    volume = nbytes * group_size
+    chips = int(np.prod([a.members for a in used]))
+    worst = max(a.members * a.stride / a.ports for a in used)
+    bandwidth = volume * share * worst / (4 * chips * w)
+    return Timing(max(bandwidth, latency), bandwidth, latency, chips / worst, hops)
 
 
 def ici_permute(nbytes: float, load: int, hops: int, w: float, t_hop: float) -> Timing:
@@ -195,9 +276,23 @@ def switched_permute(nbytes: float, w: float) -> float:
     return nbytes / w
 
 
+def switched_steps(kind: str, members: int) -> int:
+    """Latency steps of a switched collective over ``members``: ``⌈log₂ m⌉`` per gather or scatter phase — a
+    tree's depth, the fewest any algorithm needs (a ring takes ``m − 1``, but NCCL switches to trees where
+    that matters) — twice for a reduction; one direct exchange for an all-to-all or a permute."""
+    if members <= 1:
+        return 0
+    depth = max(1, math.ceil(math.log2(members)))
+    if kind == "all-reduce":
+        return 2 * depth
+    if kind in ("all-gather", "reduce-scatter"):
+        return depth
+    return 1
+
+
 # How each op reads (ragged all-to-all: its output buffer is the upper bound; a broadcast moves V like
 # an all-gather).
-_KIND = {
+KIND = {
     "all-gather": "all-gather",
     "reduce-scatter": "reduce-scatter",
     "all-reduce": "all-reduce",
@@ -208,18 +303,28 @@ _KIND = {
 }
 
 ICI_FORMULAS = {
-    "all-gather": "max(V / (W_link · ΣL / share), hops · t_hop), V = result bytes",
-    "reduce-scatter": "max(V / (W_link · ΣL / share), hops · t_hop), V = result bytes × N",
-    "all-reduce": "2 · max(V / (W_link · ΣL / share), hops · t_hop), V = bytes (reduce-scatter + all-gather)",
-    "all-to-all": "max(V / (4 · W_link · ΣL / share), hops · t_hop), V = bytes × N",
+    "all-gather": (
+        "max(V · share / (W_link · ΣL), V · share · (N − 1) / (N · W_link · C), hops · t_hop), V = result bytes"
+    ),
+    "reduce-scatter": (
+        "max(V · share / (W_link · ΣL), V · share · (N − 1) / (N · W_link · C), hops · t_hop), V = result bytes × N"
+    ),
+    "all-reduce": (
+        "2 · max(V · share / (W_link · ΣL), V · share · (N − 1) / (N · W_link · C), hops · t_hop), V = bytes "
+        "(a reduce-scatter then an all-gather)"
+    ),
+    "all-to-all": (
+        "max(V · share · max_a(k_a · s_a / w_a) / (4 · N · W_link), hops · t_hop), V = bytes × N "
+        "(the book's bisection rule; w_a = 2 with wraparound, 1 without)"
+    ),
     "permute": (
         "max(bytes · load / W_link, h · t_hop), pairs routed on shortest paths (x, then y, then z): "
         "load = pairs on the busiest directed link, h = the longest path in hops"
     ),
 }
 RING_NOTE = (
-    "per torus axis: k members s links apart, steps = ⌊k/2⌋ with wraparound, k − 1 without, "
-    "L = k / (steps · s), hops = Σ steps · s"
+    "per torus axis: k chips s links apart, steps = ⌊k/2⌋ with wraparound, k − 1 without, L = k / (steps · s), "
+    "hops = Σ steps · s; C = Σ (2 with wraparound, 1 without): the links of the worst-placed chip"
 )
 SWITCHED_FORMULAS = {
     "all-gather": "V · (m − 1) / (m · W), V = result bytes",
@@ -237,7 +342,7 @@ OUTER_FORMULAS = {
 }
 
 
-def _outer_seconds(kind: str, nbytes: float, n: float, islands: float, group_size: float, w: float) -> float:
+def outer_seconds(kind: str, nbytes: float, n: float, islands: float, group_size: float, w: float) -> float:
     """The step between islands: ``islands`` members of ``1 / n`` of the data each (see OUTER_FORMULAS)."""
     if kind == "all-gather":
         return switched_all_gather(nbytes / n, islands, w)
@@ -250,7 +355,7 @@ def _outer_seconds(kind: str, nbytes: float, n: float, islands: float, group_siz
     return switched_permute(nbytes, w)
 
 
-def _switched_seconds(kind: str, nbytes: float, members: float, w: float) -> float:
+def switched_seconds(kind: str, nbytes: float, members: float, w: float) -> float:
     if kind == "all-gather":
         return switched_all_gather(nbytes, members, w)
     if kind == "reduce-scatter":
@@ -286,20 +391,78 @@ def none(why: str) -> dict[str, Any]:
     return {"seconds": None, "why": why}
 
 
-def estimate_collective(c: Mapping[str, Any], ctx: CostContext | None) -> dict[str, Any]:
-    """The estimate of one collective (the serialiser's dict: ``op``, ``bytes``, ``groups``, ``pairs``)."""
+def finish(
+    parts: Sequence[Part], combine: str, formula: str, inputs: dict[str, Any], fabric: str, profiles: Profiles
+) -> dict[str, Any]:
+    """The estimate of ``parts`` run one after the other (``combine == "sum"``) or pipelined (``"max"``): the
+    bound from the spec sheet and the expected time at the fitted efficiencies."""
+    join = sum if combine == "sum" else max
+    bound = float(join(p.seconds for p in parts)) if parts else 0.0
+    expected = float(join(p.expected(profiles) for p in parts)) if parts else 0.0
+    inputs = dict(inputs)
+    inputs["terms"] = [
+        {"key": p.key, "bandwidth_seconds": p.bandwidth_seconds, "steps": p.steps, "step_latency": p.step_latency,
+         "seconds": p.seconds, "expected_seconds": p.expected(profiles)}
+        for p in parts
+    ]  # fmt: skip
+    inputs["combine"] = combine
+    if parts:
+        inputs["efficiency"] = {p.key: profiles[p.key].efficiency for p in parts}
+        inputs["expected_step_latency"] = {p.key: profiles[p.key].step_latency for p in parts}
+        if len(parts) > 1:
+            inputs["parts"] = {p.fabric: p.seconds for p in parts}
+    return {
+        "seconds": bound,
+        "bound_seconds": bound,
+        "expected_seconds": expected,
+        "formula": formula,
+        "inputs": inputs,
+        "fabric": fabric,
+    }
+
+
+def _effective_bytes(c: Mapping[str, Any]) -> tuple[float | None, str | None]:
+    """The bytes an estimate uses: the program's, or — where XLA's CPU compiler widened a bf16 reduction to
+    f32 (``widened``, the HLO reader's fact) — the bytes at the width the program asked for."""
+    widened = c.get("widened")
+    if widened and widened.get("bytes") is not None:
+        return float(widened["bytes"]), str(widened.get("dtype") or "bf16")
+    nbytes = c.get("bytes")
+    return (float(nbytes), None) if nbytes is not None else (None, None)
+
+
+def estimate_collective(
+    c: Mapping[str, Any], ctx: CostContext | None, profiles: Profiles | None = None
+) -> dict[str, Any]:
+    """The estimate of one collective (the reader's dict: ``op``, ``bytes``, ``groups``, ``pairs``, ``axes``)."""
     if ctx is None:
         return none("no device set to estimate on")
     if ctx.why is not None or ctx.hardware is None:
         return none(ctx.why or "no hardware figures")
-    nbytes = c.get("bytes")
-    kind = _KIND.get(str(c.get("op")))
+    profiles = profiles if profiles is not None else PROFILES
+    nbytes, narrowed = _effective_bytes(c)
+    op = str(c.get("op"))
+    kind = KIND.get(op)
     if nbytes is None or kind is None:
-        return none(f"no model for {c.get('op')!r} of unknown size" if kind else f"no model for {c.get('op')!r}")
+        return none(f"no model for {op!r} of unknown size" if kind else f"no model for {op!r}")
     if kind == "permute":
         pairs = c.get("pairs") or []
-        return _permute(float(nbytes), pairs, ctx) if pairs else _zero("no source → target pairs", ctx)
-    groups = c.get("groups") or []
+        est = _permute(nbytes, pairs, ctx, profiles) if pairs else _zero("no source → target pairs", ctx)
+    else:
+        est = _by_groups(kind, op, nbytes, c.get("groups") or [], ctx, profiles)
+    if est.get("seconds") is not None:
+        est["inputs"]["axes"] = list(c.get("axes") or [])
+        if narrowed:
+            est["inputs"]["bytes_as_compiled"] = c.get("bytes")
+            est["inputs"]["bytes_note"] = (
+                f"XLA's CPU compiler widened this {narrowed} reduction to f32; estimated at {narrowed} width"
+            )
+    return est
+
+
+def _by_groups(
+    kind: str, op: str, nbytes: float, groups: Sequence[Sequence[int]], ctx: CostContext, profiles: Profiles
+) -> dict[str, Any]:
     if not groups or all(len(g) <= 1 for g in groups):
         return _zero("every group is a single device: nothing moves", ctx)
     best: dict[str, Any] | None = None
@@ -312,7 +475,7 @@ def estimate_collective(c: Mapping[str, Any], ctx: CostContext | None) -> dict[s
         rows = ctx.rows_of(same)
         if rows is None:
             return none(f"the groups name devices that are not in {ctx.label}")
-        est = _groups(kind, str(c.get("op")), float(nbytes), rows, ctx)
+        est = _groups(kind, op, nbytes, rows, ctx, profiles)
         if est["seconds"] is None:
             return est
         if best is None or est["seconds"] > best["seconds"]:
@@ -324,7 +487,8 @@ def estimate_collective(c: Mapping[str, Any], ctx: CostContext | None) -> dict[s
 
 def _zero(why: str, ctx: CostContext) -> dict[str, Any]:
     fabric = "ici" if ctx.platform == "tpu" else "nvlink"
-    return {"seconds": 0.0, "formula": why, "inputs": {"hardware": _title(ctx)}, "fabric": fabric}
+    return {"seconds": 0.0, "bound_seconds": 0.0, "expected_seconds": 0.0, "formula": why,
+            "inputs": {"hardware": _title(ctx)}, "fabric": fabric}  # fmt: skip
 
 
 def _title(ctx: CostContext) -> str:
@@ -353,7 +517,9 @@ def _group_stats(rows: np.ndarray, ctx: CostContext) -> np.ndarray:
     return stats
 
 
-def _groups(kind: str, op: str, nbytes: float, rows: np.ndarray, ctx: CostContext) -> dict[str, Any]:
+def _groups(
+    kind: str, op: str, nbytes: float, rows: np.ndarray, ctx: CostContext, profiles: Profiles
+) -> dict[str, Any]:
     size = rows.shape[1]
     dims = ctx.coords.shape[1]
     best: dict[str, Any] | None = None
@@ -364,7 +530,10 @@ def _groups(kind: str, op: str, nbytes: float, rows: np.ndarray, ctx: CostContex
             for a in range(dims)
             if row[2 + a] > 1
         ]
-        est = _one_group(kind, op, nbytes, size, islands, chips, axes, ctx)
+        if isinstance(ctx.hardware, TpuFigures):
+            est = _tpu_group(kind, op, nbytes, size, islands, chips, axes, ctx, profiles)
+        else:
+            est = _gpu_group(kind, op, nbytes, size, islands, ctx, profiles)
         if est["seconds"] is None:
             return est
         if best is None or est["seconds"] > best["seconds"]:
@@ -379,7 +548,7 @@ def _inner_bytes(kind: str, nbytes: float, islands: int) -> float:
     return nbytes * islands if kind == "reduce-scatter" else nbytes
 
 
-def _one_group(
+def _tpu_group(
     kind: str,
     op: str,
     nbytes: float,
@@ -388,86 +557,107 @@ def _one_group(
     chips: int,
     axes: list[tuple[int, RingAxis]],
     ctx: CostContext,
+    profiles: Profiles,
 ) -> dict[str, Any]:
-    """One group: ``size`` devices on ``chips`` chips in ``islands`` islands, spanning ``axes`` of the torus."""
+    """One group of ``size`` devices on ``chips`` chips in ``islands`` slices, spanning ``axes`` of the torus:
+    ICI inside each slice, then DCN across the slices; the steps add up."""
     hw = ctx.hardware
-    inputs: dict[str, Any] = {"op": op, "bytes": nbytes, "group_size": size, "hardware": _title(ctx)}
-    n = size / islands  # members per island
-    members = max(1, round(n))
+    assert isinstance(hw, TpuFigures)
+    inputs: dict[str, Any] = {"op": op, "bytes": nbytes, "group_size": size, "hardware": hw.title}
+    w, t_hop = hw.ici_link_bandwidth.value, hw.hop_latency.value
+    if w is None or t_hop is None:
+        return none(f"no ICI link bandwidth for {hw.title}: {hw.ici_link_bandwidth.note}")
+    members = max(1, round(size / islands))
     inner_bytes = _inner_bytes(kind, nbytes, islands)
-    if isinstance(hw, TpuFigures):
-        w, t_hop = hw.ici_link_bandwidth.value, hw.hop_latency.value
-        if w is None or t_hop is None:
-            return none(f"no ICI link bandwidth for {hw.title}: {hw.ici_link_bandwidth.note}")
-        if axes:
-            share = max(1.0, hw.devices_per_chip * chips / size)
-            rings = [ring for _, ring in axes]
-            t = _ici_timing(kind, inner_bytes, members, rings, w, t_hop, share)
-            inputs.update(
-                volume_bytes=_volume(kind, inner_bytes, members),
-                axes=[ring.json(a) for a, ring in axes],
-                links=t.links,
-                link_bandwidth=w,
-                share=share,
-                hops=t.hops,
-                hop_latency=t_hop,
-                bound=t.bound,
-            )
-            inner, inner_formula = t.seconds, f"{ICI_FORMULAS[kind]}; {RING_NOTE}"
-        else:
-            inner, inner_formula = 0.0, ON_CHIP if members > 1 else "one device per slice: nothing moves inside it"
-        if islands == 1:
-            return {"seconds": inner, "formula": inner_formula, "inputs": inputs, "fabric": "ici"}
-        w_out = hw.dcn_bandwidth.value
-        if w_out is None:
-            return none(f"no DCN bandwidth for {hw.title}: {hw.dcn_bandwidth.note}")
-        w_dev = w_out / hw.devices_per_chip
-        return _two_level(kind, nbytes, size, islands, inner, inner_formula, w_dev, ("ici", "dcn"), inputs, ctx)
+    parts: list[Part] = []
+    if axes:
+        share = max(1.0, hw.devices_per_chip * chips / size)
+        rings = [ring for _, ring in axes]
+        t = _ici_timing(kind, inner_bytes, members, rings, w, t_hop, share)
+        inputs.update(
+            volume_bytes=_volume(kind, inner_bytes, members),
+            torus=[ring.json(a) for a, ring in axes],
+            links=t.links,
+            link_bandwidth=w,
+            share=share,
+            hops=t.hops,
+            hop_latency=t_hop,
+            bound=t.bound,
+        )
+        steps = t.hops * (2 if kind == "all-reduce" else 1)
+        parts.append(Part("ici", t.bandwidth_seconds, steps, t_hop, all(r.wraparound for r in rings)))
+        inner_formula = f"{ICI_FORMULAS[kind]}; {RING_NOTE}"
+    else:
+        inner_formula = ON_CHIP if members > 1 else "one device per slice: nothing moves inside it"
+    if islands == 1:
+        return finish(parts, "sum", inner_formula, inputs, "ici", profiles)
+    w_out = hw.dcn_bandwidth.value
+    t_dcn = hw.dcn_latency.value
+    if w_out is None or t_dcn is None:
+        return none(f"no DCN bandwidth for {hw.title}: {hw.dcn_bandwidth.note}")
+    w_dev = w_out / hw.devices_per_chip
+    n = size / islands
+    outer = outer_seconds(kind, nbytes, n, islands, size, w_dev)
+    parts.append(Part("dcn", outer, switched_steps(kind, islands), t_dcn))
+    inputs.update(islands=islands, per_island=n, network_bandwidth=w_dev, dcn_step_latency=t_dcn)
+    formula = (
+        f"inside each of the slices (ici): {inner_formula}; plus across S = {islands} slices (dcn, n = {n:g} per "
+        f"slice, W = DCN bandwidth per device): {OUTER_FORMULAS[kind]} + steps · t_dcn"
+    )
+    return finish(parts, "sum", formula, inputs, "dcn", profiles)
+
+
+def _gpu_group(
+    kind: str, op: str, nbytes: float, size: int, islands: int, ctx: CostContext, profiles: Profiles
+) -> dict[str, Any]:
+    """One group of ``size`` GPUs in ``islands`` hosts: NVLink inside a host, the network between hosts; the
+    levels are pipelined, so the slower one sets the time (the book's max of the levels)."""
+    hw = ctx.hardware
     assert isinstance(hw, GpuFigures)
-    inner, inner_formula = 0.0, "one GPU per host: nothing moves inside it"
+    inputs: dict[str, Any] = {"op": op, "bytes": nbytes, "group_size": size, "hardware": hw.title}
+    members = max(1, round(size / islands))
+    parts: list[Part] = []
+    inner_formula = "one GPU per host: nothing moves inside it"
     if members > 1:
         w_in = hw.nvlink_bandwidth.value
         if w_in is None:
             return none(f"no NVLink bandwidth for {hw.title}: {hw.nvlink_bandwidth.note}")
-        inner = _switched_seconds(kind, inner_bytes, members, w_in)
+        if islands > 1 and kind == "all-to-all":
+            # each GPU sends (members − 1) / size of its bytes to the GPUs of its own host over NVLink
+            inner = nbytes * (members - 1) / (size * w_in)
+        else:
+            inner = switched_seconds(kind, _inner_bytes(kind, nbytes, islands), members, w_in)
+        # no spec sheet gives an NVLink latency: the bound has none; the expected time fits one per step
+        parts.append(Part("nvlink", inner, switched_steps(kind, members), 0.0))
         inner_formula = SWITCHED_FORMULAS[kind].replace("W", "W_nvlink")
-        inputs.update(volume_bytes=_volume(kind, inner_bytes, members), members=members, nvlink_bandwidth=w_in)
+        inputs.update(members=members, nvlink_bandwidth=w_in)
     if islands == 1:
-        return {"seconds": inner, "formula": inner_formula, "inputs": inputs, "fabric": "nvlink"}
-    w_out = hw.network_bandwidth.value
-    if w_out is None:
+        inputs["volume_bytes"] = _volume(kind, nbytes, members)
+        return finish(parts, "max", inner_formula, inputs, "nvlink", profiles)
+    w_out, t_net = hw.network_bandwidth.value, hw.network_latency.value
+    if w_out is None or t_net is None:
         return none(f"no network bandwidth for {hw.title}: {hw.network_bandwidth.note}")
-    return _two_level(kind, nbytes, size, islands, inner, inner_formula, w_out, ("nvlink", "network"), inputs, ctx)
-
-
-def _two_level(
-    kind: str,
-    nbytes: float,
-    size: int,
-    islands: int,
-    inner: float,
-    inner_formula: str,
-    w_out: float,
-    fabrics: tuple[str, str],
-    inputs: dict[str, Any],
-    ctx: CostContext,
-) -> dict[str, Any]:
-    """Inside each island, then across the ``islands``: the two parts add up."""
     n = size / islands
-    outer = _outer_seconds(kind, nbytes, n, islands, size, w_out)
-    where = ctx.islands_name
-    inner_fabric, outer_fabric = fabrics
-    inputs.update(
-        islands=islands, per_island=n, network_bandwidth=w_out, parts={inner_fabric: inner, outer_fabric: outer}
-    )
-    formula = (
-        f"inside each of the {where} ({inner_fabric}): {inner_formula}; plus across S = {islands} {where} "
-        f"({outer_fabric}, n = {n:g} per island, W = {outer_fabric} bandwidth per device): {OUTER_FORMULAS[kind]}"
-    )
-    return {"seconds": inner + outer, "formula": formula, "inputs": inputs, "fabric": outer_fabric}
+    outer = outer_seconds(kind, nbytes, n, islands, size, w_out)
+    parts.append(Part("network", outer, switched_steps(kind, islands), t_net))
+    inputs.update(islands=islands, per_island=n, network_bandwidth=w_out, network_step_latency=t_net)
+    if kind == "all-to-all":
+        formula = (
+            f"spanning M = {islands} hosts: max(NVLink b · (n − 1) / (N · W_nvlink), network "
+            f"B · (M − 1) / (M² · W_node)), B = b · N, W_node = n · W_nic, n = {n:g} per host (the book's "
+            "cross-node AllToAll)"
+        )
+    else:
+        scale = "2 · " if kind == "all-reduce" else ""
+        formula = (
+            f"{scale}max(inside each host (nvlink): {inner_formula}, across M = {islands} hosts (network, n = "
+            f"{n:g} per host, W = NIC bandwidth per GPU): {OUTER_FORMULAS[kind]} + steps · t_net): the levels "
+            "pipeline, the slower sets the time (the book's cross-node collectives)"
+        )
+    return finish(parts, "max", formula, inputs, "network", profiles)
 
 
-def _permute(nbytes: float, pairs: Sequence[Sequence[int]], ctx: CostContext) -> dict[str, Any]:
+def _permute(nbytes: float, pairs: Sequence[Sequence[int]], ctx: CostContext, profiles: Profiles) -> dict[str, Any]:
     rows = ctx.rows_of([list(p) for p in pairs])
     if rows is None:
         return none(f"the source → target pairs name devices that are not in {ctx.label}")
@@ -485,89 +675,121 @@ def _permute(nbytes: float, pairs: Sequence[Sequence[int]], ctx: CostContext) ->
         if w is None or t_hop is None:
             return none(f"no ICI link bandwidth for {hw.title}: {hw.ici_link_bandwidth.note}")
         inside = ~crossing
-        hops, load, ici = 0, 0, 0.0
+        parts: list[Part] = []
+        hops, load = 0, 0
         if inside.any():
             hops, load = link_load(ctx.coords[src[inside]], ctx.coords[tgt[inside]], ctx.sizes, ctx.wraps)
-            ici = ici_permute(nbytes, load, hops, w, t_hop).seconds if hops else 0.0
+            if hops:
+                t = ici_permute(nbytes, load, hops, w, t_hop)
+                parts.append(Part("ici", t.bandwidth_seconds, hops, t_hop, bool(ctx.wraps.all())))
         inputs.update(hops=hops, busiest_link=load, link_bandwidth=w, hop_latency=t_hop)
         if not crossing.any():
             formula = ICI_FORMULAS["permute"] if hops else ON_CHIP
-            return {"seconds": ici, "formula": formula, "inputs": inputs, "fabric": "ici"}
-        w_out = hw.dcn_bandwidth.value
-        if w_out is None:
+            return finish(parts, "max", formula, inputs, "ici", profiles)
+        w_out, t_dcn = hw.dcn_bandwidth.value, hw.dcn_latency.value
+        if w_out is None or t_dcn is None:
             return none(f"no DCN bandwidth for {hw.title}: {hw.dcn_bandwidth.note}")
-        dcn = switched_permute(nbytes, w_out / hw.devices_per_chip)
-        inputs.update(network_bandwidth=w_out / hw.devices_per_chip, parts={"ici": ici, "dcn": dcn})
-        return {"seconds": max(ici, dcn), "formula": f"the slower of the pairs: ICI {ICI_FORMULAS['permute']}; "
-                f"across slices (DCN) {OUTER_FORMULAS['permute']}", "inputs": inputs, "fabric": "dcn"}  # fmt: skip
+        w_dev = w_out / hw.devices_per_chip
+        sends = int(np.bincount(ctx.chip[src[crossing]]).max())  # a chip's NIC carries its cores' sends
+        parts.append(Part("dcn", nbytes * sends / (w_dev * hw.devices_per_chip), 1, t_dcn))
+        inputs.update(network_bandwidth=w_dev, dcn_step_latency=t_dcn, sends_per_chip=sends)
+        formula = (
+            f"the slower of the pairs: ICI {ICI_FORMULAS['permute']}; across slices (DCN) "
+            "b · sends per chip / W_dcn per chip + t_dcn"
+        )
+        return finish(parts, "max", formula, inputs, "dcn", profiles)
     assert isinstance(hw, GpuFigures)
-    w_fig = hw.network_bandwidth if crossing.any() else hw.nvlink_bandwidth
+    across = bool(crossing.any())
+    w_fig = hw.network_bandwidth if across else hw.nvlink_bandwidth
     if w_fig.value is None:
-        return none(f"no {'network' if crossing.any() else 'NVLink'} bandwidth for {hw.title}: {w_fig.note}")
+        return none(f"no {'network' if across else 'NVLink'} bandwidth for {hw.title}: {w_fig.note}")
+    fabric = "network" if across else "nvlink"
+    latency = (hw.network_latency.value or 0.0) if across else 0.0
     inputs.update(bandwidth=w_fig.value)
-    fabric = "network" if crossing.any() else "nvlink"
-    return {"seconds": switched_permute(nbytes, w_fig.value), "formula": f"b / W_{fabric}", "inputs": inputs,
-            "fabric": fabric}  # fmt: skip
+    part = Part(fabric, switched_permute(nbytes, w_fig.value), 1, latency)
+    return finish([part], "max", f"b / W_{fabric}" + (" + t_net" if across else ""), inputs, fabric, profiles)
 
 
-def estimate_dcn_step(step: Mapping[str, Any], ctx: CostContext | None) -> dict[str, Any]:
-    """The estimate of a multi-slice program's cross-slice step (:func:`sharding_core.hlo.collectives.
-    cross_slice_steps`): the outer part of the two-level estimate, over DCN."""
+def estimate_dcn_step(
+    step: Mapping[str, Any], ctx: CostContext | None, profiles: Profiles | None = None
+) -> dict[str, Any]:
+    """The estimate of a multi-slice program's cross-slice (DCN) step, as libtpu wrote it
+    (:mod:`sharding_core.hlo.megascale`: ``op``, ``bytes`` per device, global ``groups`` or ``pairs``)."""
     if ctx is None or ctx.why is not None or not isinstance(ctx.hardware, TpuFigures):
         return none(ctx.why if ctx is not None and ctx.why else "DCN steps belong to multi-slice TPU sets")
+    profiles = profiles if profiles is not None else PROFILES
     hw = ctx.hardware
     nbytes = step.get("bytes")
-    kind = _KIND.get(str(step.get("op")))
-    groups = step.get("groups") or []
-    if nbytes is None or kind is None or not groups:
-        return none(f"no model for a {step.get('op')!r} step of unknown size")
-    w = hw.dcn_bandwidth.value
-    if w is None:
+    op = str(step.get("op"))
+    kind = KIND.get(op)
+    w, t_dcn = hw.dcn_bandwidth.value, hw.dcn_latency.value
+    if w is None or t_dcn is None:
         return none(f"no DCN bandwidth for {hw.title}: {hw.dcn_bandwidth.note}")
+    if nbytes is None or kind is None:
+        return none(f"no model for a {op!r} step of unknown size")
     w_dev = w / hw.devices_per_chip
-    islands = max(len(g) for g in groups)
-    global_groups = step.get("global_groups") or groups
-    size = max(len(g) for g in global_groups)
-    n = max(1.0, size / islands) if kind != "permute" else 1.0
-    seconds = _outer_seconds(kind, float(nbytes), n, islands, size, w_dev)
-    inputs = {"op": step.get("op"), "bytes": nbytes, "islands": islands, "per_island": n, "group_size": size,
-              "network_bandwidth": w_dev, "hardware": hw.title}  # fmt: skip
-    formula = f"across S = {islands} slices (DCN, n = {n:g} per slice): {OUTER_FORMULAS[kind]}"
-    return {"seconds": seconds, "formula": formula, "inputs": inputs, "fabric": "dcn"}
+    inputs: dict[str, Any] = {"op": op, "bytes": nbytes, "network_bandwidth": w_dev, "dcn_step_latency": t_dcn,
+                              "hardware": hw.title}  # fmt: skip
+    if kind == "permute":
+        pairs = step.get("pairs") or []
+        rows = ctx.rows_of([list(p) for p in pairs]) if pairs else None
+        if rows is None or not len(rows):
+            return none("the step names no source → target pairs in the device set")
+        sends = int(np.bincount(ctx.chip[rows[:, 0]]).max())
+        inputs.update(pairs=len(pairs), sends_per_chip=sends)
+        part = Part("dcn", float(nbytes) * sends / (w_dev * hw.devices_per_chip), 1, t_dcn)
+        formula = "b · sends per chip / W_dcn per chip + t_dcn (each pair one DCN transfer)"
+        return finish([part], "sum", formula, inputs, "dcn", profiles)
+    groups = step.get("groups") or []
+    rows = ctx.rows_of(groups) if groups and len({len(g) for g in groups}) == 1 else None
+    if rows is None:
+        return none("the step's groups are not devices of the set (or of unequal sizes)")
+    size = rows.shape[1]
+    islands = int((np.diff(np.sort(ctx.island[rows], axis=1), axis=1) != 0).sum(axis=1).max()) + 1
+    n = size / islands
+    seconds = outer_seconds(kind, float(nbytes), n, islands, size, w_dev)
+    inputs.update(islands=islands, per_island=n, group_size=size, groups=len(groups))
+    part = Part("dcn", seconds, switched_steps(kind, islands), t_dcn)
+    formula = f"across S = {islands} slices (DCN, n = {n:g} per slice): {OUTER_FORMULAS[kind]} + steps · t_dcn"
+    return finish([part], "sum", formula, inputs, "dcn", profiles)
 
 
-def total_seconds(collectives: Sequence[Mapping[str, Any]]) -> tuple[float, int]:
-    """The sum of the collectives' estimates, and how many had none."""
+def repeat_of(c: Mapping[str, Any]) -> int:
+    """How many times a collective runs per program run (its loops' trip counts multiplied; 1 outside loops)."""
+    r = c.get("repeat")
+    return int(r) if isinstance(r, int) and r > 0 else 1
+
+
+def total_seconds(collectives: Sequence[Mapping[str, Any]], key: str = "seconds") -> tuple[float, int]:
+    """The sum of the collectives' estimates (``key``: ``seconds`` — the bound — or ``expected_seconds``),
+    each times its repeat count, and how many had none."""
     total = 0.0
     missing = 0
     for c in collectives:
         est = c.get("estimate") or {}
-        s = est.get("seconds")
+        s = est.get(key, est.get("seconds"))
         if s is None:
             missing += 1
         else:
-            total += float(s)
+            total += float(s) * repeat_of(c)
     return total, missing
 
 
-def communication(collectives: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Totals of a program's collectives: how many, the bytes of their results per device, their estimates
-    summed (``seconds``; None when none has one) and how many have none."""
+def communication(collectives: Sequence[Mapping[str, Any]], program: str | None = None) -> dict[str, Any]:
+    """Totals of a program's collectives: how many (and how many runs, loops counted), the bytes of their
+    results per device per program run, their estimates summed with their repeat counts (``seconds`` =
+    ``bound_seconds``, and ``expected_seconds``; None when none has one), how many have none, and which
+    program they are of."""
     seconds, missing = total_seconds(collectives)
+    expected, _ = total_seconds(collectives, "expected_seconds")
+    some = len(collectives) > missing or not collectives
     return {
         "count": len(collectives),
-        "bytes": sum(int(c.get("bytes") or 0) for c in collectives),
-        "seconds": seconds if len(collectives) > missing or not collectives else None,
+        "runs": sum(repeat_of(c) for c in collectives),
+        "bytes": sum(int(c.get("bytes") or 0) * repeat_of(c) for c in collectives),
+        "seconds": seconds if some else None,
+        "bound_seconds": seconds if some else None,
+        "expected_seconds": expected if some else None,
         "without_estimate": missing,
+        "program": program,
     }
-
-
-def fmt_seconds(s: float | None) -> str:
-    if s is None or math.isnan(s):
-        return "—"
-    if s == 0:
-        return "0 s"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9)):
-        if s >= scale:
-            return f"{s / scale:.3g} {unit}"
-    return f"{s:.3g} s"

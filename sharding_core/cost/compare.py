@@ -14,11 +14,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sharding_core.cost.collectives import communication, fmt_seconds
+from sharding_core.cost.annotate import snapshot_with_estimates
+from sharding_core.cost.collectives import communication, repeat_of
 from sharding_core.cost.context import NO_CPU_FIGURES, figures_only
 from sharding_core.cost.roofline import hbm_fit
 from sharding_core.hardware import figures_for_kind
-from sharding_core.kernels.memory import fmt_bytes
+from sharding_core.units import fmt_bytes, fmt_seconds
 
 TIE = 0.01
 """Relative difference under which two sides are "about the same"."""
@@ -46,7 +47,9 @@ def _slim(c: Mapping[str, Any]) -> dict[str, Any]:
         "axes_text": c.get("axes_text"),
         "groups": shape,
         "fabric": est.get("fabric") or c.get("fabric"),
+        "repeat": repeat_of(c),
         "seconds": est.get("seconds"),
+        "expected_seconds": est.get("expected_seconds"),
         "formula": est.get("formula"),
         "why": est.get("why"),
     }
@@ -59,11 +62,10 @@ def kernel_summary(result: Mapping[str, Any], label: str) -> dict[str, Any]:
     if tpu.get("collectives") is not None:
         program = f"TPU compile-only ({tpu.get('topology')})"
         collectives = [*tpu["collectives"], *(tpu.get("dcn") or [])]
-        roof = tpu.get("roofline")
     else:
         program = "the compiled program of the run"
         collectives = list(result.get("collectives") or [])
-        roof = result.get("roofline")
+    roof = result.get("roofline")  # the headline program's: the TPU compile's when there is one
     shape = mesh.get("shape") or []
     names = mesh.get("axis_names") or []
     return {
@@ -75,7 +77,7 @@ def kernel_summary(result: Mapping[str, Any], label: str) -> dict[str, Any]:
         "specs": [i.get("spec") for i in result.get("inputs") or []]
         + [o.get("spec") for o in result.get("outputs") or []],
         "collectives": [_slim(c) for c in collectives],
-        "communication": communication(collectives),
+        "communication": communication(collectives, program),
         "roofline": roof,
         "hbm": (roof or {}).get("hbm"),
         "lower_bound_seconds": (roof or {}).get("lower_bound_seconds"),
@@ -88,7 +90,7 @@ def snapshot_summary(snap: Mapping[str, Any], label: str) -> dict[str, Any]:
     Snapshots carry no ``cost_analysis``, so there is no compute or memory time (``roofline`` is None);
     without an ``inspect_jit`` capture the memory is the captured arrays' on the busiest device.
     """
-    collectives = list(snap.get("collectives") or [])
+    collectives = list(snapshot_with_estimates(snap).get("collectives") or [])  # today's figures, not stored ones
     jit = snap.get("jit") or {}
     per_device = jit.get("memory_per_device") or None
     nbytes = None
@@ -107,7 +109,7 @@ def snapshot_summary(snap: Mapping[str, Any], label: str) -> dict[str, Any]:
     why = NO_CPU_FIGURES if platform == "cpu" else f"no hardware figures for {platform} devices of kind {kind!r}"
     ctx = figures_only(kind, platform, hw, why)
     hbm = hbm_fit(nbytes, ctx)
-    totals = communication(collectives)
+    totals = communication(collectives, f"inspect_jit capture on {kind or platform}" if collectives else None)
     return {
         "label": label,
         "kind": "snapshot",

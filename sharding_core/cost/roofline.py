@@ -3,14 +3,23 @@
 Per device (XLA's ``cost_analysis`` and ``memory_analysis`` describe one device's program)::
 
     compute        = flops / peak FLOP/s for the kernel's dtype
-    memory         = bytes accessed / HBM bandwidth
-    communication  = Σ the collectives' estimates (ICI, DCN, NVLink, network)
+    memory         = HBM traffic / HBM bandwidth
+    communication  = Σ the collectives' estimates × their repeat counts (ICI, DCN, NVLink, network)
     lower bound    = max(compute, memory, communication)   — everything overlapped
     serial         = compute + memory + communication      — nothing overlapped
 
-``bound`` names the largest term. HBM fit compares the program's peak memory per device
-(``peak_memory_in_bytes``, else arguments + outputs + temporaries − aliased) with the device's HBM.
-All of it is an estimate with its formula and inputs; without hardware figures (CPU sets) it says why.
+``flops`` are XLA's with every dot and convolution counted as often as its loop runs (XLA counts a loop body
+once: :meth:`sharding_core.hlo.program.ProgramFacts.corrected_flops`). The HBM traffic is the book's
+arithmetic-intensity denominator (roofline chapter, "arithmetic intensity": a matmul loads its inputs and
+writes its output): the larger of the arguments read once plus the outputs written once (``memory_analysis``)
+and the bytes every matmul reads and writes, each as often as it runs. Not XLA's ``bytes accessed``: on TPU
+that counts bitcast fusions and VMEM prefetches (3–5× the HBM traffic) and a loop body once; it is kept in
+``inputs`` for reference. So ``bound`` follows the book's rule: compute-bound exactly when the program's
+intensity (flops / traffic) exceeds the hardware's (peak FLOP/s / HBM bandwidth).
+
+HBM fit compares the program's peak memory per device (``peak_memory_in_bytes``, else arguments + outputs +
+temporaries − aliased) with the device's HBM. All of it is an estimate with its formula and inputs; without
+hardware figures (CPU sets) it says why.
 """
 
 from __future__ import annotations
@@ -21,11 +30,12 @@ from typing import Any
 from sharding_core.cost.collectives import total_seconds
 from sharding_core.cost.context import CostContext
 from sharding_core.hardware import hbm_bandwidth_per_device, hbm_per_device, peak_flops
-from sharding_core.kernels.memory import fmt_bytes
+from sharding_core.units import fmt_bytes
 
 FORMULA = (
-    "lower bound = max(flops / peak FLOP/s, bytes accessed / HBM bandwidth, Σ collective estimates), "
-    "all per device and overlapped; serial = their sum"
+    "lower bound = max(flops / peak FLOP/s, HBM traffic / HBM bandwidth, Σ collective estimates × repeats), all "
+    "per device and overlapped; serial = their sum. flops: XLA's, loop bodies counted per run; HBM traffic: "
+    "max(arguments + outputs, Σ matmul operands + results per run)"
 )
 
 
@@ -68,6 +78,24 @@ def hbm_fit(nbytes: int | None, ctx: CostContext) -> dict[str, Any]:
     return out
 
 
+def hbm_traffic(cost: Mapping[str, Any] | None, memory: Mapping[str, Any] | None) -> tuple[float | None, str]:
+    """The program's HBM traffic per device and where it came from (see the module docstring)."""
+    cost = cost or {}
+    memory = memory or {}
+    parts = [memory.get("argument_bytes"), memory.get("output_bytes")]
+    io = float(sum(p or 0 for p in parts)) if any(p is not None for p in parts) else None
+    matmul = cost.get("matmul_traffic_bytes")
+    candidates = [(v, name) for v, name in ((io, "arguments + outputs"), (matmul, "matmul operands + results"))
+                  if v is not None]  # fmt: skip
+    if candidates:
+        value, name = max(candidates, key=lambda c: float(c[0]))
+        return float(value), name
+    accessed = cost.get("bytes_accessed")
+    if accessed is not None:
+        return float(accessed), "XLA's bytes accessed (no memory analysis)"
+    return None, "no figure"
+
+
 def roofline(
     cost: Mapping[str, Any] | None,
     memory: Mapping[str, Any] | None,
@@ -78,6 +106,10 @@ def roofline(
 ) -> dict[str, Any]:
     """The roofline of one compiled program (``source`` says which: the CPU run's or the TPU compile)."""
     comm, missing = total_seconds(collectives)
+    comm_expected, _ = total_seconds(collectives, "expected_seconds")
+    cost = cost or {}
+    flops = cost.get("loop_corrected_flops", cost.get("flops"))
+    traffic, traffic_from = hbm_traffic(cost, memory)
     out: dict[str, Any] = {
         "source": source,
         "hardware": ctx.hardware.title if ctx.hardware is not None else None,
@@ -85,13 +117,18 @@ def roofline(
         "compute_seconds": None,
         "memory_seconds": None,
         "communication_seconds": None,
+        "communication_expected_seconds": None,
         "bound": None,
         "lower_bound_seconds": None,
         "serial_seconds": None,
         "formula": FORMULA,
         "inputs": {
-            "flops": (cost or {}).get("flops"),
-            "bytes_accessed": (cost or {}).get("bytes_accessed"),
+            "flops": flops,
+            "flops_xla": cost.get("flops"),
+            "hbm_traffic_bytes": traffic,
+            "hbm_traffic_from": traffic_from,
+            "bytes_accessed": cost.get("bytes_accessed"),
+            "loops": len(cost.get("loops") or []),
             "collectives": len(collectives),
             "collectives_without_estimate": missing,
         },
@@ -104,7 +141,6 @@ def roofline(
         return out
     notes: list[str] = []
     peak, peak_note = peak_flops(hw, dtype)
-    flops = out["inputs"]["flops"]
     if peak is not None and peak.value:
         out["inputs"].update(peak_flops=peak.value, peak_note=peak_note or peak.note)
         if flops is not None:
@@ -112,16 +148,24 @@ def roofline(
     else:
         notes.append(f"compute: {peak_note}")
     bandwidth = hbm_bandwidth_per_device(hw)
-    accessed = out["inputs"]["bytes_accessed"]
     if bandwidth.value:
         out["inputs"]["hbm_bandwidth"] = bandwidth.value
-        if accessed is not None:
-            out["memory_seconds"] = float(accessed) / bandwidth.value
+        if traffic is not None:
+            out["memory_seconds"] = traffic / bandwidth.value
+        if peak is not None and peak.value:
+            out["inputs"]["critical_intensity"] = peak.value / bandwidth.value
+            if flops is not None and traffic:
+                out["inputs"]["intensity"] = float(flops) / traffic
     else:
         notes.append(f"memory: {bandwidth.note}")
     if missing:
         notes.append(f"{missing} of {len(collectives)} collectives have no estimate; the sum leaves them out")
-    out["communication_seconds"] = comm if len(collectives) > missing or not collectives else None
+    unknown = cost.get("unknown_trip_counts") or []
+    if unknown:
+        notes.append(f"{len(unknown)} loop(s) without a known trip count are counted once ({', '.join(unknown[:3])})")
+    if len(collectives) > missing or not collectives:
+        out["communication_seconds"] = comm
+        out["communication_expected_seconds"] = comm_expected
     terms = {k: out[f"{k}_seconds"] for k in ("compute", "memory", "communication")}
     known = {k: v for k, v in terms.items() if v is not None}
     if known:

@@ -2,17 +2,23 @@
 
 :func:`read_collectives` takes optimized HLO text, the executable's device assignment (device ids by
 partition id, :func:`device_assignment`) and the mesh, and gives one JSON-ready dict per collective
-instruction::
+instruction — facts, never estimates::
 
     {"op", "name", "is_async", "shape", "bytes", "groups", "pairs", "axes", "exact_axes", "axes_text",
-     "replica_groups", "dimensions", "source", "estimate"}
+     "replica_groups", "dimensions", "source", "repeat", "loops", "widened"}
 
 ``groups`` are device ids (a collective-permute's rings or chains in send order, its ``pairs`` the
 source -> target pairs); ``axes`` the mesh axes the groups run along (:mod:`sharding_core.hlo.axes`).
-Every spelling of replica groups XLA prints is read by :mod:`sharding_core.hlo.text`. ``estimate`` is
-the collective's time on the device set's hardware (:func:`sharding_core.cost.collectives.estimate_collective`:
-``{"seconds", "formula", "inputs", "fabric"}``, or ``{"seconds": None, "why"}``), for the cost context
-passed in.
+Every spelling of replica groups XLA prints is read by :mod:`sharding_core.hlo.text`. ``repeat`` is how many
+times the collective runs per program run (the ``known_trip_count`` of the ``while`` loops around it,
+multiplied; :mod:`sharding_core.hlo.program`), ``loops`` those loops outermost first. ``widened`` is set
+where XLA promoted a 16-bit reduction to 32 bits (its ``AllReducePromotion`` pass renames the reducer
+``*_promoted``; the CPU compiler promotes bf16 all-reduces and reduce-scatters to f32, and its float
+normalization wraps other bf16 collectives in ``convert``s to f32 and back): ``{"dtype": "bf16", "bytes": N}``
+with the bytes at the program's own width, what a TPU or GPU moves.
+
+The cost model (:mod:`sharding_core.cost`) adds each collective's ``estimate`` when a result is read, from
+the one hardware table: nothing here depends on it, so stored results never freeze old figures.
 """
 
 from __future__ import annotations
@@ -20,9 +26,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sharding_core.cost.collectives import estimate_collective, estimate_dcn_step
-from sharding_core.cost.context import CostContext
 from sharding_core.hlo.axes import AxesReport, group_axes, mesh_coords, pair_axes
+from sharding_core.hlo.program import ProgramFacts, program_facts
 from sharding_core.hlo.text import Collective, HloParseError, parse_collectives
 
 MAX_REPLICA_GROUPS_CHARS = 2000
@@ -64,14 +69,34 @@ def map_to_devices(collective: Collective, assignment: Sequence[int]) -> tuple[l
     return groups, pairs
 
 
+# XLA's AllReducePromotion pairs (xla/service/cpu/cpu_compiler.cc: {BF16, F32}; the GPU compiler: {U16, U32},
+# {S16, S32}): the promoted type -> the type the program asked for.
+_PROMOTED_FROM = {"f32": "bf16", "u32": "u16", "s32": "s16"}
+
+
+def widened(c: Collective, facts: ProgramFacts) -> dict[str, Any] | None:
+    """``{"dtype", "bytes"}`` when XLA widened this collective from a 16-bit type, else None: a reduction whose
+    reducer ``AllReducePromotion`` renamed ``*_promoted``, or any collective whose operand is only a
+    ``convert`` from bf16/f16 (:meth:`ProgramFacts.widened_from`, the CPU compiler's float normalization)."""
+    if len(c.shapes) != 1:
+        return None
+    narrow = facts.widened_from.get(c.name)
+    reducer = facts.reducers.get(c.name)
+    if narrow is None and reducer is not None and reducer.endswith("_promoted"):
+        narrow = _PROMOTED_FROM.get(c.shapes[0].dtype)
+    if narrow is None:
+        return None
+    return {"dtype": narrow, "bytes": c.bytes // 2}
+
+
 def collective_json(
     c: Collective,
     groups: list[list[int]],
     pairs: list[list[int]] | None,
     axes: AxesReport | None,
-    hardware: CostContext | None = None,
+    facts: ProgramFacts | None = None,
 ) -> dict[str, Any]:
-    """One collective with its device groups and its estimate: the shape every view and the snapshot
+    """One collective with its device groups and loop facts: the shape every view and the snapshot
     format read."""
     out = {
         "op": c.op,
@@ -87,8 +112,10 @@ def collective_json(
         "replica_groups": c.replica_groups[:MAX_REPLICA_GROUPS_CHARS],
         "dimensions": list(c.dimensions) if c.dimensions is not None else None,
         "source": c.source,
+        "repeat": facts.runs_of(c.computation) if facts is not None else 1,
+        "loops": facts.enclosing_loops(c.computation) if facts is not None else [],
+        "widened": widened(c, facts) if facts is not None else None,
     }
-    out["estimate"] = estimate_collective(out, hardware)
     return out
 
 
@@ -110,7 +137,7 @@ def read_collectives(
     assignments: Sequence[Sequence[int]],
     id_grid: Any | None,
     axis_names: Sequence[str],
-    hardware: CostContext | None = None,
+    facts: ProgramFacts | None = None,
 ) -> list[dict[str, Any]]:
     """Every collective of a compiled HLO module, its partitions mapped to device ids.
 
@@ -119,9 +146,10 @@ def read_collectives(
     slice's program that every slice runs on its own devices (each collective then lists its
     groups in every slice). ``id_grid`` (the mesh's device ids, nested in mesh order, as
     ``Mesh.device_ids`` gives them) and ``axis_names`` name the axes each collective runs along;
-    without a mesh ``axes`` is None. ``hardware``: the device set's cost context, for each collective's
-    ``estimate`` (without one, the estimate says so).
+    without a mesh ``axes`` is None. ``facts``: the module's :func:`~sharding_core.hlo.program.program_facts`
+    when the caller has them already (read here otherwise).
     """
+    facts = facts if facts is not None else program_facts(hlo_text)
     coords = mesh_coords(id_grid) if id_grid is not None else None
     out = []
     for c in parse_collectives(hlo_text):
@@ -133,55 +161,35 @@ def read_collectives(
             if p is not None:
                 pairs = [*(pairs or []), *p]
         axes = axes_of(groups, pairs, coords, axis_names) if coords is not None else None
-        out.append(collective_json(c, groups, pairs, axes, hardware))
+        out.append(collective_json(c, groups, pairs, axes, facts))
     return out
 
 
 DCN_NOTE = (
     "libtpu compiles one slice's program: its collectives run over ICI inside each slice (listed for every "
-    "slice), and what crosses slices goes over DCN as megascale host transfers that name no devices. The "
-    "cross-slice steps here are the CPU run's global groups split by slice: the devices at the same place "
-    "in each slice exchange data over DCN."
+    "slice), and what crosses slices goes over DCN as megascale host transfers; each names its devices "
+    "(_xla_megascale_target) and its collective (_xla_megascale_transfer_type), read here as the DCN steps."
 )
 
 
-def cross_slice_steps(
-    collectives: Sequence[dict[str, Any]], slice_of: dict[int, int], hardware: CostContext | None = None
+def dcn_steps(
+    hlo_text: str, id_grid: Any | None, axis_names: Sequence[str], facts: ProgramFacts | None = None
 ) -> list[dict[str, Any]]:
-    """The DCN steps of a multi-slice program, from collectives with global groups (the CPU run's).
+    """The cross-slice steps of a libtpu multi-slice module (:func:`sharding_core.hlo.megascale.megascale_steps`)
+    with their mesh axes and loop facts."""
+    from sharding_core.hlo.megascale import megascale_steps
 
-    A global group that spans slices is carried out as a step inside each slice (ICI) and a step
-    between slices: the k-th member of the group in each slice exchanges with the k-th member in
-    the others. Each such collective gives one entry with those cross-slice groups (``groups``),
-    the global ones it came from (``global_groups``), ``fabric`` ``"dcn"`` and its DCN ``estimate``.
-    """
-    out: list[dict[str, Any]] = []
-    for c in collectives:
-        rows = c["pairs"] if c["op"] == "collective-permute" and c["pairs"] else c["groups"]
-        crossing = [g for g in rows if len({slice_of.get(d, 0) for d in g}) > 1]
-        if not crossing:
-            continue
-        steps: list[list[int]] = []
-        for group in crossing:
-            parts: dict[int, list[int]] = {}
-            for d in group:
-                parts.setdefault(slice_of.get(d, 0), []).append(d)
-            by_slice = [parts[s] for s in sorted(parts)]
-            if len({len(p) for p in by_slice}) == 1:
-                steps.extend([p[k] for p in by_slice] for k in range(len(by_slice[0])))
-            else:
-                steps.append(list(group))  # uneven parts: the whole group crosses
-        step = {
-            "op": c["op"],
-            "name": c["name"],
-            "fabric": "dcn",
-            "bytes": c["bytes"],
-            "groups": steps,
-            "global_groups": crossing,
-            "slices": sorted({slice_of.get(d, 0) for g in crossing for d in g}),
-            "axes": c["axes"],
-            "axes_text": c["axes_text"],
-        }
-        step["estimate"] = estimate_dcn_step(step, hardware)
+    facts = facts if facts is not None else program_facts(hlo_text)
+    coords = mesh_coords(id_grid) if id_grid is not None else None
+    out = []
+    for step in megascale_steps(hlo_text):
+        axes = axes_of(step["groups"], step["pairs"], coords, axis_names) if coords is not None else None
+        comp = step.pop("computation")
+        step.update(
+            axes=list(axes.axes) if axes is not None else None,
+            axes_text=axes.text if axes is not None else NO_MESH,
+            repeat=facts.runs_of(comp),
+            loops=facts.enclosing_loops(comp),
+        )
         out.append(step)
     return out

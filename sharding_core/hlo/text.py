@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -426,15 +426,35 @@ def _op_and_rest(line: str, start: int) -> tuple[str, str, str] | None:
     return shape, op, line[args_end:].lstrip(", ").strip()
 
 
-def parse_collectives(hlo: str) -> list[Collective]:
-    """Every collective instruction of a compiled HLO module, in text order (``-done`` halves skipped)."""
-    n = num_partitions(hlo)
-    out: list[Collective] = []
+@dataclasses.dataclass(frozen=True)
+class Instr:
+    """One instruction of an HLO module as text: the computation holding it, its name, result shape, opcode,
+    operand list, the text after the operands (its attributes) and the whole line."""
+
+    computation: str
+    name: str
+    shape: str
+    opcode: str
+    operands: str
+    attrs: str
+    line: str
+
+
+def computation_header(stripped: str) -> str | None:
+    """The computation a line opens (``%name (...) -> ... {`` or ``ENTRY %name ...{``), or None."""
+    if stripped.startswith(("ENTRY ", "%")) and stripped.endswith("{") and "=" not in stripped.split("(")[0]:
+        return stripped.split()[1 if stripped.startswith("ENTRY") else 0].lstrip("%")
+    return None
+
+
+def instructions(hlo: str) -> Iterator[Instr]:
+    """Every instruction of an HLO module with the computation holding it, in text order: the one scanner of
+    module text (collectives here, loops and dots in :mod:`sharding_core.hlo.program`)."""
     computation = ""
     for line in hlo.splitlines():
-        stripped = line.strip()
-        if stripped.startswith(("ENTRY ", "%")) and stripped.endswith("{") and "=" not in stripped.split("(")[0]:
-            computation = stripped.split()[1 if stripped.startswith("ENTRY") else 0].lstrip("%")
+        header = computation_header(line.strip())
+        if header is not None:
+            computation = header
             continue
         m = _INSTRUCTION.match(line)
         if not m:
@@ -442,7 +462,18 @@ def parse_collectives(hlo: str) -> list[Collective]:
         parsed = _op_and_rest(line, m.end())
         if parsed is None:
             continue
-        shape_text, opcode, rest = parsed
+        shape, opcode, rest = parsed
+        start = line.index(opcode + "(", m.end()) + len(opcode)
+        end = balanced_end(line, start, "(", ")")
+        yield Instr(computation, m.group("name"), shape, opcode, line[start + 1 : end - 1], rest, line)
+
+
+def parse_collectives(hlo: str) -> list[Collective]:
+    """Every collective instruction of a compiled HLO module, in text order (``-done`` halves skipped)."""
+    n = num_partitions(hlo)
+    out: list[Collective] = []
+    for ins in instructions(hlo):
+        shape_text, opcode, rest, computation = ins.shape, ins.opcode, ins.attrs, ins.computation
         base = opcode[: -len("-start")] if opcode.endswith("-start") else opcode
         if base not in COLLECTIVE_OPS:
             continue
@@ -467,7 +498,7 @@ def parse_collectives(hlo: str) -> list[Collective]:
         out.append(
             Collective(
                 op=base,
-                name=m.group("name"),
+                name=ins.name,
                 is_async=opcode.endswith("-start"),
                 shapes=shapes,
                 groups=groups,

@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from sharding_core.compat import all_gather_invariant, shard_map
+
 KERNEL_DTYPES = ("float32", "bfloat16", "float16", "int32")
 PARAM_KINDS = ("spec", "axis", "int")
 """What a kernel parameter is: a PartitionSpec, a mesh axis name or an integer."""
@@ -369,7 +371,7 @@ def _layer_shard_map(ctx: KernelContext) -> Built:
     def layer(x: jax.Array, weights: jax.Array, bias: jax.Array) -> jax.Array:
         return jax.nn.sigmoid(jax.lax.psum(x @ weights, axes) + bias)
 
-    return Built(jax.shard_map(layer, mesh=ctx.mesh, in_specs=ctx.in_specs, out_specs=ctx.out_spec(P())))
+    return Built(shard_map(layer, mesh=ctx.mesh, in_specs=ctx.in_specs, out_specs=ctx.out_spec(P())))
 
 
 def _psum_sum(ctx: KernelContext) -> Built:
@@ -381,7 +383,7 @@ def _psum_sum(ctx: KernelContext) -> Built:
     def total(x: jax.Array) -> jax.Array:
         return jax.lax.psum(x.sum(), axes)
 
-    return Built(jax.shard_map(total, mesh=ctx.mesh, in_specs=ctx.in_specs, out_specs=ctx.out_spec(P())))
+    return Built(shard_map(total, mesh=ctx.mesh, in_specs=ctx.in_specs, out_specs=ctx.out_spec(P())))
 
 
 def _all_gather(ctx: KernelContext) -> Built:
@@ -391,12 +393,12 @@ def _all_gather(ctx: KernelContext) -> Built:
     axes = ctx.sharded_axes(0, 0, "gathers")
     rest = list(ctx.in_specs[0])[1:]  # the other dimensions stay as they are
 
-    # to="invarying": the gathered block is the same on every device along `axes`, so out_specs
-    # may leave them out (plain all_gather is "varying" and shard_map would refuse P(None, ...)).
+    # Invariant: the gathered block is the same on every device along `axes`, so out_specs may
+    # leave them out (plain all_gather is "varying" and shard_map would refuse P(None, ...)).
     def gather(x: jax.Array) -> jax.Array:
-        return jax.lax.all_gather(x, axes, axis=0, tiled=True, to="invarying")
+        return all_gather_invariant(x, axes, axis=0, tiled=True)
 
-    return Built(jax.shard_map(gather, mesh=ctx.mesh, in_specs=ctx.in_specs, out_specs=ctx.out_spec(P(None, *rest))))
+    return Built(shard_map(gather, mesh=ctx.mesh, in_specs=ctx.in_specs, out_specs=ctx.out_spec(P(None, *rest))))
 
 
 def _psum_scatter(ctx: KernelContext) -> Built:
@@ -408,7 +410,7 @@ def _psum_scatter(ctx: KernelContext) -> Built:
         return jax.lax.psum_scatter(x, axes, scatter_dimension=0, tiled=True)
 
     return Built(
-        jax.shard_map(reduce_scatter, mesh=ctx.mesh, in_specs=ctx.in_specs, out_specs=ctx.out_spec(ctx.in_specs[0]))
+        shard_map(reduce_scatter, mesh=ctx.mesh, in_specs=ctx.in_specs, out_specs=ctx.out_spec(ctx.in_specs[0]))
     )
 
 
@@ -422,7 +424,7 @@ def _ppermute(ctx: KernelContext) -> Built:
     def shift(x: jax.Array) -> jax.Array:
         return jax.lax.ppermute(x, axes, perm)
 
-    return Built(jax.shard_map(shift, mesh=ctx.mesh, in_specs=ctx.in_specs, out_specs=ctx.out_spec(ctx.in_specs[0])))
+    return Built(shard_map(shift, mesh=ctx.mesh, in_specs=ctx.in_specs, out_specs=ctx.out_spec(ctx.in_specs[0])))
 
 
 def _all_to_all(ctx: KernelContext) -> Built:
@@ -437,7 +439,7 @@ def _all_to_all(ctx: KernelContext) -> Built:
         return jax.lax.all_to_all(x, axes, split_axis=1, concat_axis=0, tiled=True)
 
     return Built(
-        jax.shard_map(transpose_blocks, mesh=ctx.mesh, in_specs=ctx.in_specs, out_specs=ctx.out_spec(P(None, moved)))
+        shard_map(transpose_blocks, mesh=ctx.mesh, in_specs=ctx.in_specs, out_specs=ctx.out_spec(P(None, moved)))
     )
 
 

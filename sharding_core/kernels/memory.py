@@ -17,6 +17,10 @@ import dataclasses
 import os
 from collections.abc import Mapping
 
+from sharding_core.units import fmt_bytes
+
+__all__ = ["Estimate", "estimate", "fmt_bytes", "peak_resident_bytes", "physical_ram", "resident_bytes"]
+
 MIB = 1024 * 1024
 WORKER_BASELINE_BYTES = 320 * MIB
 """A worker's resident memory with JAX imported and its CPU client started (measured: 250–300 MiB)."""
@@ -55,13 +59,6 @@ def estimate(
             "reference": reference,
         }
     )
-
-
-def fmt_bytes(n: int) -> str:
-    for unit, size in (("GiB", 1024**3), ("MiB", MIB), ("KiB", 1024)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"
 
 
 def physical_ram() -> int:

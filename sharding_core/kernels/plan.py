@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from sharding_core.cost.annotate import estimate_run
 from sharding_core.cost.context import context_for
-from sharding_core.cost.roofline import roofline
 from sharding_core.devices import DeviceSet, parse_devices
 from sharding_core.errors import BAD_DTYPE, BAD_MESH, TOO_LARGE, UNKNOWN_AXIS, ShardingError
 from sharding_core.kernels.catalog import KERNEL_DTYPES, Footing, Kernel, default_footprint, get_kernel, kernels
@@ -92,7 +92,6 @@ class KernelJob:
     tpu: TpuTarget | None = None  # a simulated tpu: set, also compiled for libtpu's topology when installed
     max_bytes: int | None = None  # the run's memory budget, checked again with XLA's figures after compiling
     estimate: tuple[tuple[str, int], ...] = ()  # the parent's estimate, part by part (what the worker adds to)
-    device_set: tuple[str, int, tuple[int, ...] | None] = ("", 1, None)  # parse_devices' arguments (cost estimates)
     data: str = "random"  # the inputs' values: INPUT_DATA
 
     @property
@@ -365,7 +364,6 @@ def plan_run(
         tpu=tpu,
         max_bytes=max_bytes,
         estimate=tuple(memory.parts.items()),
-        device_set=(devset.key.split("/")[0], slices, tuple(chips_per_host) if chips_per_host is not None else None),
         data=data,
     )
     return KernelPlan(job, kernel, devset, mesh_spec, tuple(layouts))
@@ -376,10 +374,6 @@ ORIGINS_NOTE = (
     "xla_dump_to and xla_dump_hlo_pass_re=shardy-verbose): for each mesh axis of a value's sharding, "
     "where propagation took it from"
 )
-
-
-CPU_ROOFLINE = "the CPU-compiled program (XLA's CPU cost and memory analyses) on the device set's hardware"
-TPU_ROOFLINE = "the TPU compile (libtpu, compile-only: XLA's TPU cost and memory analyses)"
 
 
 def dominant_dtype(inputs: Sequence[JobInput]) -> str:
@@ -393,20 +387,6 @@ def dominant_dtype(inputs: Sequence[JobInput]) -> str:
 
 
 _NUMPY_DTYPE = {"bfloat16": "float16"}  # same itemsize; NumPy has no bfloat16
-
-
-def with_rooflines(plan: KernelPlan, raw: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """The run's roofline (its CPU-compiled program on the set's hardware) and its TPU section with the TPU
-    compile's roofline."""
-    ctx = context_for(plan.devset)
-    dtype = dominant_dtype(plan.job.inputs)
-    cpu = roofline(raw["cost"], raw["memory"], raw["collectives"], ctx, dtype, CPU_ROOFLINE)
-    tpu = raw.get("tpu")
-    if tpu is not None and tpu.get("collectives") is not None:
-        tpu = dict(tpu)
-        steps = [*tpu["collectives"], *(tpu.get("dcn") or [])]
-        tpu["roofline"] = roofline(tpu.get("cost"), tpu.get("memory"), steps, ctx, dtype, TPU_ROOFLINE)
-    return cpu, tpu
 
 
 def result_json(plan: KernelPlan, raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -432,7 +412,8 @@ def result_json(plan: KernelPlan, raw: Mapping[str, Any]) -> dict[str, Any]:
     outputs = [array(e) for e in raw["outputs"]]
     errors = [float(o["max_abs_error"]) for o in outputs if o.get("max_abs_error") is not None]
     job = plan.job
-    cpu_roofline, tpu = with_rooflines(plan, raw)
+    # The worker reports facts; the estimates are added here, once, from the device set the parent holds.
+    estimated = estimate_run(raw, context_for(plan.devset), dominant_dtype(job.inputs))
     return {
         "kernel": plan.kernel.name,
         "title": plan.kernel.title,
@@ -452,7 +433,8 @@ def result_json(plan: KernelPlan, raw: Mapping[str, Any]) -> dict[str, Any]:
         "outputs": outputs,
         "max_abs_error": max(errors) if errors else None,
         "reference": raw["reference"],
-        "collectives": raw["collectives"],
+        "collectives": estimated["collectives"],
+        "communication": estimated["communication"],
         "memory": raw["memory"],
         "cost": raw["cost"],
         "timing": raw["timing"],
@@ -464,6 +446,6 @@ def result_json(plan: KernelPlan, raw: Mapping[str, Any]) -> dict[str, Any]:
         "origins": raw["origins"],
         "origins_note": ORIGINS_NOTE if raw["origins"] is not None else "Shardy wrote no propagation dump",
         "compiler_log": raw["compiler_log"],
-        "roofline": cpu_roofline,
-        "tpu": tpu,
+        "roofline": estimated["roofline"],
+        "tpu": estimated.get("tpu"),
     }

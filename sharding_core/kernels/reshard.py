@@ -3,7 +3,9 @@
 A reshard is the catalog's ``reshard`` kernel — the identity, jitted with ``out_shardings=NamedSharding(mesh,
 to)`` on an input placed with ``from`` — so it goes through the kernel lab's checks, worker pool, cache,
 limits and TPU compile-only section, and its collectives carry estimates like any run's.
-:func:`reshard_json` keeps what a reshard answer needs from the run's result.
+:func:`reshard_json` keeps what a reshard answer needs from the run's result: its ``communication`` and
+``roofline`` are the headline program's — on a ``tpu:`` set compiled for libtpu, the TPU program (what the
+slice would run; the CPU run's collectives are listed too, as what ran here), else the compiled program.
 """
 
 from __future__ import annotations
@@ -11,15 +13,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sharding_core.cost.collectives import communication
 from sharding_core.kernels.plan import MAX_KERNEL_DEVICES, MAX_KERNEL_ELEMENTS, KernelPlan, RunInput, plan_run
 from sharding_core.mesh import MeshSpec
 
 RESHARD_KERNEL = "reshard"
 
-TPU_KEYS = ("skipped", "error", "topology", "device_kind", "slices", "collectives", "dcn", "dcn_note",
-            "megascale_transfers", "memory",
-            "cost", "compile_ms", "roofline")  # fmt: skip
+TPU_KEYS = ("skipped", "error", "topology", "device_kind", "slices", "collectives", "dcn", "dcn_note", "memory",
+            "cost", "compile_ms")  # fmt: skip
 
 
 def plan_reshard(
@@ -58,8 +58,6 @@ def reshard_json(result: Mapping[str, Any]) -> dict[str, Any]:
     tpu_out: dict[str, Any] | None = None
     if tpu is not None:
         tpu_out = {k: tpu.get(k) for k in TPU_KEYS}
-        if tpu.get("collectives") is not None:
-            tpu_out["communication"] = communication([*tpu["collectives"], *(tpu.get("dcn") or [])])
     return {
         "cached": result.get("cached", False),
         "kernel": result["kernel"],
@@ -76,7 +74,8 @@ def reshard_json(result: Mapping[str, Any]) -> dict[str, Any]:
         "to_bytes_per_device": target["bytes_per_device"],
         "max_abs_error": result["max_abs_error"],
         "collectives": result["collectives"],
-        "communication": communication(result["collectives"]),
+        # the headline: the TPU program's totals on a tpu: set compiled for libtpu, else the compiled program's
+        "communication": result["communication"],
         "roofline": result["roofline"],
         "memory": result["memory"],
         "timing": result["timing"],

@@ -22,16 +22,15 @@ from typing import Any
 
 import numpy as np
 
-from sharding_core.cost.context import NO_CPU_FIGURES, CostContext, context_for, no_figures
-from sharding_core.devices import parse_devices
+from sharding_core.compat import cost_analysis, make_mesh, set_mesh
 from sharding_core.errors import ShardingError
 from sharding_core.hlo import origins
-from sharding_core.hlo.collectives import DCN_NOTE, cross_slice_steps, device_assignment, read_collectives
-from sharding_core.hlo.text import megascale_transfers
+from sharding_core.hlo.collectives import DCN_NOTE, dcn_steps, device_assignment, read_collectives
+from sharding_core.hlo.program import ProgramFacts, program_facts
 from sharding_core.kernels.catalog import Built, Kernel, KernelContext, KernelInputError, get_kernel
 from sharding_core.kernels.memory import Estimate, fmt_bytes, resident_bytes
 from sharding_core.kernels.plan import MAX_VALUES_SHOWN, KernelJob
-from sharding_core.spec import parse_spec
+from sharding_core.spec import canonical_spec, parse_spec
 
 KERNEL_ERROR = "kernel_error"
 MAX_TEXT_CHARS = 256 * 1024
@@ -233,7 +232,7 @@ def _spec_text(sharding: Any) -> str:
     from jax.sharding import NamedSharding, PartitionSpec
 
     if isinstance(sharding, NamedSharding):
-        return repr(sharding.spec)
+        return canonical_spec(sharding.spec)
     if getattr(sharding, "is_fully_replicated", False):
         return repr(PartitionSpec())
     raise KernelRunError(
@@ -289,21 +288,26 @@ def _memory(compiled: Any) -> dict[str, int | None]:
     }
 
 
-def _cost(compiled: Any) -> dict[str, Any]:
-    cost = compiled.cost_analysis()
-    if isinstance(cost, list):  # older JAX: one dict per computation
-        cost = cost[0] if cost else {}
-    cost = dict(cost or {})
+def _cost(compiled: Any, facts: ProgramFacts) -> dict[str, Any]:
+    """XLA's ``cost_analysis`` figures and the loop facts that correct them (XLA counts a loop body once):
+    ``loop_corrected_flops`` counts every dot and convolution as often as it runs, ``matmul_traffic_bytes``
+    the bytes they read and write (:mod:`sharding_core.hlo.program`)."""
+    cost = cost_analysis(compiled)
 
     def get(name: str) -> float | None:
         v = cost.get(name)
         return float(v) if v is not None else None
 
+    loops = facts.json()
     return {
         "flops": get("flops"),
         "bytes_accessed": get("bytes accessed"),
         "transcendentals": get("transcendentals"),
         "optimal_seconds": get("optimal_seconds"),
+        "loop_corrected_flops": facts.corrected_flops(get("flops")),
+        "matmul_traffic_bytes": facts.matmul_traffic(),
+        "loops": loops["loops"],
+        "unknown_trip_counts": loops["unknown_trip_counts"],
     }
 
 
@@ -377,11 +381,9 @@ def run_job(
 
 def _mesh(job: KernelJob, devices: Sequence[Any]) -> Any:
     """The job's mesh over ``devices`` (real CPU or libtpu ones), one per simulated mesh position."""
-    from jax.sharding import AxisType, Mesh
-
     grid = np.empty(job.size, dtype=object)
     grid[:] = list(devices)
-    return Mesh(grid.reshape(job.mesh_shape), job.axis_names, axis_types=tuple(AxisType[t] for t in job.axis_types))
+    return make_mesh(grid.reshape(job.mesh_shape), job.axis_names, job.axis_types)
 
 
 def _jit(job: KernelJob, kernel: Kernel, built: Built, mesh: Any, in_specs: tuple[Any, ...]) -> tuple[Any, list[Any]]:
@@ -403,14 +405,6 @@ def _jit(job: KernelJob, kernel: Kernel, built: Built, mesh: Any, in_specs: tupl
     return jitted, structs
 
 
-def cost_context(job: KernelJob) -> CostContext:
-    """The job's device set as cost estimates see it (hardware figures and where each device sits)."""
-    text, slices, chips_per_host = job.device_set
-    if job.platform == "cpu" or not text:
-        return no_figures(job.devices_key, "cpu", NO_CPU_FIGURES)
-    return context_for(parse_devices(text, slices=slices, chips_per_host=chips_per_host))
-
-
 def _run(job: KernelJob, progress: Progress, max_text_chars: int) -> dict[str, Any]:
     import jax
     from jax.sharding import NamedSharding
@@ -427,7 +421,7 @@ def _run(job: KernelJob, progress: Progress, max_text_chars: int) -> dict[str, A
     ctx = _context(job, kernel, mesh, in_specs)
 
     progress("compiling")
-    with jax.set_mesh(mesh):
+    with set_mesh(mesh):
         built = kernel.build(ctx)
         extra: list[tuple[str, Any]] = []
         for name, arg in zip(built.extra_names, built.extra_args, strict=True):
@@ -463,8 +457,8 @@ def _run(job: KernelJob, progress: Progress, max_text_chars: int) -> dict[str, A
 
     assignment = [sim_of_real[d.id] for d in device_assignment(compiled)]
     hlo_text = compiled.as_text()
-    hardware = cost_context(job)
-    collectives = read_collectives(hlo_text, [assignment], job.id_grid, job.axis_names, hardware)
+    facts = program_facts(hlo_text)
+    collectives = read_collectives(hlo_text, [assignment], job.id_grid, job.axis_names, facts)
     stablehlo_text, stablehlo_cut = _clip(scrub_paths(stablehlo), max_text_chars)
     hlo_clip, hlo_cut = _clip(scrub_paths(hlo_text), max_text_chars)
     input_names = [i.name for i in job.inputs] + [name for name, _ in extra]
@@ -488,7 +482,7 @@ def _run(job: KernelJob, progress: Progress, max_text_chars: int) -> dict[str, A
         "outputs": [described(name, leaf, check) for (name, leaf), check in zip(outputs, checks, strict=True)],
         "collectives": collectives,
         "memory": _memory(compiled),
-        "cost": _cost(compiled),
+        "cost": _cost(compiled, facts),
         "timing": {
             "lower_ms": (t1 - t0) * 1e3,
             "compile_ms": (t2 - t1) * 1e3,
@@ -504,7 +498,7 @@ def _run(job: KernelJob, progress: Progress, max_text_chars: int) -> dict[str, A
         "compiler_log": log,
         "reference": kernel.reference_doc,
         "executed_on": f"{job.size} CPU device{'s' if job.size != 1 else ''} in a worker process",
-        "tpu": _tpu_section(job, kernel, built, max_text_chars, collectives, hardware),
+        "tpu": _tpu_section(job, kernel, built, max_text_chars),
     }
 
 
@@ -518,20 +512,12 @@ def libtpu_available() -> bool:
     return importlib.util.find_spec("libtpu") is not None
 
 
-def _tpu_section(
-    job: KernelJob,
-    kernel: Kernel,
-    built: Built,
-    max_text_chars: int,
-    cpu_collectives: list[dict[str, Any]],
-    hardware: CostContext | None = None,
-) -> dict[str, Any]:
+def _tpu_section(job: KernelJob, kernel: Kernel, built: Built, max_text_chars: int) -> dict[str, Any]:
     """The kernel compiled (never run) for libtpu's real topology of a ``tpu:`` set, or why not.
 
     The mesh holds libtpu's devices at the simulated mesh's positions (same ids); inputs are
-    abstract. A refusal is returned as ``{"error": ...}``: the CPU run stands regardless.
-    ``cpu_collectives`` (the CPU run's, with global groups) give the cross-slice steps of a
-    multi-slice set, which libtpu's per-slice program does not name.
+    abstract. A refusal is returned as ``{"error": ...}``: the CPU run stands regardless. A
+    multi-slice set's cross-slice steps are read from libtpu's own megascale transfers.
     """
     if job.tpu is None:
         return {"skipped": f"the device set is {job.platform}, not a simulated tpu: set"}
@@ -541,21 +527,14 @@ def _tpu_section(
     # Several workers (and a test process) load libtpu at once, compile-only: no device to guard.
     os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
     try:
-        return _tpu_compile(job, kernel, built, max_text_chars, cpu_collectives, hardware)
+        return _tpu_compile(job, kernel, built, max_text_chars)
     except KernelRunError as e:
         return {"error": e.to_dict()}
     except Exception as e:  # noqa: BLE001 - libtpu's and JAX's refusals are many types; each becomes data
         return {"error": refusal(e, "compiling for TPU").to_dict()}
 
 
-def _tpu_compile(
-    job: KernelJob,
-    kernel: Kernel,
-    built: Built,
-    max_text_chars: int,
-    cpu_collectives: list[dict[str, Any]],
-    hardware: CostContext | None = None,
-) -> dict[str, Any]:
+def _tpu_compile(job: KernelJob, kernel: Kernel, built: Built, max_text_chars: int) -> dict[str, Any]:
     import jax
     from jax.experimental import topologies
     from jax.sharding import NamedSharding
@@ -574,7 +553,7 @@ def _tpu_compile(
         placed = NamedSharding(mesh, spec) if spec is not None else None
         return jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=placed)
 
-    with jax.set_mesh(mesh):
+    with set_mesh(mesh):
         if kernel.mode == "shard_map":
             # shard_map holds the mesh it was built with: build the kernel again over the TPU mesh.
             built = kernel.build(_context(job, kernel, mesh, in_specs))
@@ -586,6 +565,7 @@ def _tpu_compile(
 
     placed = device_assignment(compiled)
     hlo_text = compiled.as_text()
+    facts = program_facts(hlo_text)
     hlo_clip, hlo_cut = _clip(scrub_paths(hlo_text), max_text_chars)
     slices = job.tpu.slices
     # libtpu compiles one slice's program (num_partitions = devices per slice) and every slice runs
@@ -597,19 +577,16 @@ def _tpu_compile(
         "slices": slices,
         "hlo": hlo_clip,
         "hlo_truncated": hlo_cut,
-        "collectives": read_collectives(hlo_text, per_slice, job.id_grid, job.axis_names, hardware),
+        "collectives": read_collectives(hlo_text, per_slice, job.id_grid, job.axis_names, facts),
         "device_assignment": [int(d.id) for d in placed],
         "memory": _memory(compiled),
-        "cost": _cost(compiled),
+        "cost": _cost(compiled, facts),
         "dcn": None,
         "dcn_note": None,
-        "megascale_transfers": None,
         "compile_ms": (t1 - t0) * 1e3,
     }
     if slices > 1:
-        slice_of = {i: int(getattr(d, "slice_index", 0) or 0) for i, d in devices.items()}
-        section["dcn"] = cross_slice_steps(cpu_collectives, slice_of, hardware)
-        section["megascale_transfers"] = megascale_transfers(hlo_text)
+        section["dcn"] = dcn_steps(hlo_text, job.id_grid, job.axis_names, facts)
         section["dcn_note"] = DCN_NOTE
     return section
 
@@ -633,14 +610,14 @@ def _reference_errors(
 def _single_device(job: KernelJob, kernel: Kernel, host: list[np.ndarray]) -> Any:
     """The kernel on a one-device mesh with the same axis names: the unsharded computation."""
     import jax
-    from jax.sharding import AxisType, Mesh, NamedSharding
+    from jax.sharding import NamedSharding
 
     one = np.empty((1,) * len(job.mesh_shape), dtype=object)
     one.flat[0] = jax.devices()[0]
-    mesh = Mesh(one, job.axis_names, axis_types=tuple(AxisType[t] for t in job.axis_types))
+    mesh = make_mesh(one, job.axis_names, job.axis_types)
     in_specs = tuple(parse_spec(i.spec) for i in job.inputs)
     ctx = _context(job, kernel, mesh, in_specs)
-    with jax.set_mesh(mesh):
+    with set_mesh(mesh):
         built: Built = kernel.build(ctx)
         args = [jax.device_put(h, NamedSharding(mesh, s)) for h, s in zip(host, in_specs, strict=True)]
         return jax.device_get(jax.jit(built.fn)(*args, *built.extra_args))

@@ -36,7 +36,7 @@ export function collectivesTable(container, collectives, opts = {}) {
     cell(c.bytes === null || c.bytes === undefined ? "—" : fmtBytes(c.bytes));
     if (axes) cell(c.axes_text ?? "");
     cell(groupsText(c), "groups").title = groupsTitle(c);
-    if (estimates) estimateCell(row.insertCell(), c.estimate);
+    if (estimates) estimateCell(row.insertCell(), c.estimate, /** @type {any} */ (c).repeat);
     if (source) cell(c.source || "", "source");
     if (opts.onSelect) {
       const onSelect = opts.onSelect;

@@ -1,36 +1,42 @@
 // Cost estimates as the API reports them (sharding_core/cost): a collective's estimate as a table cell,
 // the total under a collectives table, and a program's roofline (compute, memory, communication, the
-// bound, a lower bound on run time, HBM fit). Everything is labelled an estimate, with its formula on
+// bound, a lower bound on run time, HBM fit). Every time is labelled: the **bound** (spec-sheet bandwidths
+// and latencies, the book's formulas) and the **expected** time (each fabric at its efficiency fitted to
+// published measurements); a collective inside a loop says how many times it runs. The formula is on
 // hover; where there are no hardware figures it says why.
 
 import { el, svgEl } from "../lib/dom.js";
-import { fmtBytes } from "../lib/format.js";
+import { fmtBytes, fmtSeconds } from "../lib/format.js";
+
+export { fmtSeconds }; // the one formatter is lib/format.js; views import it from here too
 
 /**
- * @typedef {{seconds: number | null, formula?: string, inputs?: Record<string, any>, fabric?: string,
- *   why?: string}} Estimate
+ * @typedef {{seconds: number | null, bound_seconds?: number | null, expected_seconds?: number | null,
+ *   formula?: string, inputs?: Record<string, any>, fabric?: string, why?: string}} Estimate
  * @typedef {{source: string, hardware: string | null, dtype: string, compute_seconds: number | null,
- *   memory_seconds: number | null, communication_seconds: number | null, bound: string | null,
+ *   memory_seconds: number | null, communication_seconds: number | null,
+ *   communication_expected_seconds?: number | null, bound: string | null,
  *   lower_bound_seconds: number | null, serial_seconds: number | null, formula: string,
  *   inputs: Record<string, any>, hbm: {bytes_per_device: number | null, capacity_bytes: number | null,
  *   fits: boolean | null, over_bytes: number | null, text: string}, why: string | null}} Roofline
  */
 
-/** Seconds with a unit that reads: "93.2 µs", "1.40 ms", "2.1 s"; "—" for none. @param {number | null | undefined} s */
-export function fmtSeconds(s) {
-  if (s === null || s === undefined || Number.isNaN(s)) return "—";
-  if (s === 0) return "0 s";
-  for (const [unit, scale] of /** @type {[string, number][]} */ ([["s", 1], ["ms", 1e-3], ["µs", 1e-6], ["ns", 1e-9]])) {
-    if (s >= scale) return `${(s / scale).toPrecision(3).replace(/\.?0+$/, "")} ${unit}`;
-  }
-  return `${s.toExponential(2)} s`;
+/** "× 10" for a collective that runs 10 times per run of its program (loops), "" otherwise. @param {number | undefined} repeat */
+export function repeatText(repeat) {
+  return repeat && repeat > 1 ? ` × ${repeat}` : "";
 }
 
-/** "93.2 µs · ici", or "no estimate". @param {Estimate | undefined} e */
-export function estimateText(e) {
+/**
+ * "bound 280 µs · expected 350 µs · ici" (per run; "× 10" when it runs in a loop), or "no estimate".
+ * @param {Estimate | undefined} e
+ * @param {number} [repeat]
+ */
+export function estimateText(e, repeat) {
   if (!e) return "—";
   if (e.seconds === null || e.seconds === undefined) return "no estimate";
-  return `${fmtSeconds(e.seconds)}${e.fabric ? ` · ${e.fabric}` : ""}`;
+  const times = repeatText(repeat);
+  const expected = e.expected_seconds === null || e.expected_seconds === undefined ? "" : ` · expected ${fmtSeconds(e.expected_seconds)}${times}`;
+  return `bound ${fmtSeconds(e.seconds)}${times}${expected}${e.fabric ? ` · ${e.fabric}` : ""}`;
 }
 
 /** The hover text: the formula and the inputs, or why there is no estimate. @param {Estimate | undefined} e */
@@ -40,43 +46,54 @@ export function estimateTitle(e) {
   const inputs = Object.entries(e.inputs || {})
     .filter(([, v]) => typeof v !== "object" || v === null)
     .map(([k, v]) => `${k} = ${typeof v === "number" ? Number(v.toPrecision(4)) : v}`);
-  return `estimate: ${e.formula || ""}\n${inputs.join(", ")}`;
+  const expected = e.expected_seconds === null || e.expected_seconds === undefined ? "" : `\nexpected: each fabric's bandwidth term over its fitted efficiency, plus its fitted latency per step (${JSON.stringify(e.inputs?.efficiency || {})})`;
+  return `bound: ${e.formula || ""}${expected}\n${inputs.join(", ")}`;
 }
 
 /**
- * Fills a table cell with a collective's estimate (time and fabric; formula and inputs on hover).
+ * Fills a table cell with a collective's estimate (bound, expected and fabric; formula and inputs on hover).
  * @param {HTMLTableCellElement} td
  * @param {Estimate | undefined} e
+ * @param {number} [repeat] runs per program run (loops)
  */
-export function estimateCell(td, e) {
-  td.textContent = estimateText(e);
+export function estimateCell(td, e, repeat) {
+  td.textContent = estimateText(e, repeat);
   td.title = estimateTitle(e);
   td.classList.add("estimate");
   if (!e || e.seconds === null || e.seconds === undefined) td.classList.add("no-estimate");
 }
 
 /**
- * The sum of the collectives' estimates: "estimated communication: 1.2 ms over 5 collectives (2 without
- * an estimate: why)". Shown under a collectives table.
+ * The sum of the collectives' estimates, each times its repeat count: "Estimated communication: bound 1.2 ms ·
+ * expected 1.5 ms over 5 collectives (12 runs: loops), ..." Shown under a collectives table.
  * @param {HTMLElement} container
- * @param {{bytes: number | null, estimate?: Estimate}[]} collectives
+ * @param {{bytes: number | null, repeat?: number, estimate?: Estimate}[]} collectives
  */
 export function estimateTotal(container, collectives) {
   let total = 0;
+  let expected = 0;
+  let runs = 0;
   /** @type {Estimate[]} */
   const missing = [];
   let bytes = 0;
   for (const c of collectives) {
-    bytes += c.bytes || 0;
+    const times = c.repeat && c.repeat > 0 ? c.repeat : 1;
+    runs += times;
+    bytes += (c.bytes || 0) * times;
     const e = c.estimate;
     if (!e || e.seconds === null || e.seconds === undefined) missing.push(e || { seconds: null });
-    else total += e.seconds;
+    else {
+      total += e.seconds * times;
+      expected += (e.expected_seconds ?? e.seconds) * times;
+    }
   }
   const p = el("p", "estimate-total");
   p.dataset.seconds = String(missing.length === collectives.length && collectives.length ? "" : total);
+  p.dataset.expected = String(missing.length === collectives.length && collectives.length ? "" : expected);
   const n = collectives.length;
-  const head = missing.length === n && n ? "no estimate" : `${fmtSeconds(total)}`;
-  p.append(el("strong", "", `Estimated communication: ${head}`), ` over ${n} collective${n === 1 ? "" : "s"}, ${fmtBytes(bytes)} of results per device`);
+  const head = missing.length === n && n ? "no estimate" : `bound ${fmtSeconds(total)} · expected ${fmtSeconds(expected)}`;
+  const loops = runs > n ? ` (${runs} runs: some run in loops)` : "";
+  p.append(el("strong", "", `Estimated communication: ${head}`), ` over ${n} collective${n === 1 ? "" : "s"}${loops}, ${fmtBytes(bytes)} of results per device`);
   if (missing.length) {
     const why = missing.find((e) => e.why)?.why || "no hardware figures";
     p.append(el("span", "muted", ` (${missing.length} without an estimate: ${why})`));
@@ -86,8 +103,8 @@ export function estimateTotal(container, collectives) {
 
 const TERMS = /** @type {const} */ ([
   ["compute", "compute_seconds", "flops / peak FLOP/s"],
-  ["memory", "memory_seconds", "bytes accessed / HBM bandwidth"],
-  ["communication", "communication_seconds", "Σ collective estimates"],
+  ["memory", "memory_seconds", "HBM traffic / HBM bandwidth (arguments + outputs, or every matmul's operands and result per run)"],
+  ["communication", "communication_seconds", "Σ collective bounds × repeats"],
 ]);
 
 /**
@@ -134,6 +151,12 @@ export function rooflinePanel(container, r, title = "Roofline") {
   };
   if (r.bound) row("bound", `${r.bound}-bound`, "bound");
   row("lower bound", r.lower_bound_seconds !== null ? `${fmtSeconds(r.lower_bound_seconds)} per run (all overlapped); ${fmtSeconds(r.serial_seconds)} with no overlap` : "no estimate");
+  if (r.communication_expected_seconds !== null && r.communication_expected_seconds !== undefined && r.communication_seconds !== null) {
+    row("communication", `bound ${fmtSeconds(r.communication_seconds)} · expected ${fmtSeconds(r.communication_expected_seconds)}`);
+  }
+  if (r.inputs.intensity !== undefined && r.inputs.critical_intensity !== undefined) {
+    row("intensity", `${Number(r.inputs.intensity).toPrecision(3)} flops/byte vs ${Number(r.inputs.critical_intensity).toPrecision(3)} for this hardware`).title = "the book's arithmetic-intensity rule: compute-bound above the hardware's flops per byte of HBM bandwidth";
+  }
   const hbm = r.hbm;
   row("HBM", hbm.text, hbm.fits === false ? "over" : hbm.fits ? "fits" : "");
   const peak = r.inputs.peak_flops && r.compute_seconds !== null ? `${fmtSeconds(r.compute_seconds)} = ${Number(r.inputs.flops).toPrecision(3)} flops / ${(r.inputs.peak_flops / 1e12).toPrecision(4)} TFLOP/s (${r.dtype})` : "";

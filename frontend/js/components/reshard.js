@@ -81,10 +81,11 @@ export function reshardBox(container, opts) {
       el("code", "", r.from),
       " → ",
       el("code", "", r.to),
-      `: ${c.count ? `${c.count} collective${c.count === 1 ? "" : "s"}, ${fmtBytes(c.bytes)} of results per device, estimated ${c.seconds === null ? "— (no hardware figures)" : fmtSeconds(c.seconds)}` : "no collectives (nothing moves)"}`,
+      `: ${c.count ? `${c.count} collective${c.count === 1 ? "" : "s"}, ${fmtBytes(c.bytes)} of results per device, ${c.seconds === null ? "no estimate (no hardware figures)" : `bound ${fmtSeconds(c.seconds)} · expected ${fmtSeconds(c.expected_seconds ?? c.seconds)}`}` : "no collectives (nothing moves)"}`,
       ` · ${fmtBytes(r.from_bytes_per_device)} → ${fmtBytes(r.to_bytes_per_device)} per device`,
     );
     results.appendChild(line);
+    if (c.program) results.appendChild(el("p", "muted reshard-program", `program: ${c.program}`));
     if (r.collectives.length) {
       const table = el("div", "table-wrap");
       collectivesTable(table, r.collectives);
@@ -104,12 +105,13 @@ export function reshardBox(container, opts) {
         estimateTotal(total, steps);
         results.append(table, total);
       } else results.appendChild(el("p", "muted", "no collectives in the TPU program"));
-      const roof = el("div");
-      rooflinePanel(roof, tpu.roofline, "TPU roofline");
-      results.appendChild(roof);
     } else if (tpu && tpu.error) {
       results.appendChild(el("p", "error", `TPU compile-only: ${tpu.error.message}`));
     }
+    // one roofline: the headline program's (the TPU compile's on a tpu: set compiled for libtpu)
+    const roof = el("div");
+    rooflinePanel(roof, r.roofline, tpu && tpu.collectives ? "TPU roofline" : "Roofline");
+    results.appendChild(roof);
     const other = target.includes("None") ? "P()" : "P(None)";
     const link = el("a", "", "Compare with another target");
     link.href = `/compare.html?a=${encodeURIComponent(opts.address(target))}&b=${encodeURIComponent(opts.address(other))}`;

@@ -1,4 +1,4 @@
-// Small pure formatters (device ids as compact ranges, bytes, index ranges, times, mesh axes) and
+// Small pure formatters (device ids as compact ranges, bytes, index ranges, seconds, mesh axes) and
 // the two parsers of what people type in the controls and URLs (dims "2x4", groups "0,4;1,5").
 
 /**
@@ -52,6 +52,32 @@ export function fmtBytes(n) {
 /** Index bounds as a NumPy slice: [[0,4],[8,16]] -> "[0:4, 8:16]". @param {number[][]} index @returns {string} */
 export function fmtIndex(index) {
   return `[${index.map(([a, b]) => `${a}:${b}`).join(", ")}]`;
+}
+
+/**
+ * A positive number to three significant digits, without an exponent or trailing zeros after a point:
+ * 279.6 -> "280", 1.4 -> "1.4", 93.24 -> "93.2", 100 -> "100".
+ * @param {number} x
+ * @returns {string}
+ */
+export function threeDigits(x) {
+  return String(Number(x.toPrecision(3)));
+}
+
+/**
+ * Seconds with the unit that reads: "280 µs", "1.4 ms", "2.1 s"; "—" for none. The value is rounded to three
+ * digits before the unit is chosen (999.96 µs reads "1 ms"); sharding_core/units.py's fmt_seconds is the twin.
+ * @param {number | null | undefined} s
+ * @returns {string}
+ */
+export function fmtSeconds(s) {
+  if (s === null || s === undefined || Number.isNaN(s)) return "—";
+  if (s === 0) return "0 s";
+  const rounded = Number(s.toPrecision(3));
+  for (const [unit, scale] of /** @type {[string, number][]} */ ([["s", 1], ["ms", 1e-3], ["µs", 1e-6], ["ns", 1e-9]])) {
+    if (rounded >= scale) return `${threeDigits(rounded / scale)} ${unit}`;
+  }
+  return `${s.toExponential(2)} s`;
 }
 
 /** @param {number} ms @returns {string} */

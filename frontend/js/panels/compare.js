@@ -188,9 +188,9 @@ export function mount(root, host, initial) {
     row("specs", (s, i) => specsText(s, sidesIn[i]), "a kernel run's input specs, then its output specs");
     row("program", (s) => s.program);
     row("collectives", (s) => `${s.communication.count}, ${fmtBytes(s.communication.bytes)} of results per device`);
-    row("communication (estimate)", (s) => (s.communication.seconds === null ? `no estimate` : fmtSeconds(s.communication.seconds)), "Σ the collectives' estimates");
-    row("compute (estimate)", (s) => maybe(s.roofline?.compute_seconds, fmtSeconds), "flops / peak FLOP/s");
-    row("memory (estimate)", (s) => maybe(s.roofline?.memory_seconds, fmtSeconds), "bytes accessed / HBM bandwidth");
+    row("communication (estimate)", (s) => (s.communication.seconds === null ? `no estimate` : `bound ${fmtSeconds(s.communication.seconds)} · expected ${fmtSeconds(s.communication.expected_seconds ?? s.communication.seconds)}`), "Σ the collectives' estimates × their repeat counts (loops)");
+    row("compute (estimate)", (s) => maybe(s.roofline?.compute_seconds, fmtSeconds), "flops (loop bodies counted per run) / peak FLOP/s");
+    row("memory (estimate)", (s) => maybe(s.roofline?.memory_seconds, fmtSeconds), "HBM traffic / HBM bandwidth");
     row("bound", (s) => s.roofline?.bound || "—");
     row("lower bound on run time", (s) => maybe(s.lower_bound_seconds, fmtSeconds), "max(compute, memory, communication)");
     row("HBM", (s) => s.hbm?.text || "—");
@@ -215,8 +215,8 @@ export function mount(root, host, initial) {
         cell(s.shape || "—", "mono");
         cell(s.groups);
         cell(s.bytes === null ? "—" : fmtBytes(s.bytes), "num");
-        const est = s.seconds === null ? { seconds: null, why: s.why } : { seconds: s.seconds, fabric: s.fabric, formula: s.formula };
-        cell(estimateText(est), "estimate num").title = estimateTitle(est);
+        const est = s.seconds === null ? { seconds: null, why: s.why } : { seconds: s.seconds, expected_seconds: s.expected_seconds, fabric: s.fabric, formula: s.formula };
+        cell(estimateText(est, s.repeat), "estimate num").title = estimateTitle(est);
         cell(s.name || "—", "source");
       }
       const ds = m.delta_seconds;

@@ -1,8 +1,8 @@
 """``shardscope.show(obj)``: the dashboard's grid and tables inline in a notebook, with no server.
 
 In a notebook kernel (Jupyter, JupyterLab, Notebook 7, Colab, VS Code; marimo) :func:`show` returns
-an anywidget (:mod:`sharding_core.notebook.widget`) whose front end is the dashboard's own modules
-bundled into one ES module (:mod:`sharding_core.notebook.bundle`). Anywhere else (a terminal, a
+an anywidget (:mod:`shardscope.notebook.widget`) whose front end is the dashboard's own modules
+bundled into one ES module (:mod:`shardscope.notebook.bundle`). Anywhere else (a terminal, a
 script, IPython in a terminal) it prints the text layout, as ``shardscope preview`` does.
 
 What it shows (:func:`view_of` turns ``obj`` and the options into a :class:`View`):
@@ -132,7 +132,7 @@ def show(
         sys.stdout.write(view.text())
         return None
     try:
-        from sharding_core.notebook.widget import ShardscopeWidget
+        from shardscope.notebook.widget import ShardscopeWidget
     except ImportError:
         sys.stdout.write(view.text())
         print("(shardscope.show: `pip install 'shardscope[notebook]'` for the interactive widget)", file=sys.stderr)

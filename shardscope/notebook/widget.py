@@ -1,8 +1,8 @@
 """The notebook widget: an anywidget whose front end is the dashboard's own panels (bundled by
-:mod:`sharding_core.notebook.bundle`, mounted by ``frontend/widget/host.js``), fed a
-:class:`~sharding_core.notebook.View`.
+:mod:`shardscope.notebook.bundle`, mounted by ``frontend/widget/host.js``), fed a
+:class:`~shardscope.notebook.View`.
 
-Imported only by :func:`sharding_core.notebook.show` in a notebook (it imports anywidget, hence
+Imported only by :func:`shardscope.notebook.show` in a notebook (it imports anywidget, hence
 ipywidgets and IPython). Everything crosses as synced traits, which every anywidget host carries
 (JupyterLab, Notebook 7, Colab, VS Code, marimo):
 
@@ -26,8 +26,8 @@ import anywidget
 import traitlets
 
 from sharding_core.errors import BAD_SHAPE, ShardingError
-from sharding_core.notebook import View
-from sharding_core.notebook.bundle import widget_css, widget_esm
+from shardscope.notebook import View
+from shardscope.notebook.bundle import widget_css, widget_esm
 
 BAD_REQUEST = "bad_request"
 

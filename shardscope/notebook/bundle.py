@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sharding_core.errors import ShardingError
+from shardscope.assets import frontend_dir
 
 ENTRY = "widget/notebook.js"
 """The widget's entry module, relative to the frontend directory."""
@@ -48,17 +49,6 @@ STYLESHEETS = ("css/app.css", "widget/notebook.css")
 ROOT_CLASS = "shardscope-nb"
 DARK_CLASS = "ss-dark"
 BUNDLE_ERROR = "bundle_error"
-
-_PACKAGE_DIR = Path(__file__).resolve().parent.parent.parent
-
-
-def frontend_dir() -> Path:
-    """The dashboard's static files, found as ``server/app.py`` finds them: ``server/frontend`` in an
-    installed wheel (pyproject's force-include), else the repository's ``frontend/``. Located by path,
-    not by importing ``server`` (which needs FastAPI)."""
-    packaged = _PACKAGE_DIR / "server" / "frontend"
-    return packaged if packaged.is_dir() else _PACKAGE_DIR / "frontend"
-
 
 # ---- modules -----------------------------------------------------------------------------------------
 
@@ -90,7 +80,7 @@ class Module:
 
 
 def _fail(message: str, path: str) -> ShardingError:
-    return ShardingError(BUNDLE_ERROR, f"{path}: {message}", hint="see sharding_core/notebook/bundle.py")
+    return ShardingError(BUNDLE_ERROR, f"{path}: {message}", hint="see shardscope/notebook/bundle.py")
 
 
 def _resolve(base: str, src: str, root: Path) -> str:
@@ -201,7 +191,7 @@ def bundle(root: Path, entry: str = ENTRY) -> str:
             if missing:
                 raise _fail(f"imports {', '.join(missing)} which {src} does not export", module.path)
     parts = [
-        "// Shardscope's notebook widget: the dashboard's ES modules, bundled by sharding_core/notebook/bundle.py.",
+        "// Shardscope's notebook widget: the dashboard's ES modules, bundled by shardscope/notebook/bundle.py.",
         "// Generated; edit the modules under frontend/ instead.",
     ]
     for path in order[:-1]:
@@ -299,7 +289,7 @@ def widget_css() -> str:
     root = frontend_dir()
     text = "\n".join(scope_css((root / name).read_text(encoding="utf-8")) for name in STYLESHEETS)
     names = ", ".join(STYLESHEETS)
-    return f"/* Shardscope's notebook widget: {names} scoped by sharding_core/notebook/bundle.py */\n{text}"
+    return f"/* Shardscope's notebook widget: {names} scoped by shardscope/notebook/bundle.py */\n{text}"
 
 
 def fingerprint() -> str:
