@@ -182,7 +182,7 @@ export function widgetHost(model, root, cell, data) {
     go: null,
     memoryChart: async (container, d) => memoryBars(container, d.mem, d),
     recent: null,
-    maxGridHeight: 0,
+    fitHeight: () => undefined,
     fixed: new Set(data.kind === "layout" && !data.editable ? [...MESH_FIELDS, "spec", "shape", "dtype"] : MESH_FIELDS),
     foldMeshAbove: 1024,
   };

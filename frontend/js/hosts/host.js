@@ -62,7 +62,8 @@
  * @property {null | ((view: string, query: string) => void)} go opens another view (the page navigates)
  * @property {null | ((container: HTMLElement, data: any) => Promise<void>)} memoryChart draws bytes per device
  * @property {null | Recent} recent
- * @property {number} maxGridHeight how tall a panel's main picture may be, px (0: no limit)
+ * @property {(element: HTMLElement) => number | undefined} fitHeight how tall a panel's main picture, drawn in
+ *   `element`, may be (px; undefined: no limit): on a page, what is left of the first screen under it
  * @property {number} foldMeshAbove mesh tables of more devices are folded, built when opened (0: never)
  * @property {Set<string>} fixed state fields the host cannot change (shown read-only): the widget's
  *   array lives on its own devices and mesh

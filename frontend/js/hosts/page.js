@@ -123,7 +123,8 @@ export function pageHost(panel) {
     go: (view, query) => location.assign(`${PAGES[view]}?${query}`),
     memoryChart: (container, data) => memoryChart(container, data),
     recent,
-    maxGridHeight: Math.max(280, window.innerHeight - 330),
+    // the whole picture in view under the spec box, however many rows (its rulers and caption below it)
+    fitHeight: (element) => Math.max(280, window.innerHeight - (element.getBoundingClientRect().top + window.scrollY) - 48),
     fixed: new Set(),
     foldMeshAbove: 0,
   };

@@ -217,7 +217,7 @@ export function mount(root, host, initial) {
         cell(s.bytes === null ? "—" : fmtBytes(s.bytes), "num");
         const est = s.seconds === null ? { seconds: null, why: s.why } : { seconds: s.seconds, expected_seconds: s.expected_seconds, fabric: s.fabric, formula: s.formula };
         cell(estimateText(est, s.repeat), "estimate num").title = estimateTitle(est);
-        cell(s.name || "—", "source");
+        cell(s.source || s.name || "—", "source");
       }
       const ds = m.delta_seconds;
       cell(ds === null ? "" : `${ds > 0 ? "+" : ds < 0 ? "−" : ""}${fmtSeconds(Math.abs(ds))}`, `num ${ds > 0 ? "worse" : ds < 0 ? "better" : ""}`);

@@ -336,8 +336,7 @@ export function mount(root, host, initial) {
       dims: rank3 ? zeroBased(dimsBox.value) : null,
       dark: host.dark(),
       onTileClick: (ids) => select(ids && new Set(ids)),
-      // the whole picture in view under the spec box, however many rows
-      maxHeight: host.maxGridHeight || undefined,
+      maxHeight: host.fitHeight(gridBox),
     });
     performance.mark("grid-built");
     if (!rank3) fillGridDims(l.rank);
