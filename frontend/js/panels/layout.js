@@ -256,20 +256,21 @@ export function mount(root, host, initial) {
    * @param {HTMLElement} [box]
    */
   function explainMore(e, box = specError) {
-    const fix = e.suggest;
+    // a host whose mesh is the array's own (the widget's) cannot take these fixes
+    const fix = fixed.has("mesh") ? null : e.suggest;
     if (e.code === "mesh_unplaceable" && fix && fix.order === "hybrid") {
       fixButton(box, `Use a hybrid ICI × DCN mesh with DCN shape ${fix.dcn_shape.join("x")}`, () => apply({ order: "hybrid", dcn: fix.dcn_shape.join("x") }));
     }
     if (e.code === "mesh_unplaceable" && fix && fix.allow_split_physical_axes) {
       fixButton(box, "Allow split physical axes", () => apply({ split: "1", order: state.order === "hybrid" ? "hybrid" : "make_mesh" }));
     }
-    if (e.code === "mesh_unplaceable") fixButton(box, "Use iota (a plain reshape)", () => apply({ order: "iota" }));
+    if (e.code === "mesh_unplaceable" && !fixed.has("order")) fixButton(box, "Use iota (a plain reshape)", () => apply({ order: "iota" }));
     const meshSize = (/** @type {string} */ m) => m.split("x").reduce((a, b) => a * (Number(b) || 0), 1);
-    if (e.code === "bad_mesh" && catalog && deviceCount(state.devices, state.slices, catalog) !== meshSize(state.mesh)) {
+    if (e.code === "bad_mesh" && catalog && !fixed.has("devices") && deviceCount(state.devices, state.slices, catalog) !== meshSize(state.mesh)) {
       const n = meshSize(state.mesh);
       for (const set of deviceSetsFor(n, state.devices, catalog)) fixButton(box, `Use ${set} (${n} devices)`, () => apply({ devices: set, slices: 1 }));
     }
-    if (fieldOf(e) === "types" && state.types !== "explicit") {
+    if (fieldOf(e) === "types" && state.types !== "explicit" && !fixed.has("types")) {
       box.appendChild(h("p", {}, "Unreduced (and reduced) axes must be Explicit: the mesh's Axis types say Auto."));
       fixButton(box, "Make the mesh axes Explicit", () => apply({ types: "explicit" }));
     }
