@@ -74,11 +74,20 @@ function memoryText(mem) {
   return `arguments ${fmtBytes(mem.argument_bytes ?? 0)}, outputs ${fmtBytes(mem.output_bytes ?? 0)}, temporaries ${fmtBytes(mem.temp_bytes ?? 0)}${peak}`;
 }
 
+/** Significant digits NumPy prints a value of each float dtype with (its precision, about). */
+const DIGITS = /** @type {Record<string, number>} */ ({ float64: 16, float32: 8, bfloat16: 3, float16: 4 });
+
 /** An output's values as NumPy prints a short array: "496" or "[48. 52. 56. …]". @param {any} a */
 function valuesText(a) {
   const v = a.values;
   if (!v) return null;
-  const num = (/** @type {number | boolean} */ x) => (typeof x === "number" && /float|bfloat/.test(a.dtype) && Number.isInteger(x) ? `${x}.` : String(x));
+  const digits = DIGITS[a.dtype];
+  /** @param {number | boolean | null} x */
+  const num = (x) => {
+    if (typeof x !== "number" || !digits) return String(x);
+    if (Number.isInteger(x)) return `${x}.`;
+    return String(Number(x.toPrecision(digits)));
+  };
   const flat = v.flat.slice(0, VALUES_SHOWN).map(num).join(" ");
   const more = v.size > v.flat.length ? ` … (${v.flat.length} of ${v.size})` : "";
   return a.shape.length === 0 ? num(v.flat[0]) : `[${flat}${more}]`;
