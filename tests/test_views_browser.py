@@ -459,3 +459,31 @@ def test_3d_tick_labels_stay_above_the_rings_when_rotated(server: Server, watche
         )
         assert ring_pixels == 0, (turn, ring_pixels)
     shot(page, "views-3d-ticks")
+
+
+def test_the_picture_stays_put_when_the_examples_arrive(server: Server, watched: Watched) -> None:
+    # Regression: the examples (fetched after the first picture) grew the spec bar, pushing the picture,
+    # sized to the first screen, past its bottom.
+    page = watched.page
+    arrived: list[bool] = []
+
+    def late(route: Any) -> None:
+        page.wait_for_timeout(1500)
+        arrived.append(True)
+        route.continue_()
+
+    page.route("**/examples.json", late)
+    state = {
+        "devices": "tpu:v5p:16x16x24",
+        "mesh": "24x256",
+        "axes": "x,y",
+        "shape": "6144,1024",
+        "spec": "P(('x','y'), None)",
+    }
+    page.goto(f"http://127.0.0.1:{server.port}/?{urlencode(state)}")
+    rendered(page)
+    plot = page.locator(f"{part('grid')} .grid-plot").first
+    before = plot.bounding_box()
+    expect(page.locator(part("examples")).get_by_role("button").first).to_be_visible(timeout=10_000)
+    assert arrived and plot.bounding_box() == before
+    assert before is not None and before["y"] + before["height"] <= 1000  # the whole picture in the first screen
