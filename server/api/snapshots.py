@@ -56,6 +56,7 @@ from sharding_core.snapshot.format import (
     ARRAY_KINDS,
     FORMAT,
     LEAF_KINDS,
+    MAX_FIX_SNAPSHOTS,
     MAX_LEAF_PATH_CHARS,
     MAX_RULES,
     MAX_RUN_PROCESSES,
@@ -193,6 +194,21 @@ class Snapshot(TypedDict):
         Annotated[
             dict[Annotated[str, Field(max_length=64)], Any],
             Field(max_length=64, description="A plan's figures (sharding_core.planning.program.plan_section)"),
+        ]
+    ]
+    fixes: NotRequired[
+        Annotated[
+            list[Snapshot],
+            Field(
+                max_length=MAX_FIX_SNAPSHOTS,
+                description="sharding_core.explain: the programs its collectives' fixes compiled (a why fix's result)",
+            ),
+        ]
+    ]
+    why_search: NotRequired[
+        Annotated[
+            dict[Annotated[str, Field(max_length=64)], Any],
+            Field(max_length=32, description="What the search for fixes did (sharding_core.why.attach)"),
         ]
     ]
 

@@ -27,7 +27,18 @@ from sharding_core.why.fixes import NO_FIXES, Budget, Candidate, Outcome, Recomp
 from sharding_core.why.frames import instruction_sources
 from sharding_core.why.sdy import Dims
 
-__all__ = ["NO_FIXES", "Budget", "Candidate", "Leaf", "Outcome", "Recompile", "View", "attach", "lines"]
+__all__ = [
+    "NO_FIXES",
+    "Budget",
+    "Candidate",
+    "Leaf",
+    "Outcome",
+    "Recompile",
+    "View",
+    "attach",
+    "lines",
+    "with_fix_seconds",
+]
 
 EquationLookup = Callable[[str | None, str | None], str | None]
 """(primitive, "file:line") -> the jaxpr equation's text, or None."""
@@ -147,3 +158,25 @@ def outcome_of(
     """A recompile's :class:`~.fixes.Outcome`: its collectives with their ``line``."""
     lines(collectives, hlo, root)
     return Outcome(collectives, peak, result)
+
+
+def with_fix_seconds(collectives: Sequence[Mapping[str, Any]], fixes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The collectives with each fix's ``seconds_before`` / ``seconds_after`` taken from the estimates they and
+    the fix's compiled program (``fixes[result]``) carry now: figures follow the hardware table, never the
+    day the snapshot was made."""
+    from sharding_core.why.fixes import Totals
+
+    before = Totals.of(collectives).seconds
+    out: list[dict[str, Any]] = []
+    for c in collectives:
+        why = c.get("why")
+        if not why or not why.get("fixes"):
+            out.append(dict(c))
+            continue
+        refreshed = []
+        for fix in why["fixes"]:
+            r = fix.get("result")
+            after = Totals.of(fixes[r].get("collectives") or []).seconds if r is not None and r < len(fixes) else None
+            refreshed.append({**fix, "seconds_before": before, "seconds_after": after})
+        out.append({**c, "why": {**why, "fixes": refreshed}})
+    return out

@@ -316,7 +316,7 @@ def _manual_operand_leaf(op: sdy.Op, n: int, module: sdy.Module, view: View) -> 
 
 def _edges_json(edges: Sequence[sdy.Edge], axes: Sequence[str]) -> list[dict[str, Any]]:
     return [
-        {"step": e.step, "axis": e.axis, "from": e.source, "to": list(e.targets)}
+        {"step": e.step, "axis": e.axis, "source": e.source, "to": list(e.targets)}
         for e in edges
         if e.axis.split(":")[0] in axes
     ]
