@@ -369,7 +369,9 @@ class WhyFix(TypedDict):
     halves: bool
     verified: bool
     compiler_log: Annotated[list[LongText], Field(max_length=16)]
-    result: NotRequired[Annotated[int, Field(ge=0, le=64, description="The snapshot's fixes[result]: the fix compiled")]]
+    result: NotRequired[
+        Annotated[int, Field(ge=0, le=64, description="The snapshot's fixes[result]: the fix compiled")]
+    ]
 
 
 @with_config(CLOSED)
@@ -478,7 +480,9 @@ class SnapshotRef(TypedDict):
     run: NotRequired[RunId]
     process: NotRequired[ProcessIndex]
     fix: NotRequired[
-        Annotated[int, Field(ge=0, le=64, description="The snapshot as its fixes[fix] compiled it (sharding_core.explain)")]
+        Annotated[
+            int, Field(ge=0, le=64, description="The snapshot as its fixes[fix] compiled it (sharding_core.explain)")
+        ]
     ]
 
 

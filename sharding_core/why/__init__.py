@@ -160,7 +160,9 @@ def outcome_of(
     return Outcome(collectives, peak, result)
 
 
-def with_fix_seconds(collectives: Sequence[Mapping[str, Any]], fixes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def with_fix_seconds(
+    collectives: Sequence[Mapping[str, Any]], fixes: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
     """The collectives with each fix's ``seconds_before`` / ``seconds_after`` taken from the estimates they and
     the fix's compiled program (``fixes[result]``) carry now: figures follow the hardware table, never the
     day the snapshot was made."""
