@@ -487,9 +487,9 @@ def _results(text: str) -> tuple[str, ...]:
 def parse_module(mlir: str) -> Module:
     """Every op of a Shardy after-propagation module (see the module docstring), in text order."""
     mesh: dict[str, int] = {}
-    for m in _MESH.finditer(mlir):
-        if not mesh:  # the first mesh: programs over several meshes name the main one first
-            mesh = {a: int(s) for a, s in _MESH_AXIS.findall(m.group(2))}
+    first = _MESH.search(mlir)  # programs over several meshes name the main one first
+    if first is not None:
+        mesh = {a: int(n) for a, n in _MESH_AXIS.findall(first.group(2))}
     module = Module(mesh, [], [], [], [])
     stack: list[Op | None] = []
     function = ""
