@@ -298,3 +298,58 @@ def test_a_fix_snapshot_with_fixes_of_its_own_is_refused(client: TestClient, exp
 def test_no_dump_left_in_the_default_temporary_directory() -> None:
     leftovers = [p for p in os.listdir(tempfile.gettempdir()) if p.startswith(("shardscope-why-", "shardscope-plan-"))]
     assert leftovers == []
+
+
+# ---- kernel runs: the worker explains, and compiles fixes ------------------------------------------------
+
+
+def kernel_run(client: TestClient, inputs: list[dict[str, Any]], devices: str = "cpu:8") -> dict[str, Any]:
+    body = {
+        "kernel": "matmul_xw",
+        "devices": devices,
+        "mesh": {"shape": [2, 4], "axis_names": ["x", "y"], "axis_types": ["auto", "auto"]},
+        "inputs": inputs,
+    }
+    r = client.post("/api/kernels/run", json=body)
+    assert r.status_code == 200, r.text
+    result: dict[str, Any] = r.json()
+    return result
+
+
+@pytest.mark.slow
+def test_a_kernel_run_explains_its_collectives_and_its_fixes_replay(client: TestClient) -> None:
+    """matmul_xw with w split over y on its output dimension while x is split over y on the contracted one:
+    the worker says why, and each fix it keeps, replayed as a kernel-lab run, has the collectives it says."""
+    wrong = [{"shape": [8, 16], "spec": "P('x', 'y')"}, {"shape": [16, 8], "spec": "P(None, 'y')"}]
+    result = kernel_run(client, wrong)
+    assert result["why_search"]["searched"] and result["why_search"]["recompiles"] >= 1
+    for c in result["collectives"]:
+        why = c["why"]
+        assert CONTRACT <= set(why) and why["partitioner"] == "shardy"
+        assert why["source"] is not None and why["source"].startswith("sharding_core/kernels/catalog.py:")
+    best = min(result["collectives"], key=lambda c: -c["bytes"])
+    fixes = best["why"]["fixes"]
+    assert fixes, best["why"].get("fixes_note")
+    fix = fixes[0]
+    assert fix["kind"] == "input" and fix["run"]["inputs"][int(fix["leaf"].rsplit("/", 1)[1])] == fix["spec"]
+    replay = kernel_run(
+        client, [{"shape": i["shape"], "spec": s} for i, s in zip(wrong, fix["run"]["inputs"], strict=True)]
+    )
+    assert len(replay["collectives"]) == fix["collectives_after"]
+    assert sum(c["bytes"] for c in replay["collectives"]) == fix["bytes_after"]
+
+
+@pytest.mark.slow
+@pytest.mark.tpu
+def test_a_tpu_set_compiles_its_fixes_for_the_tpu_program(client: TestClient) -> None:
+    wrong = [{"shape": [8, 16], "spec": "P('x', 'y')"}, {"shape": [16, 8], "spec": "P(None, 'y')"}]
+    result = kernel_run(client, wrong, devices="tpu:v5e:2x4")
+    tpu = result["tpu"]
+    assert tpu["collectives"], tpu
+    assert tpu["why_search"]["searched"]
+    for c in tpu["collectives"]:
+        assert c["why"]["partitioner"] == "shardy" and c["why"]["source"]
+        assert all(f["seconds_after"] is None or f["seconds_after"] >= 0 for f in c["why"]["fixes"])
+    # the CPU program of a TPU set is explained, its fixes left to the TPU program
+    for c in result["collectives"]:
+        assert c["why"]["fixes"] == [] and "TPU program" in c["why"]["note"]

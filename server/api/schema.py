@@ -347,6 +347,12 @@ class WhyOrigin(TypedDict):
 
 
 @with_config(CLOSED)
+class WhyRun(TypedDict):
+    inputs: Annotated[list[SpecText], Field(max_length=64)]
+    out_specs: Annotated[list[SpecText], Field(max_length=64)] | None
+
+
+@with_config(CLOSED)
 class WhyFix(TypedDict):
     """A candidate change compiled again and kept because the program's collectives then cost less."""
 
@@ -371,6 +377,9 @@ class WhyFix(TypedDict):
     compiler_log: Annotated[list[LongText], Field(max_length=16)]
     result: NotRequired[
         Annotated[int, Field(ge=0, le=64, description="The snapshot's fixes[result]: the fix compiled")]
+    ]
+    run: NotRequired[
+        Annotated[WhyRun, Field(description="A kernel run's fix: the request to replay in the kernel lab")]
     ]
 
 
@@ -616,4 +625,7 @@ class KernelTpu(Reply):
     compile_ms: float | None = None
     roofline: Roofline | None = Field(
         None, description="null: a result has one roofline, the headline program's (the TPU compile's), in roofline"
+    )
+    why_search: dict[str, Any] | None = Field(
+        None, description="What the search for fixes of these collectives did (sharding_core.why): compiles, seconds"
     )

@@ -79,9 +79,15 @@ class InstructionSource:
         return self.frames[0] if self.frames else None
 
 
+USER_KERNELS = "/sharding_core/kernels/catalog.py"
+"""The kernel lab's kernels: library code, but the program a kernel run explains (its source is shown)."""
+
+
 def is_library(path: str) -> bool:
     p = path.replace("\\", "/")
-    return any(m in p for m in LIBRARY_MARKERS)
+    if p.endswith(USER_KERNELS):
+        return False
+    return p.startswith("<") or any(m in p for m in LIBRARY_MARKERS)  # "<string>", "<frozen ...>": generated
 
 
 def short_path(path: str, root: str | None = None) -> str:
@@ -89,6 +95,8 @@ def short_path(path: str, root: str | None = None) -> str:
     is under it, else its last two components — never a home directory's full path in a shared link."""
     root = os.getcwd() if root is None else root
     norm = path.replace("\\", "/")
+    if "/sharding_core/" in norm:  # this package, wherever it is installed (as kernel results name it)
+        return "sharding_core/" + norm.rsplit("/sharding_core/", 1)[1]
     base = root.replace("\\", "/").rstrip("/") + "/"
     if base != "/" and norm.startswith(base):
         return norm[len(base) :]
