@@ -59,11 +59,16 @@ def add_parser(sub: Any, ints: Any) -> None:
     )
     p.add_argument("--no-temporaries", action="store_true", help="skip reading XLA's buffer assignment (faster)")
     p.add_argument(
+        "--why",
+        action="store_true",
+        help="say why each collective is there (one more compile, with Shardy's sharding origins)",
+    )
+    p.add_argument(
         "--fixes",
         type=int,
         default=0,
         metavar="N",
-        help="look for fixes of the collectives, compiling up to N candidate programs (default 0: explain only)",
+        help="with --why, look for fixes too, compiling up to N candidate programs (implies --why)",
     )
     p.add_argument(
         "--fix-seconds", type=float, default=120.0, metavar="S", help="the time the fix search may take (default 120)"
@@ -133,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
         pos, kw = ((), fargs) if isinstance(fargs, dict) else (tuple(fargs), {})
         if args.fixes < 0 or args.fix_seconds < 0:
             raise ShardingError("bad_budget", "--fixes and --fix-seconds must be >= 0")
-        budget = Budget(args.fixes, args.fix_seconds) if args.fixes else NO_FIXES
+        budget = Budget(args.fixes, args.fix_seconds) if args.fixes else NO_FIXES if args.why else None
         snap = inspect_program(jitted, pos, kw, detailed=not args.no_temporaries, why=budget)
         file, _, fn_name = args.target.rpartition(":")
         snap["name"] = f"{Path(file).name}:{fn_name}"

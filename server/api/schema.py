@@ -407,7 +407,7 @@ class Why(TypedDict):
     explanation: LongText
     fixes: Annotated[list[WhyFix], Field(max_length=8)]
     matched: dict[Literal["value", "op"], ShortText | None] | None
-    kind: NotRequired[Literal["explicit", "unexplained", "boundary", "reshard", "reduction", "prng"]]
+    kind: NotRequired[Literal["located", "explicit", "unexplained", "boundary", "reshard", "reduction", "prng"]]
     note: NotRequired[LongText | None]
     fixes_note: NotRequired[LongText]
     tried: NotRequired[WhyTried]

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from sharding_core.compat import compilation_cache_disabled, cost_analysis, input_shardings
+from sharding_core.compat import cost_analysis, input_shardings
 from sharding_core.cost.context import CostContext, context_for, context_for_devices, no_figures
 from sharding_core.cost.roofline import roofline
 from sharding_core.hardware import hbm_per_device
@@ -31,8 +31,6 @@ from sharding_core.planning import loops
 from sharding_core.planning import memory as mem
 from sharding_core.planning.targets import Target, target_of
 from sharding_core.units import fmt_seconds
-from sharding_core.why import dump as why_dump
-from sharding_core.why.dump import Dump
 from sharding_core.why.fixes import Budget
 
 PLAN_ROOFLINE = (
@@ -110,13 +108,17 @@ def inspect_program(
     *,
     detailed: bool,
     why: Budget | None = None,
+    lines_only: bool = False,
 ) -> dict[str, Any]:
     """Lowers and compiles ``f`` for these arguments and returns the snapshot (see the module docstring).
 
     ``detailed``: also dump XLA's buffer assignment (the largest temporaries) — one more pass over files XLA
-    writes into a temporary directory, removed afterwards. ``why``: give every collective its ``why``
-    (:mod:`sharding_core.why`: Shardy's module read from the same compile), with fixes compiled within this
-    budget (``NO_FIXES``: none); None for no why at all (a fix's own snapshot).
+    writes into a temporary directory, removed afterwards. Every collective gets its ``line`` and a ``why``
+    with what this compile's HLO says (its op, its source line and call stack, the jaxpr equation there);
+    ``why`` (a budget): the whole why (:mod:`sharding_core.why`), read from a second compile that writes
+    Shardy's origins — that option changes what XLA:TPU compiles (its memory figures, measured), so the
+    snapshot's figures are always the first, plain compile's — with fixes compiled within the budget
+    (``NO_FIXES``: none). ``lines_only``: lines and nothing else (a fix's own snapshot).
     """
     import jax
 
@@ -134,25 +136,18 @@ def inspect_program(
     refused: dict[str, Any] | None = None
     compiled = None
     report: dict[str, Any] | None = None
-    shardy: Dump | None = None
-    with _dump_dir(detailed or why is not None) as dump:
-        options: dict[str, Any] | None = None
-        if dump is not None:
-            options = why_dump.options(str(dump)) if why is not None else {"xla_dump_to": str(dump)}
+    with _dump_dir(detailed) as dump:
+        options = {"xla_dump_to": str(dump)} if dump is not None else None
         try:
-            # A persistent-cache hit compiles nothing and writes no dump: the cache is off when one is needed.
-            with compilation_cache_disabled() if why is not None else contextlib.nullcontext():
-                compiled = lowered.compile(compiler_options=options) if options else lowered.compile()
+            compiled = lowered.compile(compiler_options=options) if options else lowered.compile()
         except Exception as e:
             if not mem.is_memory_refusal(e):
                 raise
             refused = mem.refusal(e)
         t2 = time.perf_counter()
         hlo = compiled.as_text() or "" if compiled is not None else None
-        if dump is not None and detailed:
+        if dump is not None:
             report = mem.buffer_report(dump, hlo)
-        if dump is not None and why is not None:
-            shardy = why_dump.read(str(dump))
     devices = device_assignment(compiled) if compiled is not None else _program_devices(args, kwargs)
     hardware, target = context_and_target(devices)
     in_avals = lowered.in_avals
@@ -207,7 +202,11 @@ def inspect_program(
         snap["collectives"] = with_estimates(collectives, hardware)
         from sharding_core.why import lines
 
-        lines(snap["collectives"], hlo)
+        sources = lines(snap["collectives"], hlo)
+        if why is None and not lines_only:
+            from sharding_core.why.program import light_whys
+
+            light_whys(snap["collectives"], sources, partitioner())
     breakdown = mem.argument_breakdown(in_avals, in_shardings)
     stats = mem.memory_stats(compiled) if compiled is not None else None
     donated = [bool(getattr(a, "donated", False)) for a in jax.tree.leaves(lowered.args_info)]
@@ -231,10 +230,13 @@ def inspect_program(
     )
     if unread is not None and snap["plan"].get("work") is not None:
         snap["plan"]["work"]["note"] = unread
-    if why is not None and shardy is not None and compiled is not None and snap.get("collectives"):
+    if why is not None and compiled is not None and snap.get("collectives"):
+        from sharding_core.why.dump import compile_with_dump
         from sharding_core.why.program import explain_snapshot
 
         t3 = time.perf_counter()
+        _, shardy = compile_with_dump(lowered)
+        snap["plan"]["why_compile_seconds"] = time.perf_counter() - t3
         explain_snapshot(
             snap,
             jitted=jitted,
@@ -247,7 +249,7 @@ def inspect_program(
             in_avals=in_avals,
             in_shardings=in_shardings,
             budget=why,
-            inspect=lambda f2, a2, k2: inspect_program(f2, a2, k2, detailed=False),
+            inspect=lambda f2, a2, k2: inspect_program(f2, a2, k2, detailed=False, lines_only=True),
         )
         snap["plan"]["why_seconds"] = time.perf_counter() - t3
     if hlo and int((snap.get("target") or {}).get("slices") or 1) > 1:
@@ -408,6 +410,4 @@ def plan(f: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
     """``inspect_jit`` with the details a plan shows: XLA's buffer assignment read for the largest
     temporaries (with the ops and source lines that make them). Returns the snapshot; ``["plan"]["verdict"]``
     is the one-line answer."""
-    from sharding_core.why import NO_FIXES
-
-    return inspect_program(f, args, kwargs, detailed=True, why=NO_FIXES)
+    return inspect_program(f, args, kwargs, detailed=True)

@@ -336,32 +336,12 @@ def explain(
     by (kind, op name, line), shared across the calls for one program."""
     kind = str(collective.get("op"))
     axes = base_axes(collective.get("axes"))
-    frame = source.user_frame() if source is not None else None
-    op_name = source.op_name if source is not None else None
-    prim = primitive(op_name)
-    why: dict[str, Any] = {
-        "source": frame.text(view.root) if frame is not None else None,
-        "stack": frames_json(source.frames, view.root) if source is not None else [],
-        "op": op_name,
-        "primitive": prim,
-        "jaxpr": None,
-        "operands": [],
-        "leaves": [],
-        "origin": [],
-        "partitioner": view.partitioner,
-        "explanation": "",
-        "fixes": [],
-        "matched": None,
-    }
-    size = _size(collective)
-    axes_text = "/".join(axes) or "no mesh axis"
-    if op_name and "/shard_map/" in op_name and prim in EXPLICIT:
-        why["explanation"] = (
-            f"the shard_map body asks for it: {prim} over {axes_text} at {why['source'] or 'its line'} "
-            f"({size} per device). It is the program's own communication, not a resharding."
-        )
-        why["kind"] = "explicit"
+    why = located(collective, source, view.partitioner, view.root)
+    if why.get("kind") == "explicit":
         return why
+    op_name = why["op"]
+    prim = why["primitive"]
+    size = _size(collective)
     module = view.module
     if module is None:
         why["kind"] = "unexplained"
@@ -373,8 +353,7 @@ def explain(
         return why
     if not op_name:
         return _boundary(why, view, module, collective, axes, size)
-    if prim in ("threefry2x32", "random_bits", "random_split", "split") and "threefry" in (op_name or ""):
-        why["kind"] = "prng"
+    prng = "threefry" in op_name  # JAX's PRNG (its own jit(_threefry_split), ...): candidates are options
     key = (kind, op_name, why["source"])
     earlier = taken.setdefault(key, []) if taken is not None else []
     loops = "/while/body/" in op_name or "/scan/" in op_name or "/while/" in op_name
@@ -395,7 +374,52 @@ def explain(
         _reduction(why, view, module, found.op, axes, kind, size)
     else:
         _moved(why, view, module, found.op, found.operand, axes, kind, size)
-    why.setdefault("kind", "reshard" if found.operand is not None else "reduction")
+    why["kind"] = "prng" if prng else "reshard" if found.operand is not None else "reduction"
+    return why
+
+
+def located(
+    collective: Mapping[str, Any], source: InstructionSource | None, partitioner: str, root: str | None = None
+) -> dict[str, Any]:
+    """The part of a why the compiled HLO alone gives: the op that asked, its line and call stack — and
+    whether the program asked for the collective itself (a shard_map's psum, all_gather, ...)."""
+    frame = source.user_frame() if source is not None else None
+    op_name = source.op_name if source is not None else None
+    prim = primitive(op_name)
+    why: dict[str, Any] = {
+        "source": frame.text(root) if frame is not None else None,
+        "stack": frames_json(source.frames, root) if source is not None else [],
+        "op": op_name,
+        "primitive": prim,
+        "jaxpr": None,
+        "operands": [],
+        "leaves": [],
+        "origin": [],
+        "partitioner": partitioner,
+        "explanation": "",
+        "fixes": [],
+        "matched": None,
+    }
+    axes = base_axes(collective.get("axes"))
+    size = _size(collective)
+    if op_name and "/shard_map/" in op_name and prim in EXPLICIT:
+        why["explanation"] = (
+            f"The shard_map body asks for it: {prim} over {'/'.join(axes) or 'no mesh axis'} at "
+            f"{why['source'] or 'its line'} ({size} per device). It is the program's own communication, not a "
+            "resharding."
+        )
+        why["kind"] = "explicit"
+        return why
+    kind = str(collective.get("op"))
+    where = f" at {why['source']}" if why["source"] else ""
+    if op_name:
+        why["explanation"] = f"XLA {verb(kind, 'an operand of ' + str(prim), axes)}{where} ({size} per device)."
+    else:
+        why["explanation"] = (
+            f"This {kind} over {'/'.join(axes) or 'no mesh axis'} carries no HLO metadata: no op asked for it, as "
+            f"XLA's relayouts at the program's edge (out_shardings) do ({size} per device)."
+        )
+    why["kind"] = "located"
     return why
 
 

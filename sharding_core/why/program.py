@@ -132,6 +132,22 @@ def equations(
     return lookup
 
 
+def light_whys(collectives: Sequence[dict[str, Any]], sources: Mapping[str, Any], partitioner: str) -> None:
+    """What ``inspect_jit`` gives every collective without compiling again: the op that asked for it, its line
+    and call stack (:func:`sharding_core.why.explain.located`); ``sharding_core.explain`` says the rest."""
+    from sharding_core.why.explain import located
+
+    for c in collectives:
+        why = located(c, sources.get(str(c.get("name"))), partitioner)
+        if why.get("kind") != "explicit":
+            why["explanation"] += (
+                " sharding_core.explain (or shardscope plan --why) says why, from Shardy's origins, and which spec "
+                "removes it."
+            )
+        why["fixes_note"] = "fixes not searched: sharding_core.explain compiles candidates (shardscope plan --fixes N)"
+        c["why"] = why
+
+
 def explain_snapshot(
     snap: dict[str, Any],
     *,
