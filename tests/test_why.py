@@ -24,6 +24,8 @@ from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import sharding_core
+from sharding_core.errors import ShardingError
+from sharding_core.snapshot.format import check_snapshot
 from sharding_core.why import sdy
 from sharding_core.why.dump import compile_with_dump
 from sharding_core.why.fixes import PEAK_GROWTH, one_step_specs, why_budget
@@ -310,7 +312,11 @@ def test_a_fix_snapshot_with_fixes_of_its_own_is_refused(client: TestClient, exp
     bad = json.loads(json.dumps(explained))
     bad["fixes"][0]["fixes"] = [bad["fixes"][1]]
     r = client.post("/api/snapshots", json=bad)
-    assert r.status_code == 422 and r.json()["error"]["code"] == "bad_snapshot", r.text
+    # The schema refuses it (a fix's program has no fixes field), naming where.
+    assert r.status_code == 422 and r.json()["error"]["code"] == "validation_error", r.text
+    assert "fixes[0].fixes" in r.json()["error"]["message"], r.text
+    with pytest.raises(ShardingError, match="fixes of its own"):  # and so does the format's own check
+        check_snapshot(bad)
     bad = json.loads(json.dumps(explained))
     for c in bad["collectives"]:
         for fix in c["why"]["fixes"]:

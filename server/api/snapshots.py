@@ -168,8 +168,9 @@ class SnapshotTarget(TypedDict):
 
 
 @with_config(_SNAPSHOT_CONFIG)
-class Snapshot(TypedDict):
-    """What ``sharding_core.capture`` returns and ``publish`` posts (see sharding_core.snapshot.format)."""
+class SnapshotProgram(TypedDict):
+    """One program's snapshot: a capture, or a fix's recompiled program inside an explained snapshot (which
+    carries no fixes of its own, so the schema is not recursive)."""
 
     format: FormatName
     version: FormatVersion
@@ -196,9 +197,15 @@ class Snapshot(TypedDict):
             Field(max_length=64, description="A plan's figures (sharding_core.planning.program.plan_section)"),
         ]
     ]
+
+
+@with_config(_SNAPSHOT_CONFIG)
+class Snapshot(SnapshotProgram):
+    """What ``sharding_core.capture`` returns and ``publish`` posts (see sharding_core.snapshot.format)."""
+
     fixes: NotRequired[
         Annotated[
-            list[Snapshot],
+            list[SnapshotProgram],
             Field(
                 max_length=MAX_FIX_SNAPSHOTS,
                 description="sharding_core.explain: the programs its collectives' fixes compiled (a why fix's result)",
