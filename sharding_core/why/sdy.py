@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from sharding_core.hlo.origins import split_values
 from sharding_core.hlo.text import HloParseError, balanced_end
 
 Dims = tuple[tuple[str, ...], ...]
@@ -260,17 +261,7 @@ def _per_value(text: str | None) -> tuple[Dims | None, ...]:
         return ()
     if text.startswith("#sdy.sharding_per_value"):
         lb = text.index("[")
-        inner = text[lb : _end(text, lb, "[", "]")]
-        out: list[Dims | None] = []
-        i = 1
-        while True:
-            j = inner.find("<", i)
-            if j < 0:
-                break
-            k = _end(inner, j, "<", ">")
-            out.append(dims_of(inner[j:k]))
-            i = k
-        return tuple(out)
+        return shardings_list(text[lb : _end(text, lb, "[", "]")])
     return (dims_of(text),)
 
 
@@ -354,27 +345,6 @@ def rule_of(text: str | None) -> Rule | None:
 # ----------------------------------------------------------------------------------------------- module
 
 
-def _split_top(text: str) -> list[str]:
-    out: list[str] = []
-    depth = 0
-    quote = False
-    cur = 0
-    for i, c in enumerate(text):
-        if c == '"':
-            quote = not quote
-        if quote:
-            continue
-        if c in "([{<":
-            depth += 1
-        elif c in ")]}>" and not (c == ">" and i > 0 and text[i - 1] == "-"):
-            depth -= 1
-        elif c == "," and depth == 0:
-            out.append(text[cur:i])
-            cur = i + 1
-    out.append(text[cur:])
-    return [p.strip() for p in out if p.strip()]
-
-
 def _value(item: str) -> Value:
     types = _types(item)
     return Value(
@@ -389,14 +359,14 @@ def _signature(line: str) -> tuple[list[Value], list[Value]]:
     """The arguments and results of a ``func.func`` line."""
     open_paren = line.index("(")
     close = _end(line, open_paren, "(", ")")
-    args = [_value(item) for item in _split_top(line[open_paren + 1 : close - 1]) if item.startswith("%arg")]
+    args = [_value(item) for item in split_values(line[open_paren + 1 : close - 1]) if item.startswith("%arg")]
     rest = line[close:].strip()
     results: list[Value] = []
     if rest.startswith("->"):
         rest = rest[2:].strip()
         if rest.startswith("("):
             inner = rest[1 : _end(rest, 0, "(", ")") - 1]
-            results = [_value(item) for item in _split_top(inner)]
+            results = [_value(item) for item in split_values(inner)]
         else:
             results = [_value(rest.rsplit("{", 1)[0] if rest.endswith("{") else rest)]
     return args, results
