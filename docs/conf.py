@@ -10,7 +10,7 @@ from __future__ import annotations
 
 project = "Shardscope"
 author = "Shardscope contributors"
-copyright = "Shardscope contributors"  # noqa: A001 (Sphinx's name for it)
+copyright = "Shardscope contributors"
 
 extensions = ["myst_parser"]
 source_suffix = {".md": "markdown"}
