@@ -367,6 +367,9 @@ def devices_page() -> str:
         )
     lines += [
         "",
+        "`tests/test_tpu_reference.py` compares the simulated slices with libtpu's compile-only topologies",
+        "(`jax.experimental.topologies.get_topology_desc`) attribute by attribute — ids, coords, `core_on_chip`,",
+        "`device_kind`, list order — and the `jax.make_mesh` / `create_device_mesh` orderings on both.",
         "An unknown generation or a slice that does not exist gets a `bad_devices` error listing what exists;",
         "`chips_per_host` (a request field) overrides the host block.",
         "",
@@ -455,6 +458,21 @@ PYTHON_API: tuple[tuple[str, str], ...] = (
 """The functions a training script or notebook calls, in the order a reader meets them."""
 
 
+LAYOUT_EXAMPLE = """```python
+from sharding_core.devices import parse_devices
+from sharding_core.layout import Layout
+from sharding_core.mesh import MeshSpec
+from sharding_core.render import render_text
+
+layout = Layout.from_named(parse_devices("tpu:v5e:4x4"), MeshSpec((4, 4), ("x", "y")), "P('x', None)", (16, 16))
+print(render_text(layout, summary=True))
+layout.to_json()  # spec, mesh, shard_shape, shards [{device_id, index, replica_id, tile}], tiles, dims, bytes
+
+# any jax.sharding.Sharding (named, single-device, GSPMD, pmap) on real or simulated devices:
+Layout.from_sharding(x.sharding, x.shape, x.dtype).to_json(context=False)  # what a snapshot stores
+```"""
+
+
 def python_page() -> str:
     import importlib
 
@@ -465,7 +483,9 @@ def python_page() -> str:
         "`sharding_core` is importable from a training script without the server's dependencies (no FastAPI,",
         "pydantic or orjson; publishing uses the standard library's `urllib`); `shardscope` adds `show` for",
         "notebooks. How to use them: [Capture your own program](../snapshots.md), [In a notebook](../notebook.md),",
-        "[Planning](../planning.md).",
+        "[Planning](../planning.md). The layout of one array, without a dashboard:",
+        "",
+        LAYOUT_EXAMPLE,
         "",
     ]
     for module_name, name in PYTHON_API:
