@@ -441,6 +441,7 @@ def signature(obj: Callable[..., Any], name: str) -> str:
 
 PYTHON_API: tuple[tuple[str, str], ...] = (
     ("shardscope", "show"),
+    ("shardscope", "link"),
     ("shardscope", "mesh"),
     ("sharding_core", "capture"),
     ("sharding_core", "publish"),
@@ -482,7 +483,8 @@ def python_page() -> str:
         banner("the packages' docstrings (shardscope, sharding_core)"),
         "`sharding_core` is importable from a training script without the server's dependencies (no FastAPI,",
         "pydantic or orjson; publishing uses the standard library's `urllib`); `shardscope` adds `show` for",
-        "notebooks. How to use them: [Capture your own program](../snapshots.md), [In a notebook](../notebook.md),",
+        "notebooks and `link` for the dashboard's address of an array. How to use them: [Capture your own",
+        "program](../snapshots.md), [In a notebook](../notebook.md), [shardscope.link](../link.md),",
         "[Planning](../planning.md). The layout of one array, without a dashboard:",
         "",
         LAYOUT_EXAMPLE,
