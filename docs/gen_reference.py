@@ -147,9 +147,12 @@ def settings_page() -> str:
         "| setting | default | range | what |",
         "|---|---|---|---|",
     ]
+    reasons = list(dict.fromkeys(s.fixed for s in SETTINGS if s.fixed))  # each reason once, in table order
     for s in SETTINGS:
-        bounds = f"fixed ({s.fixed})" if s.fixed else f"{s.minimum} – {s.maximum}"
+        bounds = f"fixed ({reasons.index(s.fixed) + 1})" if s.fixed else f"{s.minimum} – {s.maximum}"
         lines.append(f"| `{s.name}` | {s.default} | {cell(bounds)} | {cell(s.help)} |")
+    lines += ["", "Why a fixed setting cannot be set:", ""]
+    lines += [f"{k}. {cell(reason)}" for k, reason in enumerate(reasons, start=1)]
     return "\n".join(lines) + "\n"
 
 
