@@ -382,7 +382,9 @@ def devices_page() -> str:
         "|---|---|---|",
     ]
     lines += [f"| `{k}` | `{kind}` | {gib} GB |" for k, (kind, gib) in devices.GPU_KINDS.items()]
-    lines += ["", "## Limits", "", *constants_table(constants(devices))]
+    # the limits only: the generations and GPU kinds are the tables above, not a repr in a cell
+    limits = [row for row in constants(devices) if row[0].startswith("MAX_")]
+    lines += ["", "## Limits", "", *constants_table(limits)]
     return "\n".join(lines).rstrip() + "\n"
 
 
