@@ -21,7 +21,7 @@ from fastapi.testclient import TestClient
 from server.app import create_app
 from server.quota import HOUR, WriteQuota, client_key
 from server.settings import Settings
-from server.store import DAY, RECORD_OVERHEAD, Store, StoreUnavailable
+from server.store import DAY, RECORD_OVERHEAD, SqliteStore, StoreUnavailable
 from sharding_core import capture, new_run_id
 from shardscope.cli import main
 from tests.conftest import ClientFactory
@@ -57,11 +57,11 @@ def test_a_read_only_file_in_a_writable_directory_is_refused_at_start(tmp_path: 
     """Issue 20: SQLite falls back to read-only, and BEGIN IMMEDIATE on an up-to-date schema writes nothing,
     so the server started "ok" and answered every write 503."""
     db = tmp_path / "s.db"
-    Store(db).close()
+    SqliteStore(db).close()
     with read_only_file(db):
         assert os.access(tmp_path, os.W_OK)  # the directory stays writable: SQLite can make its -wal and -shm
         with pytest.raises(StoreUnavailable) as refused:
-            Store(db)
+            SqliteStore(db)
         assert str(db) in refused.value.message and "read-only" in refused.value.message
         assert "\n" not in refused.value.message
         assert "read-only" in serve_refuses("--db", str(db), code="store_unavailable")
@@ -75,7 +75,7 @@ def test_damage_after_start_is_503_and_no_more_writes_are_acknowledged(tmp_path:
     db = tmp_path / "s.db"
     ids = filled(db)
     with TestClient(create_app(str(db)), base_url=BASE) as client:
-        store: Store = client.app.state.store  # type: ignore[attr-defined]
+        store: SqliteStore = client.app.state.store  # type: ignore[attr-defined]
         assert client.get("/api/health").json()["store"] == "ok"
         for conn in (store._connection(),):
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -107,7 +107,7 @@ def corrupt_middle_live(db: Path) -> None:
 
 def test_health_says_when_the_store_cannot_be_written(make_client: ClientFactory) -> None:
     c = make_client()
-    store: Store = c.app.state.store  # type: ignore[attr-defined]
+    store: SqliteStore = c.app.state.store  # type: ignore[attr-defined]
     assert c.get("/api/health").json()["store"] == "ok"
     real = store._conn
     store._conn = ReadOnlyDisk(real)  # type: ignore[assignment]  # the file went read-only under the server
@@ -140,7 +140,7 @@ def run_part(process: int, count: int, secret: str) -> dict[str, Any]:
 def test_prune_by_age_and_by_size(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     now = [1_000_000.0]
-    with Store(db, max_bytes=None, max_days={"links": 0, "snapshots": 0}, clock=lambda: now[0]) as store:
+    with SqliteStore(db, max_bytes=None, max_days={"links": 0, "snapshots": 0}, clock=lambda: now[0]) as store:
         old = [store.put("links", b"o" * 1000) for _ in range(3)]
         now[0] += 10 * DAY
         mid = [store.put("snapshots", b"m" * 2000) for _ in range(3)]
@@ -162,7 +162,7 @@ def test_prune_by_age_and_by_size(tmp_path: Path) -> None:
 
 def test_delete_a_run_a_snapshot_or_a_link_and_what_it_opens(make_client: ClientFactory, tmp_path: Path) -> None:
     c = make_client()
-    store: Store = c.app.state.store  # type: ignore[attr-defined]
+    store: SqliteStore = c.app.state.store  # type: ignore[attr-defined]
     secret = new_run_id()
     parts = [post(c, "/api/snapshots", run_part(p, 2, secret)).json() for p in range(2)]
     read_id = parts[0]["run"]
@@ -260,7 +260,7 @@ def test_quotas_are_per_client_and_bounded() -> None:
 
 def test_a_snapshot_is_served_from_the_store_as_stored(client: TestClient) -> None:
     created = post(client, "/api/snapshots", snapshot_body()).json()
-    store: Store = client.app.state.store  # type: ignore[attr-defined]
+    store: SqliteStore = client.app.state.store  # type: ignore[attr-defined]
     stored = store.get("snapshots", created["id"])
     assert stored is not None
     served = client.get(f"/api/snapshots/{created['id']}")
