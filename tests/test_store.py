@@ -31,6 +31,7 @@ from server.store import (
     RECORD_OVERHEAD,
     SCHEMA_VERSION,
     TABLES,
+    JobRecord,
     SqliteStore,
     Store,
     StoreClosed,
@@ -587,3 +588,73 @@ def test_store_settings_reach_the_store_and_are_bounded(make_client: ClientFacto
         Settings().with_values([("max_store_bytes", 65535)])
     with pytest.raises(ShardingError, match="max_link_days must be 0 to 36500"):
         Settings().with_values([("max_link_days", -1)])
+
+
+# ---- kernel jobs and shared results (schema 4) -------------------------------------------------------------
+
+
+def job_record(job_id: str, state: str, created: float, **fields: Any) -> JobRecord:
+    return JobRecord(job_id, fields.pop("owner", "replica-a"), "elementwise", state, created, **fields)
+
+
+def test_a_job_is_saved_read_back_and_never_reopened(make_store: MakeStore) -> None:
+    ids = [f"job{i}".ljust(22, "x") for i in range(3)]
+    with make_store() as store:
+        limits = {"max_jobs": 100, "max_bytes": 10**6}
+        for i, job_id in enumerate(ids):
+            store.job_save(job_record(job_id, "queued", 100.0 + i), now=100.0 + i, **limits)
+        store.job_save(job_record("other".ljust(22, "x"), "queued", 50.0, owner="replica-b"), now=50.0, **limits)
+        # queued ahead: the same owner's queued jobs made before it (another replica's queue is its own)
+        assert [store.job(i).ahead for i in ids] == [0, 1, 2]  # type: ignore[union-attr]
+        store.job_save(job_record(ids[0], "running", 100.0), now=103.0, **limits)
+        assert [store.job(i).ahead for i in ids] == [None, 0, 1]  # type: ignore[union-attr]
+        failure = '{"code":"timeout","message":"too long"}'
+        store.job_save(job_record(ids[0], "error", 100.0, finished=104.0, failure=failure), now=104.0, **limits)
+        store.job_save(job_record(ids[0], "running", 100.0), now=105.0, **limits)  # too late: it stays failed
+        done = store.job(ids[0])
+        assert done is not None and (done.state, done.failure, done.finished) == ("error", failure, 104.0)
+        store.job_save(job_record(ids[1], "done", 101.0, finished=106.0, result=b'{"r":1}', peak_memory=7), now=106.0,
+                       **limits)  # fmt: skip
+        got = store.job(ids[1])
+        assert got is not None and (got.result, got.peak_memory, got.kernel) == (b'{"r":1}', 7, "elementwise")
+        assert store.job("nope") is None and store.job("A" * 22) is None
+
+
+def test_a_silent_owners_jobs_fail_at_the_limit_and_one_past(make_store: MakeStore) -> None:
+    with make_store() as store:
+        limits = {"max_jobs": 100, "max_bytes": 10**6}
+        a, b = "a".ljust(22, "x"), "b".ljust(22, "x")
+        store.job_save(job_record(a, "running", 10.0), now=10.0, **limits)
+        store.job_save(job_record(b, "queued", 10.0, owner="replica-b"), now=10.0, **limits)
+        assert store.jobs_beat("replica-b", 20.0) == 1  # replica-b is alive; replica-a went silent at 10
+        lost = '{"code":"worker_crashed","message":"gone"}'
+        assert store.jobs_lost(25.0, 15, lost) == 0  # exactly 15 s of silence: still running
+        assert store.jobs_lost(25.5, 15, lost) == 1  # past it: failed, once
+        assert store.jobs_lost(26.0, 15, lost) == 0
+        first = store.job(a)
+        assert first is not None and (first.state, first.failure, first.finished) == ("error", lost, 25.5)
+        second = store.job(b)
+        assert second is not None and second.state == "queued" and second.beat == 20.0
+
+
+def test_finished_jobs_and_shared_results_are_kept_within_their_limits(make_store: MakeStore) -> None:
+    with make_store() as store:
+        for i in range(3):  # at most two finished jobs: the oldest finished goes
+            job = job_record(f"j{i}".ljust(22, "x"), "done", 1.0, finished=10.0 + i, result=b"r" * 100)
+            store.job_save(job, now=10.0 + i, max_jobs=2, max_bytes=10**6)
+        assert [store.job(f"j{i}".ljust(22, "x")) is not None for i in range(3)] == [False, True, True]
+        big = job_record("big".ljust(22, "x"), "done", 1.0, finished=20.0, result=b"r" * 5000)
+        store.job_save(big, now=20.0, max_jobs=10, max_bytes=1000)  # larger than the budget: kept alone
+        assert store.job(big.id) is not None and store.job("j2".ljust(22, "x")) is None
+        limits = {"max_entries": 2, "max_bytes": 250}
+        store.result_save("k1", b"a" * 100, None, now=1.0, **limits)
+        store.result_save("k2", None, '{"code":"kernel_error"}', now=2.0, **limits)
+        assert store.result("k1") == (b"a" * 100, None) and store.result("k2") == (None, '{"code":"kernel_error"}')
+        store.result_save("k1", b"other", None, now=2.5, **limits)  # the first one stored stays
+        assert store.result("k1") == (b"a" * 100, None)
+        store.result_save("k3", b"c" * 100, None, now=3.0, **limits)  # a third entry: the oldest goes
+        assert store.result("k1") is None and store.result("k3") is not None
+        store.result_save("k4", b"d" * 150, None, now=4.0, **limits)  # three again: the oldest goes
+        assert store.result("k2") is None and store.result("k3") is not None and store.result("k4") is not None
+        store.result_save("k5", b"e" * 251, None, now=5.0, **limits)  # alone larger than the limit: not kept
+        assert store.result("k5") is None and store.result("k4") is not None

@@ -76,8 +76,12 @@ __all__ = [
 ]
 
 POSTGRES_SCHEMES: Final = ("postgresql", "postgres")
-_URL: Final = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+):/")
-"""Anything that starts like a URL (``scheme:/``, two letters or more so ``C:/`` stays a path)."""
+_URL: Final = re.compile(
+    r"([A-Za-z][A-Za-z0-9+.-]+):(?=/)|(postgres|postgresql|sqlite|sqlite3|mysql|mariadb|redis|mongodb|file):",
+    re.IGNORECASE,
+)
+"""What starts like a URL: ``scheme:/`` (two letters or more, so ``C:/`` stays a path), or a database's scheme
+with its colon however it goes on (``postgresql:host/db`` is a mistyped URL, not a directory to create)."""
 STORE_HINT: Final = "pass --db a file path (SQLite) or postgresql://user@host:port/database"
 
 
@@ -101,7 +105,7 @@ def open_store(
     match = _URL.match(text) if text is not None else None
     if text is None or match is None:
         return SqliteStore(text, max_bytes=max_bytes, max_days=max_days, clock=clock)
-    scheme = match.group(1).lower()
+    scheme = (match.group(1) or match.group(2)).lower()
     if scheme not in POSTGRES_SCHEMES or not text[len(scheme) :].startswith("://"):
         shown = text.split("://", 1)[0] + "://…" if "://" in text else text[: len(scheme) + 2] + "…"
         raise StoreUnavailable(f"--db {shown} is neither a file path nor a store Shardscope knows: {STORE_HINT}")
