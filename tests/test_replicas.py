@@ -6,7 +6,10 @@ within the silence limit, and the other keeps serving."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
+import os
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -18,7 +21,7 @@ import orjson
 import pytest
 
 from sharding_core import capture, new_run_id
-from tests.plugins.live import Server, start, stop
+from tests.plugins.live import Server, caddy, start, stop
 from tests.plugins.postgres import Postgres
 
 pytestmark = pytest.mark.slow  # real servers, worker processes
@@ -50,6 +53,17 @@ def replicas(url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tup
     yield a, b
     stop(a)
     stop(b)
+
+
+def children(pid: int) -> list[int]:
+    """The processes ``pid`` started (a server's kernel workers)."""
+    found = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
+            if int(fields["PPid"]) == pid:
+                found.append(int(status.parent.name))
+    return found
 
 
 def get_json(server: Server, path: str) -> tuple[int, Any]:
@@ -122,18 +136,50 @@ def test_a_job_created_on_one_is_polled_to_done_on_the_other_and_its_result_shar
     assert get_json(b, "/api/kernels/jobs/" + "A" * 22)[0] == 404
 
 
+def test_the_compose_files_proxy_spreads_requests_over_both(replicas: tuple[Server, Server], tmp_path: Path) -> None:
+    """docker-compose.yml's Caddyfile, run by Debian's caddy in front of the two replicas."""
+    a, b = replicas
+    served_before = [s.log.read_text().count('"POST /api/links HTTP/1.1" 201') for s in (a, b)]
+    try:
+        proxy = caddy([a.port, b.port], tmp_path)
+        port = proxy.__enter__()
+    except FileNotFoundError as e:
+        pytest.skip(str(e))
+    try:
+        front = Server(port, tmp_path / "caddy.log", a.proc)
+        assert get_json(front, "/api/health")[1]["status"] == "ok"
+        written = {}
+        for n in range(40):
+            status, link = front.post_json("/api/links", {"view": "layout", "state": {"through": "proxy", "n": n}})
+            assert status == 201, link
+            written[link["id"]] = n
+        for link, n in written.items():
+            state = {"through": "proxy", "n": n}
+            assert (
+                get_json(a, f"/api/links/{link}")[1]["state"] == get_json(b, f"/api/links/{link}")[1]["state"] == state
+            )
+    finally:
+        proxy.__exit__(None, None, None)
+    served = [
+        s.log.read_text().count('"POST /api/links HTTP/1.1" 201') - n
+        for s, n in zip((a, b), served_before, strict=True)
+    ]
+    assert sum(served) == 40 and min(served) > 0, served  # both replicas answered some
+
+
 def test_kill_9_of_a_replica_during_writes_loses_nothing_acknowledged(
     replicas: tuple[Server, Server], url: str, tmp_path: Path
 ) -> None:
     _, b = replicas
     doomed = start(url, tmp_path / "doomed.log", SETTINGS)  # type: ignore[arg-type]
+    workers: list[int] = []
     try:
-        # Jobs on its cold worker (importing JAX takes seconds): unfinished when it dies.
+        # Unfinished when it dies: a matmul of tens of GFLOP on its one cold worker, and a run queued behind it.
         jobs = []
-        for n in (24, 32):
-            body = {**KERNEL, "inputs": [{"shape": [n, 8], "spec": "P('x', 'y')", "dtype": "float32"}]}
+        for kernel, shape in (("matmul_xxt", [3072, 4096]), ("elementwise", [24, 8])):
+            body = {**KERNEL, "kernel": kernel, "inputs": [{"shape": shape, "spec": "P('x', 'y')", "dtype": "float32"}]}
             status, job = doomed.post_json("/api/kernels/jobs", body)
-            assert status == 202
+            assert status == 202, job
             jobs.append(job["id"])
         acknowledged: list[tuple[str, int]] = []
         stop_writing = threading.Event()
@@ -160,6 +206,7 @@ def test_kill_9_of_a_replica_during_writes_loses_nothing_acknowledged(
         while len(acknowledged) < 200 and time.monotonic() < deadline:
             time.sleep(0.01)
         unfinished = [j for j in jobs if get_json(b, f"/api/kernels/jobs/{j}")[1]["state"] not in ("done", "error")]
+        workers += children(doomed.proc.pid)
         doomed.proc.kill()  # kill -9, mid-stream: four writes in flight
         killed_at = time.monotonic()
         doomed.proc.wait(10)
@@ -168,6 +215,9 @@ def test_kill_9_of_a_replica_during_writes_loses_nothing_acknowledged(
             w.join(15)
     finally:
         stop(doomed)
+        for pid in workers:  # its kernel workers, orphaned and still computing
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
     assert len(acknowledged) >= 200, doomed.log.read_text()[-3000:]
     for link, n in acknowledged:  # every acknowledged write, through the other replica
         assert get_json(b, f"/api/links/{link}") == (200, {"view": "layout", "state": {"n": n}})

@@ -78,11 +78,12 @@ class Postgres:
         return path.read_text(errors="replace")[-4000:] if path.exists() else ""
 
 
-@pytest.fixture(scope="session")
-def postgres() -> Iterator[Postgres]:
+@contextlib.contextmanager
+def cluster() -> Iterator[Postgres]:
+    """A new cluster, running until the block ends (the test fixture's, and bench/load.py's)."""
     initdb, pg_ctl = pg_bin("initdb"), pg_bin("pg_ctl")
     if initdb is None or pg_ctl is None:
-        pytest.skip("PostgreSQL is not installed: `make test` installs Debian's postgresql package")
+        raise FileNotFoundError("PostgreSQL is not installed: `make test` installs Debian's postgresql package")
     as_user: list[str] = []
     directory = Path(tempfile.mkdtemp(prefix="shardscope-pg-"))
     if os.geteuid() == 0:  # initdb refuses root: the cluster is the postgres user's
@@ -95,38 +96,49 @@ def postgres() -> Iterator[Postgres]:
     if as_user:
         os.chown(pwfile, pwd.getpwnam("postgres").pw_uid, -1)
     data = directory / "data"
-    subprocess.run(
-        [*as_user, initdb, "-D", str(data), "-U", USER, f"--pwfile={pwfile}", "--auth-local=trust",
-         "--auth-host=scram-sha-256", "-E", "UTF8", "--no-instructions", "--no-sync"],
-        check=True, capture_output=True, timeout=120,
-    )  # fmt: skip
-    port = _free_port()
-    options = f"-p {port} -k {directory} -c listen_addresses=127.0.0.1 -c max_connections=300"
-    started = subprocess.run(
-        [*as_user, pg_ctl, "-D", str(data), "-l", str(directory / "log"), "-o", options, "-w", "-t", "60", "start"],
-        capture_output=True,
-        text=True,
-        timeout=90,
-    )
-    server = Postgres(directory, port, password, as_user)
-    if started.returncode != 0:
-        pytest.fail(f"PostgreSQL did not start: {started.stderr}\n{server.log()}")
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                server.execute(f"CREATE DATABASE {DATABASE}", database="postgres")
-                break
-            except Exception:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
-        yield server
-    finally:
         subprocess.run(
-            [*as_user, pg_ctl, "-D", str(data), "-m", "fast", "-w", "-t", "60", "stop"],
+            [*as_user, initdb, "-D", str(data), "-U", USER, f"--pwfile={pwfile}", "--auth-local=trust",
+             "--auth-host=scram-sha-256", "-E", "UTF8", "--no-instructions", "--no-sync"],
+            check=True, capture_output=True, timeout=120,
+        )  # fmt: skip
+        port = _free_port()
+        options = f"-p {port} -k {directory} -c listen_addresses=127.0.0.1 -c max_connections=300"
+        started = subprocess.run(
+            [*as_user, pg_ctl, "-D", str(data), "-l", str(directory / "log"), "-o", options, "-w", "-t", "60", "start"],
             capture_output=True,
+            text=True,
             timeout=90,
         )
+        server = Postgres(directory, port, password, as_user)
+        if started.returncode != 0:
+            raise RuntimeError(f"PostgreSQL did not start: {started.stderr}\n{server.log()}")
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    server.execute(f"CREATE DATABASE {DATABASE}", database="postgres")
+                    break
+                except Exception:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.2)
+            yield server
+        finally:
+            subprocess.run(
+                [*as_user, pg_ctl, "-D", str(data), "-m", "fast", "-w", "-t", "60", "stop"],
+                capture_output=True,
+                timeout=90,
+            )
+    finally:
         with contextlib.suppress(OSError):
             shutil.rmtree(directory)
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Postgres]:
+    try:
+        with cluster() as server:
+            yield server
+    except FileNotFoundError as e:
+        pytest.skip(str(e))
