@@ -192,3 +192,36 @@ def test_the_store_command_looks_after_a_postgresql_store(
     assert main(["store", "info", "--db", postgres.url(password="nope")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error [store_unavailable]: cannot log in") and err.count("\n") == 1
+
+
+def test_a_really_full_disk_is_507_and_loses_nothing_acknowledged(postgres: Postgres) -> None:
+    """The tables in a tablespace on a real 1 MiB tmpfs: PostgreSQL's own disk_full (SQLSTATE 53100), not an
+    imitation, is 507 with nothing stored, and what was acknowledged before it reads back after a restart."""
+    import os
+    import pwd
+
+    from tests.helpers import tmpfs
+
+    with tmpfs(postgres.directory / "tiny", "1m") as disk:
+        if postgres.as_user:
+            owner = pwd.getpwnam("postgres")
+            os.chown(disk, owner.pw_uid, owner.pw_gid)
+        name = "tiny_" + disk.parent.name.replace("-", "_").lower()[-8:]
+        postgres.execute(f"CREATE TABLESPACE {name} LOCATION '{disk}'")
+        url = postgres.fresh_url() + f"%20-cdefault_tablespace%3D{name}"
+        try:
+            store = PostgresStore(url, max_bytes=None)  # no budget: the disk is the limit
+            acked: list[str] = []
+            with pytest.raises(ApiError) as full:
+                for i in range(1000):
+                    acked.append(store.put("links", bytes([65 + i % 26]) * 8192))
+            assert full.value.status == 507 and full.value.code == "insufficient_storage" and len(acked) > 10
+            assert "nothing was stored" in full.value.message and store.state == "ok"
+            store.close()
+            with PostgresStore(url, max_bytes=None) as again:
+                assert all(again.get("links", i) == bytes([65 + n % 26]) * 8192 for n, i in enumerate(acked))
+                assert again.usage()[0] == counted(url) == len(acked) * (8192 + RECORD_OVERHEAD)
+        finally:
+            schema = url.split("%3D")[1].split("%20")[0]
+            postgres.execute(f"DROP SCHEMA {schema} CASCADE")
+            postgres.execute(f"DROP TABLESPACE {name}")
