@@ -57,7 +57,6 @@ from server.store.base import (
     schema_4,
 )
 
-SCHEMES: Final = ("postgresql", "postgres")
 POOL_WAIT_S: Final = 10.0
 STATEMENT_TIMEOUT_MS: Final = 30_000
 LOCK_TIMEOUT_MS: Final = 30_000

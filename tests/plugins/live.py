@@ -67,12 +67,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         wait_ready(srv)
         yield srv
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        end(proc)
 
 
 def wait_ready(srv: Server, timeout: float = 60) -> None:
@@ -109,12 +104,17 @@ def start(db: Path, log: Path, settings: dict[str, int] | None = None, args: tup
 
 def stop(srv: Server) -> None:
     if srv.proc.poll() is None:
-        srv.proc.terminate()
-        try:
-            srv.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            srv.proc.kill()
-            srv.proc.wait(10)
+        end(srv.proc)
+
+
+def end(proc: subprocess.Popen[bytes]) -> None:
+    """Stops a process this plugin started: SIGTERM, then SIGKILL if it is still there 10 s later."""
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
 
 
 @contextlib.contextmanager
@@ -155,9 +155,4 @@ def caddy(upstreams: list[int], directory: Path) -> Iterator[int]:
                 time.sleep(0.1)
         yield port
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        end(proc)

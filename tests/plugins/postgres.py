@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.plugins.live import free_port
+
 USER = "shardscope"
 DATABASE = "shardscope"
 
@@ -36,15 +38,6 @@ def pg_bin(name: str) -> str | None:
         return found
     candidates = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), key=lambda p: int(p.split("/")[4]))
     return candidates[-1] if candidates else None
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 class Postgres:
@@ -102,7 +95,7 @@ def cluster() -> Iterator[Postgres]:
              "--auth-host=scram-sha-256", "-E", "UTF8", "--no-instructions", "--no-sync"],
             check=True, capture_output=True, timeout=120,
         )  # fmt: skip
-        port = _free_port()
+        port = free_port()
         options = f"-p {port} -k {directory} -c listen_addresses=127.0.0.1 -c max_connections=300"
         started = subprocess.run(
             [*as_user, pg_ctl, "-D", str(data), "-l", str(directory / "log"), "-o", options, "-w", "-t", "60", "start"],
