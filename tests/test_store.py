@@ -58,18 +58,10 @@ from tests.helpers import (
 MakeStore = Callable[..., Store]
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """Where a test's store lives: a new SQLite file, or a new schema of the session's PostgreSQL."""
-    if request.param == "sqlite":
-        return str(tmp_path / "s.db")
-    url: str = request.getfixturevalue("postgres").fresh_url()
-    return url
-
-
 @pytest.fixture
 def make_store(db: str) -> Iterator[MakeStore]:
-    """Opens the test's store (``open_store`` options as keywords); every one opened is closed at the end."""
+    """Opens the test's store (``db``, from tests/plugins/postgres.py: SQLite and PostgreSQL in turn) with
+    ``open_store``'s options as keywords; every one opened is closed at the end."""
     opened: list[Store] = []
 
     def make(**options: Any) -> Store:

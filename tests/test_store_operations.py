@@ -21,7 +21,7 @@ from fastapi.testclient import TestClient
 from server.app import create_app
 from server.quota import HOUR, WriteQuota, client_key
 from server.settings import Settings
-from server.store import DAY, RECORD_OVERHEAD, SqliteStore, StoreUnavailable
+from server.store import DAY, RECORD_OVERHEAD, SqliteStore, Store, StoreUnavailable, open_store
 from sharding_core import capture, new_run_id
 from shardscope.cli import main
 from tests.conftest import ClientFactory
@@ -137,10 +137,9 @@ def run_part(process: int, count: int, secret: str) -> dict[str, Any]:
     return snap
 
 
-def test_prune_by_age_and_by_size(tmp_path: Path) -> None:
-    db = tmp_path / "s.db"
+def test_prune_by_age_and_by_size(db: str) -> None:
     now = [1_000_000.0]
-    with SqliteStore(db, max_bytes=None, max_days={"links": 0, "snapshots": 0}, clock=lambda: now[0]) as store:
+    with open_store(db, max_bytes=None, max_days={"links": 0, "snapshots": 0}, clock=lambda: now[0]) as store:
         old = [store.put("links", b"o" * 1000) for _ in range(3)]
         now[0] += 10 * DAY
         mid = [store.put("snapshots", b"m" * 2000) for _ in range(3)]
@@ -150,19 +149,19 @@ def test_prune_by_age_and_by_size(tmp_path: Path) -> None:
         # by age: the oldest are 20 days and a second old
         assert store.prune(older_than_days=21).records == 0
         assert store.prune(older_than_days=20) == (3, 3 * (1000 + RECORD_OVERHEAD))
-        assert [store.get("links", i) for i in old] == [None] * 3 and store.usage()[0] == counted(db)
+        assert [store.get("links", i) for i in old] == [None] * 3 and store.usage()[0] == counted(store)
         # by size: the oldest go until the total fits
         total = store.usage()[0]
         assert store.prune(max_bytes=total) == (0, 0)  # at the limit: nothing goes
         done = store.prune(max_bytes=total - 1)  # one byte past: the oldest record goes
         assert done == (1, 2000 + RECORD_OVERHEAD) and store.get("snapshots", mid[0]) is None
         assert store.prune(max_bytes=3 * (1000 + RECORD_OVERHEAD)).records == 2
-        assert all(store.get("links", i) is not None for i in new) and store.usage()[0] == counted(db)
+        assert all(store.get("links", i) is not None for i in new) and store.usage()[0] == counted(store)
 
 
-def test_delete_a_run_a_snapshot_or_a_link_and_what_it_opens(make_client: ClientFactory, tmp_path: Path) -> None:
-    c = make_client()
-    store: SqliteStore = c.app.state.store  # type: ignore[attr-defined]
+def test_delete_a_run_a_snapshot_or_a_link_and_what_it_opens(make_client: ClientFactory, db: str) -> None:
+    c = make_client(db=db)
+    store: Store = c.app.state.store  # type: ignore[attr-defined]
     secret = new_run_id()
     parts = [post(c, "/api/snapshots", run_part(p, 2, secret)).json() for p in range(2)]
     read_id = parts[0]["run"]
@@ -170,7 +169,6 @@ def test_delete_a_run_a_snapshot_or_a_link_and_what_it_opens(make_client: Client
     other = post(c, "/api/snapshots", snapshot_body("other")).json()
     ref = {"snapshot": single["id"]}
     assert post(c, "/api/snapshots/diff", {"a": ref, "b": ref}).status_code == 200  # parsed and cached
-    db = str(store.path)
     # the CLI is another process's view: nothing it deletes is counted in this one
     assert main(["store", "delete", "--db", db, "--run", read_id]) == 0
     assert_error(c.get(f"/api/snapshots/runs/{read_id}"), 404, "not_found")
@@ -185,9 +183,8 @@ def test_delete_a_run_a_snapshot_or_a_link_and_what_it_opens(make_client: Client
     assert_error(c.get(f"/api/links/{link}"), 404, "not_found")
     assert_error(c.get(f"/api/snapshots/{other['id']}"), 404, "not_found")
     assert main(["store", "delete", "--db", db, "--snapshot", "A" * 22]) == 1  # nothing to delete
-    assert store.usage()[0] == counted(store.path)
-    with contextlib.closing(sqlite3.connect(store.path)) as conn:
-        assert conn.execute("SELECT count(*) FROM run_keys").fetchone()[0] == 0  # the run's keys went with it
+    assert store.usage()[0] == counted(store)
+    assert store._read("SELECT count(*) FROM run_keys", ())[0][0] == 0  # the run's keys went with it
 
 
 def test_the_store_command_refuses_bad_input_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -231,7 +231,7 @@ class JobBoard:
             self._write([item for item in items if item is not _STOP])
             now = self.clock()
             try:
-                if now - last_beat >= BEAT_S:
+                if now - last_beat >= BEAT_S and self._published:  # only rows of its own unfinished jobs need it
                     last_beat = now
                     self.store.jobs_beat(self.owner, now)
                 if now - last_sweep >= SWEEP_S:

@@ -135,3 +135,13 @@ def postgres() -> Iterator[Postgres]:
             yield server
     except FileNotFoundError as e:
         pytest.skip(str(e))
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where a test's store lives (``--db``): a new SQLite file, or a new schema of the session's PostgreSQL.
+    A test that takes it runs against both stores."""
+    if request.param == "sqlite":
+        return str(tmp_path / "s.db")
+    url: str = request.getfixturevalue("postgres").fresh_url()
+    return url
