@@ -6,15 +6,20 @@ pieces. What both stores promise alike is tested in tests/test_store.py, against
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import psycopg
 import pytest
 
 from server.errors import ApiError
+from server.pool import Job
 from server.store import RECORD_OVERHEAD, SCHEMA_VERSION, SqliteStore, StoreUnavailable, open_store
 from server.store.postgres import PostgresStore, redact
+from sharding_core.kernels.plan import RunInput, plan_run
+from sharding_core.mesh import MeshSpec
 from shardscope.cli import main
+from tests.conftest import ClientFactory
 from tests.helpers import counted, serve_refuses
 from tests.plugins.live import free_port
 from tests.plugins.postgres import Postgres
@@ -225,3 +230,29 @@ def test_a_really_full_disk_is_507_and_loses_nothing_acknowledged(postgres: Post
             schema = url.split("%3D")[1].split("%20")[0]
             postgres.execute(f"DROP SCHEMA {schema} CASCADE")
             postgres.execute(f"DROP TABLESPACE {name}")
+
+
+def test_apps_on_one_database_share_kernel_results_and_jobs(make_client: ClientFactory, postgres: Postgres) -> None:
+    """In-process, without workers: a result one app's pool cached reaches the store, and another app serves it
+    as a cache hit; a job one app published is read through the other (tests/test_replicas.py does it all with
+    real servers and workers)."""
+    url = postgres.fresh_url()
+    a, b = make_client(db=url), make_client(db=url)
+    plan = plan_run("elementwise", "cpu:8", MeshSpec((2, 4), ("x", "y")), [RunInput((8, 8), "P('x', 'y')")])
+    pool_a, pool_b = a.app.state.kernels, b.app.state.kernels  # type: ignore[attr-defined]
+    board_a, board_b = a.app.state.jobs, b.app.state.jobs  # type: ignore[attr-defined]
+    assert board_a.owner != board_b.owner and board_a.digest(plan.key) == board_b.digest(plan.key)
+    assert board_b.share([plan]) == 0  # nothing computed yet
+    pool_a.finish(Job("seed", plan), result=b'{"r":1}', cache=True)  # as a worker's answer is
+    deadline = time.monotonic() + 10
+    while b.app.state.store.result(board_b.digest(plan.key)) is None:  # type: ignore[attr-defined]
+        assert time.monotonic() < deadline, board_a.stats
+        time.sleep(0.02)
+    assert not pool_b.cached(plan.key) and board_b.share([plan]) == 1 and pool_b.cached(plan.key)
+    hit = pool_b.submit(plan)
+    assert hit.cached and hit.result == b'{"r":1}'
+    board_b.publish(hit).result(10)
+    seen = a.get(f"/api/kernels/jobs/{hit.id}")
+    assert seen.status_code == 200
+    job = seen.json()
+    assert (job["state"], job["kernel"], job["result"]) == ("done", "elementwise", {"cached": True, "r": 1})

@@ -228,7 +228,9 @@ class JobBoard:
                 except queue.Empty:
                     break
             stopping = any(item is _STOP for item in items)
-            self._write([item for item in items if item is not _STOP])
+            with self._lock:  # finished jobs whose last write failed (the store was down): written again
+                again = [("job", job, None) for job, _ in self._published.values() if job.future.done()]
+            self._write([item for item in items if item is not _STOP] + again)
             now = self.clock()
             try:
                 if now - last_beat >= BEAT_S and self._published:  # only rows of its own unfinished jobs need it
