@@ -12,9 +12,10 @@ errors: :class:`server.store.sqlite.SqliteStore` (one file, the embedded default
 **Bounded.** Every record counts its payload plus :data:`RECORD_OVERHEAD` bytes, and a running total of those
 is kept in the ``meta`` table, updated in the same transaction as each insert and delete (no scan per write).
 A write that would take the total past ``max_bytes`` is refused with 507 ``insufficient_storage`` naming the
-setting; nothing already stored is dropped to make room. Every write transaction takes the total's row first
-(SQLite's ``BEGIN IMMEDIATE``; PostgreSQL's ``SELECT ... FOR UPDATE``), so writes are serial across every
-process that shares the store and the budget holds across replicas. Records older than their table's
+setting; nothing already stored is dropped to make room. Every write transaction holds the total's row
+until it commits (SQLite's ``BEGIN IMMEDIATE``; PostgreSQL's row lock, :meth:`Store._lock_total` before a
+write reads what it changes), so writes are serial across every process that shares the store and the budget
+holds across replicas. Records older than their table's
 ``max_days`` are deleted at start-up and then at most hourly (on the next write), which frees their bytes.
 
 **Runs.** A multi-process run is written with its *secret* (the ``run_id`` its processes share) and read with
@@ -346,23 +347,32 @@ class Store:
                     raise
                 raise translated from e
 
+    def _lock_total(self, conn: Conn) -> None:
+        """Takes the byte total's row before a write transaction reads what it then changes (SQLite's ``BEGIN
+        IMMEDIATE`` already has: a no-op there). A write that only adds takes it in :meth:`_reserve`."""
+
     def _reserve(self, conn: Conn, size: int) -> None:
         """Counts ``size`` more bytes, or refuses with 507 if that passes the budget (in the transaction, which
-        already holds the total's row)."""
+        holds the total's row from then on)."""
         used = int(conn.execute("SELECT value FROM meta WHERE key = 'bytes'").fetchone()[0])
         if self.max_bytes is not None and used + size > self.max_bytes:
-            raise ApiError(
-                507,
-                INSUFFICIENT_STORAGE,
-                f"this server's store is full: {used} of {self.max_bytes} bytes are used and this write needs {size} "
-                "(setting max_store_bytes); nothing was stored",
-                hint="try again after old records expire (settings max_link_days, max_snapshot_days), or ask the "
-                "server's operator to raise max_store_bytes",
-                limit=self.max_bytes,
-                used=used,
-                needed=size,
-            )
+            raise self._full(used, size)
         conn.execute("UPDATE meta SET value = value + ? WHERE key = 'bytes'", (size,))
+
+    def _full(self, used: int, size: int) -> ApiError:
+        """507: ``size`` more bytes would take the total, ``used``, past the budget."""
+        assert self.max_bytes is not None
+        return ApiError(
+            507,
+            INSUFFICIENT_STORAGE,
+            f"this server's store is full: {used} of {self.max_bytes} bytes are used and this write needs {size} "
+            "(setting max_store_bytes); nothing was stored",
+            hint="try again after old records expire (settings max_link_days, max_snapshot_days), or ask the "
+            "server's operator to raise max_store_bytes",
+            limit=self.max_bytes,
+            used=used,
+            needed=size,
+        )
 
     def _insert(self, conn: Conn, table: str, record_id: str, payload: bytes, size: int, created: float) -> None:
         conn.execute(
@@ -444,6 +454,7 @@ class Store:
             link_id = secrets.token_urlsafe(ID_BYTES) if link is not None else None
             try:
                 with self._transaction() as conn:
+                    self._lock_total(conn)  # the run's parts and keys are read, then added to
                     taken = conn.execute(
                         "SELECT 1 FROM runs WHERE run = ? AND process_index = ?", (run, process_index)
                     ).fetchone()
@@ -515,6 +526,7 @@ class Store:
         then the oldest records until the store counts at most ``max_bytes``. A run keeps the parts that
         stay; one left without parts loses its keys. Links to what went then open "no such snapshot"."""
         with self._transaction() as conn:
+            self._lock_total(conn)
             doomed: list[tuple[str, str, int]] = []  # (table, id, size)
             if older_than_days is not None:
                 cutoff = self.clock() - older_than_days * DAY
@@ -547,6 +559,7 @@ class Store:
         """Deletes one link or snapshot (a snapshot that is a run's part leaves its run)."""
         _check_table(table)
         with self._transaction() as conn:
+            self._lock_total(conn)
             row = conn.execute(f"SELECT size FROM {table} WHERE id = ?", (record_id,)).fetchone()  # noqa: S608
             doomed = [(table, record_id, int(row[0]))] if row is not None else []
             freed = self._delete_records(conn, doomed)
@@ -555,6 +568,7 @@ class Store:
     def delete_run(self, run: str) -> Pruned:
         """Deletes every part of the run with read id ``run``, and its keys."""
         with self._transaction() as conn:
+            self._lock_total(conn)
             doomed = [
                 ("snapshots", str(i), int(size))
                 for i, size in conn.execute(
@@ -637,6 +651,7 @@ class Store:
     def _expire_in(self, conn: Conn, now: float) -> tuple[int, int]:
         """The expired records deleted in the open transaction: ``(records, bytes freed)``."""
         self._expired_at = now
+        self._lock_total(conn)
         cutoffs = {t: now - days * DAY for t, days in self.max_days.items() if days > 0}
         freed = deleted = 0
         for table, cutoff in cutoffs.items():

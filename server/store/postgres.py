@@ -2,9 +2,10 @@
 ``shardscope serve`` replicas use at once, so that any replica answers any request.
 
 Durability: a write is acknowledged once PostgreSQL committed it (its own ``synchronous_commit``, on by
-default: flushed to its WAL). Every write transaction first locks the byte total's row
-(``SELECT ... FOR UPDATE``): writes are serial across replicas as SQLite's are in one process, so the budget,
-a run's write-once parts and its keys hold whichever replica a request reaches. Each replica also keeps one
+default: flushed to its WAL). Every write transaction holds the byte total's row until it commits (taken by
+the conditional ``UPDATE`` that counts its bytes, or ``SELECT ... FOR UPDATE`` before anything it reads):
+writes are serial across replicas as SQLite's are in one process, so the budget, a run's write-once parts
+and its keys hold whichever replica a request reaches. Each replica also keeps one
 writer at a time of its own (the lock), so the rest of its pool serves reads. Reads are single statements in
 autocommit; a large payload is streamed with ``substring`` in pieces (the payload columns are stored
 uncompressed, ``STORAGE EXTERNAL``, so a piece reads only its own TOAST chunks).
@@ -323,10 +324,26 @@ class PostgresStore(Store):
     @contextmanager
     def _write_tx(self) -> Iterator[Conn]:
         with self._connection() as conn, conn.transaction():
-            tx = _Tx(conn)
-            # The byte total's row, locked until COMMIT: every write of every replica takes it first.
-            tx.execute("SELECT value FROM meta WHERE key = 'bytes' FOR UPDATE")
-            yield tx
+            yield _Tx(conn)
+
+    def _lock_total(self, conn: Conn) -> None:
+        # The byte total's row, locked until COMMIT: a write that reads before it writes takes it first, so
+        # writes are serial across replicas as they are in one SQLite process.
+        conn.execute("SELECT value FROM meta WHERE key = 'bytes' FOR UPDATE")
+
+    def _reserve(self, conn: Conn, size: int) -> None:
+        # One statement both checks and counts (the row is locked from here to COMMIT): a round trip less per
+        # write, and a write that only adds never holds the row while it is still talking to the database.
+        if self.max_bytes is None:
+            conn.execute("UPDATE meta SET value = value + ? WHERE key = 'bytes'", (size,))
+            return
+        counted = conn.execute(
+            "UPDATE meta SET value = value + ? WHERE key = 'bytes' AND value + ? <= ? RETURNING value",
+            (size, size, self.max_bytes),
+        ).fetchone()
+        if counted is None:
+            used = int(conn.execute("SELECT value FROM meta WHERE key = 'bytes'").fetchone()[0])
+            raise self._full(used, size)
 
     @contextmanager
     def _job_tx(self) -> Iterator[Conn]:
