@@ -14,8 +14,9 @@ PORT ?= 8000
 OLDEST_JAX := $(shell sed -n 's/^ *"jax>=\([0-9.]*\)".*/\1/p' pyproject.toml)
 OLDEST_ENV := build/oldest-jax
 WHEEL_DIR := build/dist
+GPU_ENV := build/gpu
 
-.PHONY: serve install install-dev chromium services lint typecheck test bench wheel oldest-jax
+.PHONY: serve install install-dev chromium services lint typecheck test bench wheel oldest-jax gpu-env
 
 $(UV):
 	$(PYTHON) -m venv .tools
@@ -27,8 +28,16 @@ install: $(UV)
 serve: install
 	.venv/bin/shardscope serve --host 127.0.0.1 --port $(PORT)
 
+# Every extra but gpu: XLA's CUDA plugin logs "Could not find cuda drivers" from every JAX process that
+# starts where it is installed, GPU or not; it gets its own environment (`make gpu-env`).
 install-dev: $(UV)
-	$(UV) sync --frozen --all-extras --group dev --python 3.11
+	$(UV) sync --frozen --all-extras --no-extra gpu --group dev --python 3.11
+
+# The checkout with the gpu extra (the CUDA compiler plugin, no NVIDIA libraries) and flax (optax, for the
+# examples) from the same lock:
+# tests/test_planning.py compiles for GPU sets there, with no GPU (`make test` runs it).
+gpu-env: $(UV)
+	UV_PROJECT_ENVIRONMENT=$(GPU_ENV) $(UV) sync --quiet --frozen --extra gpu --extra flax --no-dev --python 3.11
 
 # Debian's Chromium drives the browser tests (never a downloaded browser build).
 chromium:

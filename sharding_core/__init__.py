@@ -1,8 +1,8 @@
 """Shardscope's domain: device sets, meshes, PartitionSpecs and layouts, computed by JAX.
 
-``capture``, ``publish``, ``inspect_jit``, ``new_run_id`` and ``PublishError`` are loaded on first use
-(PEP 562), so ``import sharding_core`` stays light for a training script. Drawing a value inline in a
-notebook is ``shardscope.show`` (the notebook host lives beside the front end, in :mod:`shardscope`).
+``capture``, ``publish``, ``inspect_jit``, ``plan``, ``mesh``, ``new_run_id`` and ``PublishError`` are loaded
+on first use (PEP 562), so ``import sharding_core`` stays light for a training script. Drawing a value inline
+in a notebook is ``shardscope.show`` (the notebook host lives beside the front end, in :mod:`shardscope`).
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from sharding_core.capturing import capture, inspect_jit
+    from sharding_core.planning.program import plan
+    from sharding_core.planning.targets import mesh
     from sharding_core.publishing import PublishError, new_run_id, publish
 
 _LAZY = {
@@ -19,9 +21,11 @@ _LAZY = {
     "publish": "sharding_core.publishing",
     "new_run_id": "sharding_core.publishing",
     "PublishError": "sharding_core.publishing",
+    "mesh": "sharding_core.planning.targets",
+    "plan": "sharding_core.planning.program",
 }
 
-__all__ = ["PublishError", "capture", "inspect_jit", "new_run_id", "publish"]
+__all__ = ["PublishError", "capture", "inspect_jit", "mesh", "new_run_id", "plan", "publish"]
 
 
 def __getattr__(name: str) -> Any:

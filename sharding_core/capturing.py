@@ -24,12 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from sharding_core.compat import ambient_mesh, cost_analysis, equivalent, input_shardings
-from sharding_core.cost.annotate import with_estimates
-from sharding_core.cost.context import context_for_devices
+from sharding_core.compat import ambient_mesh, equivalent
 from sharding_core.errors import TOO_LARGE, ShardingError
-from sharding_core.hlo.collectives import device_assignment, read_collectives
-from sharding_core.hlo.program import program_facts
 from sharding_core.layout import Layout
 from sharding_core.snapshot.format import FORMAT, MAX_SNAPSHOT_LEAVES, VERSION
 from sharding_core.snapshot.rules import Rule, check_rules, logical_to_mesh_axes, rules_json
@@ -73,55 +69,33 @@ def inspect_jit(f: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, A
     """Lowers and compiles ``f`` for these arguments in this process and captures what XLA chose.
 
     ``f`` is a function or a ``jax.jit``-wrapped one (keep static arguments in its ``jax.jit``). The
+    arguments may be arrays or abstract: ``jax.ShapeDtypeStruct``s (``jax.eval_shape`` trees, Flax NNX
+    abstract state) sharded over compile-only devices (:func:`shardscope.mesh`: libtpu's topology for
+    ``tpu:`` sets, XLA's GPU compiler for ``gpu:`` sets) — nothing is allocated and nothing runs. The
     snapshot's leaves are ``inputs/args/...``, ``inputs/kwargs/...`` and ``outputs/...`` with the
-    compiled executable's shardings; ``collectives`` lists every collective in the optimized HLO with
-    its device groups (device ids) and its estimate on this hardware (TPU and GPU devices, from their
-    ``device_kind``; CPU devices say there are no figures), and ``jit`` the memory XLA plans per device.
-    Nothing runs.
+    compiled executable's shardings; ``target`` says what it was compiled for; ``collectives`` lists
+    every collective in the optimized HLO with its device groups, its estimate on this hardware and how
+    many times it runs per step (``repeat``); ``jit`` carries XLA's ``memory_analysis`` exactly; ``plan``
+    the loop-corrected flops, the step-time band and a verdict (:mod:`sharding_core.planning.program`).
+    When XLA refuses the program for memory, ``plan.refusal`` holds its figures and there are no outputs.
     """
-    import jax
+    from sharding_core.planning.program import inspect_program
 
-    jitted = f if hasattr(f, "lower") else jax.jit(f)
-    lowered = jitted.lower(*args, **kwargs)
-    compiled = lowered.compile()
-    in_avals = lowered.in_avals
-    in_shardings = input_shardings(compiled)
+    return inspect_program(f, args, kwargs, detailed=False)
 
-    def planned(aval: Any, sharding: Any) -> Any:
-        return jax.ShapeDtypeStruct(aval.shape, aval.dtype, sharding=sharding)
 
-    inputs = jax.tree.map(planned, in_avals, in_shardings)
-    tree = {"inputs": {"args": list(inputs[0]), "kwargs": inputs[1]}, "outputs": compiled.out_info}
-    name = getattr(f, "__name__", None) or getattr(getattr(f, "__wrapped__", None), "__name__", None) or "jit"
-    snap = capture(tree, f"jit({name})")
-    mesh = _program_mesh([*jax.tree.leaves(in_shardings), *jax.tree.leaves(compiled.output_shardings)])
-    placed = device_assignment(compiled)
-    assignment = [int(d.id) for d in placed]
-    hlo_text = compiled.as_text() or ""
-    facts = program_facts(hlo_text)
-    collectives = read_collectives(
-        hlo_text,
-        [assignment],
-        mesh.device_ids.tolist() if mesh is not None else None,
-        [str(a) for a in mesh.axis_names] if mesh is not None else (),
-        facts,
-    )
-    # Estimated here, where the result is read (the caller's process); a server recomputes them on read.
-    # The whole slice (every device of the platform), so its shape and wraparound are the slice's.
-    snap["collectives"] = with_estimates(
-        collectives, context_for_devices(jax.devices(placed[0].platform) if placed else [])
-    )
-    stats = compiled.memory_analysis()
-    memory = None
-    if stats is not None:
-        fields = ("argument_size_in_bytes", "output_size_in_bytes", "alias_size_in_bytes", "temp_size_in_bytes")
-        memory = {k: int(getattr(stats, k)) for k in fields if hasattr(stats, k)}
-    donated = [bool(getattr(a, "donated", False)) for a in jax.tree.leaves(lowered.args_info)]
-    cost = cost_analysis(compiled)
-    flops = float(cost["flops"]) if cost.get("flops") is not None else None
-    snap["jit"] = {"function": name, "memory_per_device": memory, "donated_inputs": sum(donated),
-                   "flops": flops, "loop_corrected_flops": facts.corrected_flops(flops), **facts.json()}  # fmt: skip
-    return snap
+def argument_names(f: Callable[..., Any], count: int) -> list[str | None]:
+    """The names of ``f``'s first ``count`` positional parameters (what ``inputs/args/N`` leaves were passed
+    as), None past them or when the signature cannot be read (a builtin, ``*args``)."""
+    import inspect
+
+    target = getattr(f, "__wrapped__", f)  # jax.jit keeps the function it wraps here
+    try:
+        params = list(inspect.signature(target).parameters.values())
+    except (TypeError, ValueError):
+        return [None] * count
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return [positional[i] if i < len(positional) else None for i in range(count)]
 
 
 def array_kind(x: Any) -> str:
@@ -195,8 +169,6 @@ class _Builder:
         self.devices: dict[int, Any] = {}
         self.layouts: list[dict[str, Any]] = []
         self.layout_index: dict[tuple[Any, ...], int] = {}
-        for d in jax.devices():
-            self.devices[d.id] = d
 
     # -- leaves
 
@@ -389,12 +361,22 @@ class _Builder:
 
     def snapshot(self, name: str) -> dict[str, Any]:
         jax = self.jax
+        local = jax.devices()
+        # The process's devices are listed when the leaves are on them (or on none): a snapshot of
+        # arrays shows the whole machine. Leaves sharded over compile-only devices (a TPU topology
+        # planned from a laptop) are listed alone: the CPU device running the plan is no part of it.
+        if not self.devices or any(self.devices.get(d.id) is d for d in local):
+            for d in local:
+                self.devices.setdefault(d.id, d)
         devs = [self.devices[i] for i in sorted(self.devices)]
         first = devs[0]
+        from sharding_core.planning.targets import target_of
+
+        target = target_of(first)
         coords = [getattr(d, "coords", None) for d in devs]
         # Real TPU devices have 3-D coords; CPU and GPU devices none: one column for all or none.
         table = [[int(c) for c in xyz] for xyz in coords if xyz is not None]
-        return {
+        out: dict[str, Any] = {
             "format": FORMAT,
             "version": VERSION,
             "name": name,
@@ -419,6 +401,10 @@ class _Builder:
             "collectives": None,
             "jit": None,
         }
+        if target is not None and target.source != "local":
+            # compile-only devices (shardscope.mesh): hosts of a slice this process does not run on
+            out["target"] = target.describe()
+        return out
 
 
 def _record(path: str, kind: str, type_name: str, shape: tuple[int, ...] | None, dtype: Any) -> dict[str, Any]:
@@ -454,13 +440,3 @@ def _type_name(x: Any) -> str:
     t = type(x)
     module = t.__module__.split(".")[0]
     return f"{module}.{t.__qualname__}" if module not in ("builtins",) else t.__qualname__
-
-
-def _program_mesh(shardings: list[Any]) -> Any:
-    """The concrete mesh of a program's first NamedSharding (what names the axes its collectives run along)."""
-    import jax
-
-    for s in shardings:
-        if isinstance(s, jax.sharding.NamedSharding) and isinstance(s.mesh, jax.sharding.Mesh):
-            return s.mesh
-    return None

@@ -1,5 +1,6 @@
-"""The ``shardscope`` command: ``serve`` the dashboard, ``preview`` a layout in the terminal, list the ``settings``,
-look after a server's ``store``, ``nccl-fit`` a GPU cost profile to your own nccl-tests output."""
+"""The ``shardscope`` command: ``serve`` the dashboard, ``preview`` a layout in the terminal, ``plan`` a program for a
+device set you don't have, list the ``settings``, look after a server's ``store``, ``nccl-fit`` a GPU cost profile to
+your own nccl-tests output."""
 
 from __future__ import annotations
 
@@ -114,6 +115,10 @@ def _parser() -> argparse.ArgumentParser:
     n.add_argument("file", help="a file with all_reduce_perf's output as printed ('-': standard input)")
     n.add_argument("--gpu", default=None, help="the GPU kind (h100, h200, b200, ...) when the output names another")
     n.add_argument("--json", action="store_true", help="print the fit as JSON")
+
+    from shardscope.plan_command import add_parser as add_plan_parser
+
+    add_plan_parser(sub, _ints)
     return p
 
 
@@ -335,6 +340,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return settings_table()
     if args.command == "store":
         return store_command(args)
+    if args.command == "plan":
+        from shardscope.plan_command import run as plan
+
+        return plan(args)
     if args.command == "nccl-fit":
         return nccl_fit(args)
     return serve(args)

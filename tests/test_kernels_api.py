@@ -224,6 +224,44 @@ def test_a_repeated_run_comes_from_the_cache(client: TestClient) -> None:
     assert one == two
 
 
+def test_the_intros_psum_of_arange_32_shows_its_value(client: TestClient) -> None:
+    # Regression (issue 21): the kernel lab never showed an output's values. JAX's parallelism intro:
+    # shard_map(f, mesh=Mesh(jax.devices(), 'x'), in_specs=P('x'), out_specs=P()) with
+    # f = psum(x.sum(), 'x') on x = jnp.arange(32); JAX here runs the same cell.
+    mesh = jax.sharding.Mesh(np.array(jax.devices()), ("x",))
+    spec = jax.sharding.PartitionSpec
+
+    def f(x: jax.Array) -> jax.Array:
+        return jax.lax.psum(x.sum(), "x")
+
+    want = jax.shard_map(f, mesh=mesh, in_specs=spec("x"), out_specs=spec())(jax.numpy.arange(32))
+    r = run(client, body(kernel="psum_sum", mesh={"shape": [8], "axis_names": ["x"], "axis_types": ["auto"]},
+                         inputs=[{"shape": [32], "spec": "P('x')", "dtype": "int32"}], data="arange"))  # fmt: skip
+    assert r.status_code == 200, r.text
+    out = r.json()["outputs"][0]
+    assert out["values"] == {"flat": [int(want)], "size": 1} and int(want) == 496
+    assert out["max_abs_error"] == 0.0 and out["max_abs_reference"] == 496.0
+
+
+def test_outputs_carry_their_first_values_and_the_scale_of_their_error(client: TestClient) -> None:
+    # The intro's f_contract: arange(32.0).reshape(4, 8) with P('x', 'y') on a TPU v2-8, summed along axis 0.
+    x = np.arange(32.0, dtype=np.float32).reshape(4, 8)
+    inputs = [{"shape": [4, 8], "spec": "P('x', 'y')", "dtype": "float32"}]
+    r = run(client, body(devices="tpu:v2:2x2", inputs=inputs, data="arange"))
+    assert r.status_code == 200, r.text
+    out = r.json()["outputs"][0]
+    assert out["values"] == {"flat": x.sum(axis=0).tolist(), "size": 8}
+    assert out["max_abs_reference"] == float(np.abs(x.sum(axis=0)).max())
+    # seeded random values by default: no two runs of another data differ, and the values are not arange's
+    random = run(client, body(devices="tpu:v2:2x2", inputs=inputs)).json()["outputs"][0]
+    assert random["values"]["size"] == 8 and random["values"]["flat"] != out["values"]["flat"]
+    big = run(client, body(inputs=[{"shape": [8, 128], "spec": "P('x', 'y')", "dtype": "float32"}], data="arange"))
+    values = big.json()["outputs"][0]["values"]
+    want = np.arange(8 * 128, dtype=np.float32).reshape(8, 128).sum(axis=0)
+    assert values["size"] == 128 and values["flat"] == want[:64].tolist()  # the first 64, row-major
+    error(run(client, body(data="zeros")), 422, "validation_error")
+
+
 def test_local_devices_run_on_this_process_devices(client: TestClient) -> None:
     r = run(client, body(devices="local"))
     assert r.status_code == 200, r.text
@@ -277,6 +315,23 @@ def test_outputs_over_the_element_limit_are_refused_before_compiling() -> None:
     with pytest.raises(runner.KernelRunError) as e:
         runner.run_job(past.job)
     assert e.value.code == "too_large" and "81 elements" in e.value.message
+
+
+def test_a_compiled_run_reports_what_xlas_figures_say_it_needs() -> None:
+    """With the running state the worker tells the pool the run's total by XLA's figures (its outputs and
+    temporaries on every device besides the estimate's parts), which the server's budget then reserves."""
+    mesh = MeshSpec((2, 4), ("x", "y"))
+    plan = plan_run("elementwise", "cpu:8", mesh, [RunInput((512, 512), "P('x', 'y')")], max_bytes=8 * 1024**3)
+    states: list[tuple[str, int | None]] = []
+    result = runner.run_job(plan.job, lambda state, needs: states.append((state, needs)))
+    assert [state for state, _ in states] == ["compiling", "running"] and states[0][1] is None
+    stats = result["memory"]
+    program = (stats["output_bytes"] + stats["temp_bytes"] - stats["alias_bytes"]) * 8
+    parts = dict(plan.job.estimate)
+    without_worker = parts["inputs_on_host"] + parts["inputs_on_devices"] + program + parts["reference"]
+    needs = states[1][1]
+    assert needs is not None and program >= 512 * 512 * 4  # the output, on 8 devices, at least
+    assert 0 < needs - without_worker < 2 * 1024**3  # plus the worker's own resident memory now
 
 
 def test_long_hlo_text_is_cut_and_flagged() -> None:

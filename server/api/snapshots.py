@@ -49,6 +49,7 @@ from server.api.schema import (
     vocab,
 )
 from server.jsonio import OrjsonResponse, OrjsonRoute, StreamedJsonResponse
+from sharding_core.devices import MAX_DEVICES, MAX_SLICES
 from sharding_core.layout import MAX_RANK
 from sharding_core.mesh import MAX_MESH_AXES
 from sharding_core.snapshot.format import (
@@ -136,10 +137,33 @@ class SnapshotJit(TypedDict):
     function: ShortText
     memory_per_device: Annotated[dict[Annotated[str, Field(max_length=64)], ByteCount], Field(max_length=16)] | None
     donated_inputs: Annotated[int, Field(ge=0, le=MAX_SNAPSHOT_LEAVES)]
+    arguments: NotRequired[
+        Annotated[
+            list[ShortText | None],
+            Field(max_length=MAX_SNAPSHOT_LEAVES, description="The parameter each inputs/args/N leaf was passed as"),
+        ]
+    ]
     flops: NotRequired[Annotated[float, Field(ge=0)] | None]
     loop_corrected_flops: NotRequired[Annotated[float, Field(ge=0)] | None]
     loops: NotRequired[Annotated[list[SnapshotLoop], Field(max_length=MAX_COLLECTIVES)]]
     unknown_trip_counts: NotRequired[Annotated[list[ShortText], Field(max_length=MAX_COLLECTIVES)]]
+
+
+@with_config(_SNAPSHOT_CONFIG)
+class SnapshotTarget(TypedDict):
+    """What an ``inspect_jit`` / plan compiled for (sharding_core.planning.targets.Target.describe)."""
+
+    devices: Annotated[str, Field(max_length=64)]
+    platform: Annotated[str, Field(max_length=64)]
+    device_kind: ShortText
+    compile_only: bool
+    num_devices: Annotated[int, Field(ge=1, le=MAX_DEVICES)]
+    hosts: Annotated[int, Field(ge=1, le=MAX_DEVICES)]
+    slices: Annotated[int, Field(ge=1, le=MAX_SLICES)]
+    topology: Annotated[str, Field(max_length=64)] | None
+    chips_per_host: Annotated[list[Annotated[int, Field(ge=1, le=MAX_DEVICES)]], Field(max_length=3)] | None
+    source: Annotated[str, Field(max_length=512)]
+    dropped_fields: NotRequired[Annotated[list[ShortText], Field(max_length=32)]]
 
 
 @with_config(_SNAPSHOT_CONFIG)
@@ -164,6 +188,13 @@ class Snapshot(TypedDict):
     skipped: Annotated[int, Field(ge=0, le=2**40)]
     collectives: Annotated[list[Collective], Field(max_length=MAX_COLLECTIVES)] | None
     jit: SnapshotJit | None
+    target: NotRequired[SnapshotTarget]
+    plan: NotRequired[
+        Annotated[
+            dict[Annotated[str, Field(max_length=64)], Any],
+            Field(max_length=64, description="A plan's figures (sharding_core.planning.program.plan_section)"),
+        ]
+    ]
 
 
 class SnapshotCreated(Reply):

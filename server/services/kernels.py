@@ -56,6 +56,7 @@ class KernelRuns:
             inputs,
             body.out_specs,
             body.params,
+            data=body.data,
             **self._limits(body.slices, body.chips_per_host),
         )
 

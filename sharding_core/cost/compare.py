@@ -42,6 +42,7 @@ def _slim(c: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "op": c.get("op"),
         "name": c.get("name"),
+        "source": c.get("source"),
         "shape": c.get("shape"),
         "bytes": c.get("bytes"),
         "axes_text": c.get("axes_text"),
@@ -110,6 +111,8 @@ def snapshot_summary(snap: Mapping[str, Any], label: str) -> dict[str, Any]:
     ctx = figures_only(kind, platform, hw, why)
     hbm = hbm_fit(nbytes, ctx)
     totals = communication(collectives, f"inspect_jit capture on {kind or platform}" if collectives else None)
+    # A plan (sharding_core.planning) carries its roofline with loops counted and XLA's peak: use it.
+    planned = (snap.get("plan") or {}).get("roofline")
     return {
         "label": label,
         "kind": "snapshot",
@@ -119,9 +122,9 @@ def snapshot_summary(snap: Mapping[str, Any], label: str) -> dict[str, Any]:
         "specs": [],
         "collectives": [_slim(c) for c in collectives],
         "communication": totals,
-        "roofline": None,
-        "hbm": hbm,
-        "lower_bound_seconds": None,
+        "roofline": planned,
+        "hbm": planned["hbm"] if planned else hbm,
+        "lower_bound_seconds": planned.get("lower_bound_seconds") if planned else None,
     }
 
 

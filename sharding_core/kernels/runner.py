@@ -29,7 +29,7 @@ from sharding_core.hlo.collectives import DCN_NOTE, dcn_steps, device_assignment
 from sharding_core.hlo.program import ProgramFacts, program_facts
 from sharding_core.kernels.catalog import Built, Kernel, KernelContext, KernelInputError, get_kernel
 from sharding_core.kernels.memory import Estimate, fmt_bytes, resident_bytes
-from sharding_core.kernels.plan import KernelJob
+from sharding_core.kernels.plan import MAX_VALUES_SHOWN, KernelJob
 from sharding_core.spec import canonical_spec, parse_spec
 
 KERNEL_ERROR = "kernel_error"
@@ -39,7 +39,8 @@ MAX_TEXT_CHARS = 256 * 1024
 MAX_LOG_LINES = 40
 _LOG_LINE = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ [^\]]+\] ?(.*)$")
 
-Progress = Callable[[str], None]
+Progress = Callable[[str, int | None], None]
+"""Told each state (``compiling``, ``running``) and, from ``running`` on, the bytes the run needs by XLA's figures."""
 
 
 class KernelRunError(ShardingError):
@@ -189,10 +190,14 @@ def _clip(text: str, limit: int) -> tuple[str, bool]:
     return (text, False) if len(text) <= limit else (text[:limit], True)
 
 
-def _host_input(i: int, shape: tuple[int, ...], dtype: str) -> np.ndarray:
-    """Deterministic input data: standard normal floats, small integers."""
+def _host_input(i: int, shape: tuple[int, ...], dtype: str, data: str = "random") -> np.ndarray:
+    """Deterministic input data: standard normal floats and small integers, or (``data="arange"``) 0, 1,
+    2, … in row-major order, as JAX's tutorials build their arrays (``jnp.arange(32.0).reshape(4, 8)``)."""
     import jax.numpy as jnp
 
+    if data == "arange":
+        counted: np.ndarray = np.arange(math.prod(shape)).reshape(shape).astype(np.dtype(jnp.dtype(dtype)))
+        return counted
     rng = np.random.default_rng(1000 + i)
     if dtype.startswith("int"):
         ints: np.ndarray = rng.integers(-4, 5, size=shape, dtype=np.int32).astype(dtype)
@@ -236,15 +241,33 @@ def _spec_text(sharding: Any) -> str:
     )
 
 
-def _max_abs_error(got: Any, want: Any) -> float | None:
+OutputCheck = dict[str, Any]
+"""An output's ``max_abs_error`` (max |sharded - unsharded|, None when not comparable), ``max_abs_reference``
+(max |unsharded|: the scale the error is of) and ``values`` (``{"flat": first values, "size": n}``)."""
+
+
+def _values(a: np.ndarray) -> dict[str, Any] | None:
+    """An array's first values, row-major, as JSON numbers (complex arrays: none)."""
+    if a.dtype.kind == "c":
+        return None
+    flat = a.reshape(-1)[:MAX_VALUES_SHOWN]
+    items = flat.tolist() if a.dtype.kind in "iub" else flat.astype(np.float64).tolist()
+    return {"flat": items, "size": int(a.size)}
+
+
+def _check(got: Any, want: Any) -> OutputCheck:
     a = np.asarray(got)
+    check: OutputCheck = {"max_abs_error": None, "max_abs_reference": None, "values": _values(a)}
+    if want is None:
+        return check
     b = np.asarray(want)
     if a.shape != b.shape:
-        return None
+        return check
     if a.size == 0:
-        return 0.0
-    diff = np.abs(a.astype(np.float64) - b.astype(np.float64))
-    return float(np.max(diff))
+        return {**check, "max_abs_error": 0.0, "max_abs_reference": 0.0}
+    wide = np.complex128 if "c" in (a.dtype.kind, b.dtype.kind) else np.float64
+    diff = np.abs(a.astype(wide) - b.astype(wide))
+    return {**check, "max_abs_error": float(np.max(diff)), "max_abs_reference": float(np.max(np.abs(b.astype(wide))))}
 
 
 def _memory(compiled: Any) -> dict[str, int | None]:
@@ -313,11 +336,12 @@ def _refuse_large(what: str, shape: Sequence[int], limit: int) -> None:
         )
 
 
-def _refuse_past_budget(job: KernelJob, compiled: Any) -> None:
+def _refuse_past_budget(job: KernelJob, compiled: Any) -> int | None:
     """Before anything is allocated: this process now, plus the inputs, XLA's program on every device and
-    the reference, against the run's memory budget (the parent's estimate, checked with XLA's figures)."""
+    the reference, against the run's memory budget (the parent's estimate, checked with XLA's figures).
+    Returns that total (what the server's budget then reserves for the run), or None without a budget."""
     if job.max_bytes is None:
-        return
+        return None
     stats = _memory(compiled)
     per_device = (stats.get("output_bytes") or 0) + (stats.get("temp_bytes") or 0) - (stats.get("alias_bytes") or 0)
     parts = dict(job.estimate)
@@ -340,6 +364,7 @@ def _refuse_past_budget(job: KernelJob, compiled: Any) -> None:
             limit=job.max_bytes,
             parts=worker,
         )
+    return total.total
 
 
 def run_job(
@@ -350,7 +375,7 @@ def run_job(
     Raises :class:`KernelRunError` for everything that stops a run, JAX's refusals included.
     """
     try:
-        return _run(job, progress or (lambda state: None), max_text_chars)
+        return _run(job, progress or (lambda state, needs: None), max_text_chars)
     except KernelRunError:
         raise
     except Exception as e:  # noqa: BLE001 - JAX's refusals are many types; each becomes data
@@ -398,7 +423,7 @@ def _run(job: KernelJob, progress: Progress, max_text_chars: int) -> dict[str, A
     in_specs = tuple(parse_spec(i.spec) for i in job.inputs)
     ctx = _context(job, kernel, mesh, in_specs)
 
-    progress("compiling")
+    progress("compiling", None)
     with set_mesh(mesh):
         built = kernel.build(ctx)
         extra: list[tuple[str, Any]] = []
@@ -416,10 +441,10 @@ def _run(job: KernelJob, progress: Progress, max_text_chars: int) -> dict[str, A
             compiled = lowered.compile(compiler_options={"xla_dump_to": dump, "xla_dump_hlo_pass_re": "shardy-verbose"})
             t2 = time.perf_counter()
             mlir = origins.read_dump(dump)
-        _refuse_past_budget(job, compiled)
+        needs = _refuse_past_budget(job, compiled)
 
-        progress("running")
-        host = [_host_input(k, i.shape, i.dtype) for k, i in enumerate(job.inputs)]
+        progress("running", needs)
+        host = [_host_input(k, i.shape, i.dtype, job.data) for k, i in enumerate(job.inputs)]
         args = [jax.device_put(h, NamedSharding(mesh, spec)) for h, spec in zip(host, in_specs, strict=True)]
         t3 = time.perf_counter()
         result = compiled(*args, *built.extra_args)
@@ -430,7 +455,7 @@ def _run(job: KernelJob, progress: Progress, max_text_chars: int) -> dict[str, A
     if kernel.outputs is not None and len(kernel.outputs) == len(outputs):
         outputs = [(name, leaf) for name, (_, leaf) in zip(kernel.outputs, outputs, strict=True)]
     t5 = time.perf_counter()
-    errors = _reference_errors(job, kernel, ctx, host, [leaf for _, leaf in outputs])
+    checks = _reference_errors(job, kernel, ctx, host, [leaf for _, leaf in outputs])
     t6 = time.perf_counter()
 
     assignment = [sim_of_real[d.id] for d in device_assignment(compiled)]
@@ -442,7 +467,7 @@ def _run(job: KernelJob, progress: Progress, max_text_chars: int) -> dict[str, A
     input_names = [i.name for i in job.inputs] + [name for name, _ in extra]
     origin_report = origins.report_json(origins.parse_origins(mlir, input_names)) if mlir else None
 
-    def described(name: str, arr: Any, error: float | None = None, with_error: bool = False) -> dict[str, Any]:
+    def described(name: str, arr: Any, check: OutputCheck | None = None) -> dict[str, Any]:
         entry: dict[str, Any] = {
             "name": name,
             "shape": list(arr.shape),
@@ -450,16 +475,14 @@ def _run(job: KernelJob, progress: Progress, max_text_chars: int) -> dict[str, A
             "spec": _spec_text(arr.sharding),
             "typeof": str(jax.typeof(arr)),
         }
-        if with_error:
-            entry["max_abs_error"] = error
+        if check is not None:
+            entry.update(check)
         return entry
 
     return {
         "inputs": [described(i.name, a) for i, a in zip(job.inputs, args, strict=True)]
         + [described(name, leaf) for name, leaf in extra],
-        "outputs": [
-            described(name, leaf, err, with_error=True) for (name, leaf), err in zip(outputs, errors, strict=True)
-        ],
+        "outputs": [described(name, leaf, check) for (name, leaf), check in zip(outputs, checks, strict=True)],
         "collectives": collectives,
         "memory": _memory(compiled),
         "cost": _cost(compiled, facts),
@@ -573,8 +596,8 @@ def _tpu_compile(job: KernelJob, kernel: Kernel, built: Built, max_text_chars: i
 
 def _reference_errors(
     job: KernelJob, kernel: Kernel, ctx: KernelContext, host: list[np.ndarray], outputs: list[Any]
-) -> list[float | None]:
-    """Max |sharded - unsharded| per output."""
+) -> list[OutputCheck]:
+    """Per output: max |sharded - unsharded|, the unsharded values' scale, and its first values."""
     import jax
 
     if kernel.reference is not None:
@@ -583,8 +606,8 @@ def _reference_errors(
     else:
         want = [leaf for _, leaf in _leaves(_single_device(job, kernel, host))]
     if len(want) != len(outputs):
-        return [None] * len(outputs)
-    return [_max_abs_error(jax.device_get(got), w) for got, w in zip(outputs, want, strict=True)]
+        return [_check(jax.device_get(got), None) for got in outputs]
+    return [_check(jax.device_get(got), w) for got, w in zip(outputs, want, strict=True)]
 
 
 def _single_device(job: KernelJob, kernel: Kernel, host: list[np.ndarray]) -> Any:

@@ -11,7 +11,8 @@ A snapshot (``"version": 1``)::
      "meshes": [{"shape", "axis_names", "axis_types", "device_ids" (nested, mesh order)}],
      "rules": [[logical, mesh axis | [mesh axes] | null], ...] | null,
      "layouts": [layout, ...], "leaves": [leaf, ...], "skipped": int,
-     "collectives": [...] | null, "jit": {...} | null}
+     "collectives": [...] | null, "jit": {...} | null,
+     "target": {...}, "plan": {...}}   (both optional: inspect_jit and plans, sharding_core.planning)
 
 and a leaf::
 
@@ -94,8 +95,19 @@ def check_snapshot(snap: Mapping[str, Any]) -> None:
         raise bad("devices.id lists a device more than once")
     if not 1 <= snap["process_count"] <= MAX_RUN_PROCESSES or not 0 <= snap["process_index"] < snap["process_count"]:
         raise bad(f"process_index {snap['process_index']} is not in range(process_count={snap['process_count']})")
-    if any(not 0 <= p < snap["process_count"] for p in devices["process_index"]):
-        raise bad(f"devices.process_index must be in range(process_count={snap['process_count']})")
+    target = snap.get("target")
+    if target is not None and target.get("compile_only"):
+        # Compiled for a slice this process does not run on (shardscope.mesh): its devices sit on the
+        # slice's hosts, which are no processes of this program.
+        hosts = int(target["hosts"])
+        if any(not 0 <= p < hosts for p in devices["process_index"]):
+            raise bad(f"devices.process_index must be in range(target.hosts={hosts}) for a compile-only target")
+    elif any(not 0 <= p < snap["process_count"] for p in devices["process_index"]):
+        raise bad(
+            f"devices.process_index must be in range(process_count={snap['process_count']})",
+            hint="a program compiled for devices of other hosts (a TPU slice planned from a laptop) carries a "
+            "target with compile_only true and the slice's hosts (sharding_core.inspect_jit adds it)",
+        )
     meshes = snap["meshes"]
     for m, mesh in enumerate(meshes):
         shape = mesh["shape"]
@@ -118,8 +130,16 @@ def check_snapshot(snap: Mapping[str, Any]) -> None:
     for k, layout in enumerate(snap["layouts"]):
         _check_layout(k, layout, known)
     for c, coll in enumerate(snap.get("collectives") or ()):
-        members = [d for table in (coll["groups"] or (), coll["pairs"] or ()) for row in table for d in row]
-        if len(members) > 2 * n or any(d not in known for d in members):
+        # Groups list each device at most once (a full ring permute: all n); pairs at most one per source
+        # (n pairs, 2n members). Both bounded by the devices table before anything is walked.
+        groups = coll["groups"] or ()
+        pairs = coll["pairs"] or ()
+        if sum(len(g) for g in groups) > n or len(pairs) > n:
+            raise bad(
+                f"collectives[{c}] lists more group members ({sum(len(g) for g in groups)}) or pairs "
+                f"({len(pairs)}) than the {n} devices of the devices table"
+            )
+        if any(d not in known for table in (groups, pairs) for row in table for d in row):
             raise bad(f"collectives[{c}] names devices that are not in the devices table")
     for i, leaf in enumerate(snap["leaves"]):
         _check_leaf(i, leaf, snap, known)

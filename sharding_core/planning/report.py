@@ -1,0 +1,144 @@
+"""A plan as text: what ``shardscope plan`` prints (the JSON it writes is the snapshot itself)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sharding_core.kernels.memory import fmt_bytes
+from sharding_core.units import fmt_seconds
+
+MAX_COLLECTIVE_ROWS = 40
+_MEMORY_ROWS = (
+    ("arguments", "argument_size_in_bytes"),
+    ("outputs", "output_size_in_bytes"),
+    ("aliased (donated)", "alias_size_in_bytes"),
+    ("temporaries", "temp_size_in_bytes"),
+    ("peak", "peak_memory_in_bytes"),
+)
+
+
+def _b(n: Any) -> str:
+    return fmt_bytes(int(n)) if n is not None else "—"
+
+
+def _flops(x: Any) -> str:
+    return f"{float(x):.3e}" if x is not None else "—"
+
+
+def render(snap: Mapping[str, Any]) -> str:
+    """The plan's table: target, verdict, HBM, arguments by group, temporaries, work, collectives, band."""
+    plan = snap.get("plan") or {}
+    target = snap.get("target") or {}
+    lines: list[str] = []
+    mesh = (snap.get("meshes") or [{}])[0]
+    axes = " × ".join(f"{a}={s}" for a, s in zip(mesh.get("axis_names", []), mesh.get("shape", []), strict=False))
+    where = target.get("devices") or f"{len(snap['devices']['id'])} {snap.get('device_kind')}"
+    lines.append(
+        f"plan {snap.get('name')} on {where} ({target.get('num_devices', len(snap['devices']['id']))} × "
+        f"{snap.get('device_kind')}, {target.get('hosts', 1)} host(s), {target.get('slices', 1)} slice(s))"
+    )
+    lines.append(
+        f"  mesh {axes or '—'}; partitioner {plan.get('partitioner')}; compiled by {target.get('source', 'XLA')}"
+    )
+    lines.append(f"verdict: {plan.get('verdict')}")
+    refusal = plan.get("refusal")
+    stats = (snap.get("jit") or {}).get("memory_per_device")
+    lines.append("")
+    lines.append("HBM per device (XLA's memory_analysis)")
+    if stats:
+        for label, key in _MEMORY_ROWS:
+            lines.append(f"  {label:<20} {_b(stats.get(key)):>12}")
+    if plan.get("capacity_bytes"):
+        lines.append(f"  {'capacity':<20} {_b(plan['capacity_bytes']):>12}  ({plan.get('hardware')})")
+    if refusal:
+        lines.append(f"  refused: {refusal.get('message')}")
+        lines.append(
+            f"  needed {_b(refusal.get('required_bytes'))} ({refusal.get('what')}), available "
+            f"{_b(refusal.get('available_bytes'))}, over by {_b(refusal.get('over_bytes'))}"
+        )
+        for tip in refusal.get("advice") or ():
+            lines.append(f"  - {tip}")
+    args = plan.get("arguments") or {}
+    if args.get("groups"):
+        lines.append("arguments by group (bytes per device)")
+        for g in args["groups"][:12]:
+            lines.append(f"  {g['group']:<40} {_b(g['bytes_per_device']):>12}  {g['leaves']} leaves")
+    temps = (refusal or {}).get("largest") or (plan.get("temporaries") or {}).get("largest") or []
+    if temps:
+        lines.append("largest temporaries (XLA's buffer assignment)")
+        for t in temps[:8]:
+            where = t.get("source") or t.get("op") or t.get("instruction")
+            lines.append(f"  {_b(t.get('bytes')):>10}  {t.get('shape')}  {where}")
+    for section in (_work(plan.get("work")), _collectives(snap, plan), _step(plan.get("step_time"))):
+        if section:
+            lines.extend(["", *section])
+    lines.append(f"lowered in {plan.get('lower_seconds', 0):.2f} s, compiled in {plan.get('compile_seconds', 0):.2f} s")
+    return "\n".join(lines) + "\n"
+
+
+def _work(work: Mapping[str, Any] | None) -> list[str]:
+    if not work:
+        return []
+    out = [
+        f"work per device and step (loops counted): {_flops(work.get('flops'))} flops, "
+        f"{_b(work.get('bytes_accessed'))} accessed; XLA's cost_analysis (loops once): "
+        f"{_flops(work.get('flops_xla'))} flops"
+    ]
+    out += [
+        f"  loop {lp['name']}: × {lp['trip_count']} ({lp['how']}) {lp.get('source') or ''}"
+        for lp in work.get("loops") or ()
+    ]
+    return out
+
+
+def _collectives(snap: Mapping[str, Any], plan: Mapping[str, Any]) -> list[str]:
+    colls = snap.get("collectives") or []
+    if not colls:
+        return []
+    comm = plan.get("communication") or {}
+    out = [
+        f"collectives: {len(colls)} in the program, {comm.get('per_step')} per step, "
+        f"{_b(comm.get('bytes_per_step'))} per step",
+        f"  {'op':<20} {'axes':<16} {'bytes':>10} {'×':>5} {'each':>10} {'per step':>10}",
+    ]
+    ranked = sorted(colls, key=lambda c: -((c.get("estimate") or {}).get("seconds") or 0) * int(c.get("repeat", 1)))
+    for c in ranked[:MAX_COLLECTIVE_ROWS]:
+        each = (c.get("estimate") or {}).get("seconds")
+        per = each * int(c.get("repeat", 1)) if each is not None else None
+        axes = ",".join(c.get("axes") or []) or "—"
+        out.append(
+            f"  {c['op']:<20} {axes:<16} {_b(c.get('bytes')):>10} {c.get('repeat', 1):>5} "
+            f"{fmt_seconds(each):>10} {fmt_seconds(per):>10}"
+        )
+    if len(ranked) > MAX_COLLECTIVE_ROWS:
+        out.append(f"  ... {len(ranked) - MAX_COLLECTIVE_ROWS} more (--json has them all)")
+    return out
+
+
+def _step(st: Mapping[str, Any] | None) -> list[str]:
+    if not st:
+        return []
+    return [
+        f"step time: {fmt_seconds(st.get('lower_bound_seconds'))} (roofline lower bound, {st.get('bound')}-bound) "
+        f"to {fmt_seconds(st.get('upper_bound_seconds'))} (nothing overlapped)",
+        f"  compute {fmt_seconds(st.get('compute_seconds'))}, memory {fmt_seconds(st.get('memory_seconds'))}, "
+        f"communication {fmt_seconds(st.get('communication_seconds'))}",
+    ]
+
+
+def render_comparison(result: Mapping[str, Any]) -> str:
+    t = result["thresholds"]
+    peak = result["peak"]
+    lines = [
+        f"baseline: thresholds peak HBM growth {t['max_peak_growth']:+.1%}, new collectives "
+        f"{fmt_bytes(int(t['max_new_collective_bytes']))} per step",
+        f"  peak {_b(peak.get('baseline_bytes'))} -> {_b(peak.get('bytes'))}"
+        + (f" ({peak['growth']:+.2%})" if peak.get("growth") is not None else ""),
+        f"  new collectives: {len(result['new_collectives'])}, "
+        f"{fmt_bytes(int(result['new_collective_bytes_per_step']))} per step",
+    ]
+    for n in result["new_collectives"][:10]:
+        lines.append(f"    {n['op']} over {','.join(n.get('axes') or []) or '—'}: {_b(n['bytes'])} × {n['repeat']}")
+    lines.append("REGRESSED: " + "; ".join(result["reasons"]) if result["regressed"] else "no regression")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,155 @@
+"""``shardscope plan FILE.py:FN --devices D``: compile the user's own program for a device set and print the plan.
+
+``FN(mesh)`` returns ``(jitted_fn, args)`` — ``args`` a tuple of abstract arguments (``jax.ShapeDtypeStruct``s
+sharded on ``mesh``) or a dict of keyword arguments. The mesh is :func:`shardscope.mesh` over the set
+(libtpu's compile-only devices for ``tpu:`` sets, XLA's GPU compiler for ``gpu:`` sets). Exit status: 0, or
+1 when ``--baseline`` finds a regression past the printed thresholds, 2 for bad input or a failing script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+EXIT_REGRESSED = 1
+EXIT_ERROR = 2
+
+
+def add_parser(sub: Any, ints: Any) -> None:
+    p = sub.add_parser(
+        "plan",
+        help="compile your program for a device set you don't have (TPU slice, GPU hosts) and print its plan",
+        description=__doc__,
+    )
+    p.add_argument(
+        "target", metavar="FILE.py:FN", help="a Python file and the function in it: FN(mesh) -> (jitted, args)"
+    )
+    p.add_argument("--devices", required=True, help="tpu:GEN:TOPO, gpu:KIND:HxG or cpu:N (e.g. tpu:v5p:4x4x4)")
+    p.add_argument("--slices", type=int, default=1, help="slices of a tpu: set (multi-slice)")
+    p.add_argument(
+        "--mesh",
+        type=lambda t: ints(t.lower(), "x"),
+        default=None,
+        help="mesh shape, e.g. 16x4 (default: all devices on one axis)",
+    )
+    p.add_argument("--axes", default=None, help="mesh axis names, e.g. fsdp,tp (default: data)")
+    p.add_argument("--json", default=None, metavar="OUT", help="write the plan (a snapshot with its plan) as JSON")
+    p.add_argument("--publish", default=None, metavar="URL", help="publish the plan to the dashboard at URL")
+    p.add_argument("--token", default=None, help="the dashboard's write token (default $SHARDSCOPE_TOKEN)")
+    p.add_argument(
+        "--baseline", default=None, metavar="PLAN.json", help="compare with an earlier plan: exit 1 on a regression"
+    )
+    p.add_argument(
+        "--max-peak-growth",
+        type=float,
+        default=None,
+        help="baseline threshold: peak HBM growth as a fraction (default 0.02)",
+    )
+    p.add_argument(
+        "--max-new-collective-bytes",
+        type=int,
+        default=None,
+        help="baseline threshold: bytes per step new collectives may move (default 1 MiB)",
+    )
+    p.add_argument("--no-temporaries", action="store_true", help="skip reading XLA's buffer assignment (faster)")
+
+
+def load_function(spec: str) -> Any:
+    """``path/to/script.py:fn`` -> the function (the script's directory goes on sys.path, as python does)."""
+    from sharding_core.errors import ShardingError
+
+    path_text, sep, fn_name = spec.rpartition(":")
+    if not sep or not path_text or not fn_name.isidentifier():
+        raise ShardingError(
+            "bad_target", f"expected FILE.py:FN, got {spec[:200]!r}", hint="e.g. examples/llama.py:llama_8b_fsdp"
+        )
+    path = Path(path_text)
+    if not path.is_file():
+        raise ShardingError("bad_target", f"no such file: {path_text[:200]}")
+    sys.path.insert(0, str(path.resolve().parent))
+    module_name = f"_shardscope_plan_{path.stem}"
+    loader = importlib.util.spec_from_file_location(module_name, path)
+    if loader is None or loader.loader is None:
+        raise ShardingError("bad_target", f"cannot import {path_text[:200]} as Python")
+    module = importlib.util.module_from_spec(loader)
+    sys.modules[module_name] = module
+    loader.loader.exec_module(module)
+    fn = getattr(module, fn_name, None)
+    if not callable(fn):
+        names = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_"))[:20]
+        raise ShardingError("bad_target", f"{path_text} has no function {fn_name!r}", hint=f"it has {', '.join(names)}")
+    return fn
+
+
+def run(args: argparse.Namespace) -> int:
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")  # compile-only: no accelerator is started (nor needed)
+    count = args.devices.partition(":")[2]
+    if args.devices.startswith("cpu:") and count.isdigit() and 1 <= int(count) <= 2048:
+        import jax
+
+        jax.config.update("jax_num_cpu_devices", int(count))  # cpu:N runs on N of this process's CPU devices
+    from sharding_core.errors import ShardingError
+    from sharding_core.planning import baseline as base
+    from sharding_core.planning.program import inspect_program
+    from sharding_core.planning.report import render, render_comparison
+    from sharding_core.planning.targets import compile_target, mesh
+    from sharding_core.publishing import PublishError, publish
+
+    try:
+        previous = None
+        if args.baseline:
+            try:
+                previous = json.loads(Path(args.baseline).read_text())
+            except (OSError, ValueError) as e:
+                raise ShardingError(base.BAD_BASELINE, f"cannot read the baseline {args.baseline}: {e}") from None
+            base.check_plan(previous, f"baseline {args.baseline}")
+        fn = load_function(args.target)
+        names = tuple(a.strip() for a in args.axes.split(",")) if args.axes else ("data",)
+        shape = tuple(args.mesh) if args.mesh else None
+        if shape is None:
+            shape = (len(compile_target(args.devices, slices=args.slices).devset),)
+        m = mesh(args.devices, shape, names, slices=args.slices)
+        made = fn(m)
+        if not isinstance(made, tuple) or len(made) != 2:
+            raise ShardingError("bad_target", f"{args.target} must return (jitted_fn, args), got {type(made).__name__}")
+        jitted, fargs = made
+        pos, kw = ((), fargs) if isinstance(fargs, dict) else (tuple(fargs), {})
+        snap = inspect_program(jitted, pos, kw, detailed=not args.no_temporaries)
+        file, _, fn_name = args.target.rpartition(":")
+        snap["name"] = f"{Path(file).name}:{fn_name}"
+    except ShardingError as e:
+        print(f"error [{e.code}]: {e.message}", file=sys.stderr)
+        if e.hint:
+            print(f"hint: {e.hint}", file=sys.stderr)
+        return EXIT_ERROR
+    except Exception:  # noqa: BLE001 - the user's script failed: show its traceback, exit 2
+        traceback.print_exc()
+        print(f"error [script_failed]: {args.target} raised (traceback above)", file=sys.stderr)
+        return EXIT_ERROR
+    sys.stdout.write(render(snap))
+    if args.json:
+        Path(args.json).write_text(json.dumps(snap, allow_nan=False))
+        print(f"wrote {args.json}")
+    if args.publish:
+        try:
+            link = publish(snap, f"plan {snap['name']} on {args.devices}", args.publish, token=args.token)
+            print(f"published: {link}")
+        except PublishError as e:
+            print(f"error [{e.code}]: {e.message}", file=sys.stderr)
+            return EXIT_ERROR
+    if previous is not None:
+        options: dict[str, Any] = {}
+        if args.max_peak_growth is not None:
+            options["max_peak_growth"] = args.max_peak_growth
+        if args.max_new_collective_bytes is not None:
+            options["max_new_collective_bytes"] = args.max_new_collective_bytes
+        result = base.compare(previous, snap, **options)
+        sys.stdout.write(render_comparison(result))
+        return EXIT_REGRESSED if result["regressed"] else 0
+    return 0

@@ -1,0 +1,82 @@
+"""Compiles for GPU sets with no GPU: run in the gpu extra's environment (``make gpu-env``: ``build/gpu``).
+
+``tests/test_planning.py`` runs this file there. It builds ``shardscope.mesh("gpu:h100:2x8", ...)`` (XLA's GPU
+compiler, NVIDIA H100 target config, 16 devices on 2 hosts), plans a sharded matmul and a scanned MLP step on
+abstract arguments, compiles the same programs again with JAX alone, and prints one JSON object: what the
+plan says next to XLA's own figures and the GPU program's HLO text, for the test to read with its own reader.
+Standard library, JAX and the checkout only: no pytest in that environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+os.environ["JAX_PLATFORMS"] = "cpu"  # no GPU here: JAX must not start its CUDA backend
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import jax
+import jax.numpy as jnp
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import shardscope
+from sharding_core import inspect_jit
+
+
+def matmul(m: jax.sharding.Mesh) -> tuple[object, tuple[jax.ShapeDtypeStruct, ...]]:
+    a = jax.ShapeDtypeStruct((4096, 4096), jnp.bfloat16, sharding=NamedSharding(m, P("data", "model")))
+    b = jax.ShapeDtypeStruct((4096, 4096), jnp.bfloat16, sharding=NamedSharding(m, P("model", None)))
+    return jax.jit(lambda x, y: x @ y), (a, b)
+
+
+def scanned(m: jax.sharding.Mesh) -> tuple[object, tuple[jax.ShapeDtypeStruct, ...]]:
+    """Four layers of x @ w over a scan: the loop's body runs 4 times; its all-reduces with it."""
+    w = jax.ShapeDtypeStruct((4, 2048, 2048), jnp.bfloat16, sharding=NamedSharding(m, P(None, "model", None)))
+    x = jax.ShapeDtypeStruct((512, 2048), jnp.bfloat16, sharding=NamedSharding(m, P("data", "model")))
+
+    def f(w: jax.Array, x: jax.Array) -> jax.Array:
+        def layer(h: jax.Array, wi: jax.Array) -> tuple[jax.Array, None]:
+            return jax.lax.with_sharding_constraint(jnp.tanh(h @ wi), NamedSharding(m, P("data", "model"))), None
+
+        return jax.lax.scan(layer, x, w)[0]
+
+    return jax.jit(f), (w, x)
+
+
+def main() -> int:
+    m = shardscope.mesh("gpu:h100:2x8", (2, 8), ("data", "model"))
+    out: dict[str, object] = {
+        "device_kind": str(m.devices.flat[0].device_kind),
+        "hosts": sorted({int(d.process_index) for d in m.devices.flat}),
+        "programs": {},
+    }
+    for name, make in (("matmul", matmul), ("scanned", scanned)):
+        f, args = make(m)
+        snap = inspect_jit(f, *args)
+        compiled = f.lower(*args).compile()  # type: ignore[attr-defined]
+        stats = compiled.memory_analysis()
+        out["programs"][name] = {  # type: ignore[index]
+            "platform": snap["platform"],
+            "target": snap["target"],
+            "memory": snap["jit"]["memory_per_device"],
+            "xla_memory": {
+                "argument_size_in_bytes": stats.argument_size_in_bytes,
+                "temp_size_in_bytes": stats.temp_size_in_bytes,
+                "peak_memory_in_bytes": stats.peak_memory_in_bytes,
+            },
+            "collectives": [
+                {k: c[k] for k in ("name", "op", "axes", "repeat", "bytes", "estimate")} for c in snap["collectives"]
+            ],
+            "work": snap["plan"]["work"],
+            "verdict": snap["plan"]["verdict"],
+            "hlo": compiled.as_text(),
+        }
+    print("RESULT " + json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

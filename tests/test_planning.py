@@ -1,0 +1,743 @@
+"""Planning the user's own program on hardware they don't have (issue 25): compile-only meshes, plans of a
+Llama-style training step on libtpu's topologies, refusals for memory, loop-corrected flops, publishing
+compile-only and ring-permute programs, ``shardscope plan`` with ``--baseline``.
+
+The oracles: XLA's own ``memory_analysis()`` and optimized HLO (read here by a reader independent of the
+product's), XLA's ``cost_analysis`` for a loop body counted once, the step's matmul flops counted by hand
+from the model's shapes (the scaling book's 2·m·n·k per matmul, "Transformer Math"), and the numbers in
+XLA's own refusal message.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from examples import llama
+from sharding_core.planning import baseline, loops, memory
+from sharding_core.planning.program import plan
+from sharding_core.planning.targets import mesh, strip_fields, target_of
+from sharding_core.snapshot.format import check_snapshot
+from tests.plugins.live import Server
+
+ROOT = Path(__file__).resolve().parent.parent
+
+TINY = llama.CONFIGS["tiny"]
+BATCH, SEQ = 16, 128
+
+
+# ---- an HLO reader independent of the product's -------------------------------------------------------
+
+_COLLECTIVE = re.compile(
+    r"^\s*(?:ROOT\s+)?%(?P<name>[\w.\-]+) = .*? (?P<op>(?:all-gather|all-reduce|reduce-scatter|all-to-all|"
+    r"collective-permute)(?:-start)?)\(",
+    re.M,
+)
+
+
+def hlo_collectives(hlo: str) -> dict[str, str]:
+    """instruction name -> collective op (``-start`` folded), straight from the text."""
+    return {m["name"]: m["op"].removesuffix("-start") for m in _COLLECTIVE.finditer(hlo)}
+
+
+def iota_groups(text: str) -> list[list[int]] | None:
+    """``[G,S]<=[dims]T(perm)`` or ``{{0,1},{2,3}}`` as partition-id groups (None for other spellings)."""
+    m = re.fullmatch(r"\[(\d+),(\d+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?", text)
+    if m:
+        dims = [int(d) for d in m[3].split(",")]
+        ids = np.arange(math.prod(dims)).reshape(dims)
+        if m[4]:
+            ids = ids.transpose([int(p) for p in m[4].split(",")])
+        return ids.reshape(int(m[1]), int(m[2])).tolist()
+    if text.startswith("{{"):
+        return [[int(x) for x in g.split(",") if x] for g in re.findall(r"\{([\d,]*)\}", text)]
+    return None
+
+
+def hlo_groups(hlo: str) -> dict[str, list[list[int]]]:
+    out = {}
+    for line in hlo.splitlines():
+        m = _COLLECTIVE.match(line)
+        g = re.search(r"replica_groups=(\[[\d,]+\]<=\[[\d,]+\](?:T\([\d,]+\))?|\{\{[\d,{}]*\}\})", line)
+        if m and g:
+            groups = iota_groups(g[1])
+            if groups is not None:
+                out[m["name"]] = groups
+    return out
+
+
+# ---- fixtures: one compile per program, shared ------------------------------------------------------------
+
+
+def _llama_plan(devices: str, shape: tuple[int, ...], axes: tuple[str, ...], cfg: Any, strategy: str, b: int, s: int):
+    m = mesh(devices, shape, axes)
+    step, args = llama.plan_fn(cfg, strategy, b, s)(m)
+    return m, step, args, plan(step, *args)
+
+
+@pytest.fixture(scope="module")
+def v5p_plan() -> Any:
+    return _llama_plan("tpu:v5p:2x2x4", (4, 4), ("fsdp", "tp"), TINY, "fsdp_tp", BATCH, SEQ)
+
+
+# ---- meshes over compile-only devices ------------------------------------------------------------------
+
+
+@pytest.mark.tpu
+def test_inspect_jit_on_compile_only_tpu_devices() -> None:
+    """Regression (issue 25): inspect_jit on abstract arguments over libtpu's devices compiled, then died with
+    ``RuntimeError: Unknown backend tpu`` (it asked this process for its TPU devices)."""
+    from sharding_core import inspect_jit
+
+    m = mesh("tpu:v5p:2x2x4", (4, 4), ("x", "y"))
+    a = jax.ShapeDtypeStruct((1024, 2048), jax.numpy.bfloat16, sharding=NamedSharding(m, P("x", "y")))
+    b = jax.ShapeDtypeStruct((2048, 512), jax.numpy.bfloat16, sharding=NamedSharding(m, P("y", None)))
+    jitted = jax.jit(lambda a, b: a @ b)
+    snap = inspect_jit(jitted, a, b)
+    assert snap["platform"] == "tpu" and snap["target"]["devices"] == "tpu:v5p:2x2x4"
+    reduce = [c for c in snap["collectives"] if c["op"] in ("all-reduce", "reduce-scatter")]
+    assert reduce and all(c["axes"] == ["y"] for c in reduce)
+    assert all(c["estimate"]["seconds"] is not None and c["estimate"]["fabric"] == "ici" for c in reduce)
+    stats = jitted.lower(a, b).compile().memory_analysis()
+    assert snap["jit"]["memory_per_device"]["peak_memory_in_bytes"] == stats.peak_memory_in_bytes
+
+
+@pytest.mark.tpu
+def test_mesh_is_libtpus_compile_only_devices() -> None:
+    import shardscope
+    from sharding_core.devices import parse_devices
+
+    assert shardscope.mesh is mesh
+    m = shardscope.mesh("tpu:v5p:4x4x4", (16, 4), ("fsdp", "tp"))
+    assert m.devices.shape == (16, 4)
+    assert [str(t.name) for t in m.axis_types] == ["Auto", "Auto"]
+    d = m.devices.flat[0]
+    assert d.platform == "tpu" and d.device_kind == "TPU v5"
+    assert type(d).__name__ != "SimDevice"
+    # the same ids at the same positions as the layout explorer's jax.make_mesh over the simulated slice
+    sim = jax.make_mesh((16, 4), ("fsdp", "tp"), devices=parse_devices("tpu:v5p:4x4x4").devices)
+    assert m.device_ids.tolist() == sim.device_ids.tolist()
+    t = target_of(d)
+    assert t is not None
+    assert t.describe()["hosts"] == 16 and t.describe()["compile_only"] is True
+    multi = mesh("tpu:v5e:4x4", (2, 16), ("dcn", "fsdp"), slices=2, order="hybrid", dcn_shape=(2, 1))
+    assert {int(x.slice_index) for x in multi.devices[0]} == {0} and {int(x.slice_index) for x in multi.devices[1]} == {
+        1
+    }
+
+
+def test_strip_fields_drops_lines_and_blocks() -> None:
+    text = "a {\n  x: 1\n  mem_clock_ghz: 2.6\n  device_interconnect_info {\n    active_links: 18\n  }\n  y: 2\n}\n"
+    out = strip_fields(text, ("mem_clock_ghz", "device_interconnect_info"))
+    assert out == "a {\n  x: 1\n  y: 2\n}\n"
+
+
+@pytest.fixture(scope="module")
+def gpu_plans() -> dict[str, Any]:
+    """tests/gpu_plan.py run in the gpu extra's environment (``make gpu-env``: XLA's CUDA compiler plugin
+    lives apart from .venv, where it would log "no CUDA driver" from every JAX process)."""
+    r = subprocess.run(["make", "-s", "gpu-env"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, f"make gpu-env failed:\n{r.stdout}\n{r.stderr}"
+    done = subprocess.run(
+        [str(ROOT / "build" / "gpu" / "bin" / "python"), str(ROOT / "tests" / "gpu_plan.py")],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "JAX_PLATFORMS": "cpu"},
+    )  # fmt: skip
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert done.returncode == 0 and lines, done.stderr[-4000:]
+    result: dict[str, Any] = json.loads(lines[-1][len("RESULT ") :])
+    return result
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_gpu_set_compiles_for_real_gpus_without_one(gpu_plans: dict[str, Any]) -> None:
+    """gpu:h100:2x8 gives 16 H100s on 2 hosts from XLA's target config; the plan is the GPU program's."""
+    assert gpu_plans["device_kind"] == "NVIDIA H100 80GB HBM3" and gpu_plans["hosts"] == [0, 1]
+    for name, p in gpu_plans["programs"].items():
+        assert p["platform"] == "gpu" and p["target"]["hosts"] == 2 and p["target"]["compile_only"], name
+        for key, value in p["xla_memory"].items():
+            assert p["memory"][key] == value, (name, key)
+        assert "gemm_fusion" in p["hlo"] or "__cublas" in p["hlo"], name  # a GPU program, not the CPU stand-in
+        assert {c["name"]: c["op"] for c in p["collectives"]} == hlo_collectives(p["hlo"]), name
+        assert all(c["estimate"]["fabric"] == "nvlink" for c in p["collectives"]), name
+    matmul = gpu_plans["programs"]["matmul"]
+    # each device multiplies its [2048, 512] block of a by its [512, 4096] block of b, then sums over `model`
+    assert matmul["work"]["flops"] == 2 * 2048 * 512 * 4096
+    assert [(c["op"], c["axes"]) for c in matmul["collectives"]] == [("all-reduce", ["model"])]
+    scanned = gpu_plans["programs"]["scanned"]
+    assert [(loop["trip_count"], loop["how"]) for loop in scanned["work"]["loops"]] == [(4, "backend_config")]
+    assert scanned["collectives"] and all(c["repeat"] == 4 for c in scanned["collectives"])
+    assert scanned["work"]["flops"] > 3.5 * scanned["work"]["flops_loops_once"]
+
+
+# ---- the Llama-style step on v5p 2x2x4 -------------------------------------------------------------------
+
+
+@pytest.mark.tpu
+def test_plan_memory_equals_memory_analysis(v5p_plan: Any) -> None:
+    _, step, args, snap = v5p_plan
+    stats = step.lower(*args).compile().memory_analysis()  # XLA compiles it again, independently
+    got = snap["jit"]["memory_per_device"]
+    assert got["peak_memory_in_bytes"] == stats.peak_memory_in_bytes
+    for key in ("argument_size_in_bytes", "output_size_in_bytes", "alias_size_in_bytes", "temp_size_in_bytes"):
+        assert got[key] == getattr(stats, key), key
+    # the arguments by leaf add up to XLA's argument size (every leaf's shard, from Sharding.shard_shape)
+    groups = {g["group"]: g for g in snap["plan"]["arguments"]["groups"]}
+    assert set(groups) == {"args/0", "args/1/mu", "args/1/nu", "args/1/count", "args/2"}
+    assert groups["args/0"]["bytes_per_device"] == groups["args/1/mu"]["bytes_per_device"]
+    assert snap["plan"]["arguments"]["bytes_per_device"] <= stats.argument_size_in_bytes
+    # XLA's figure pads each buffer to TPU tiles (T(8,128)): at these toy sizes that is up to a fifth
+    assert snap["plan"]["arguments"]["bytes_per_device"] >= 0.75 * stats.argument_size_in_bytes
+    temps = snap["plan"]["temporaries"]["largest"]
+    assert temps and all(t["bytes"] > 0 for t in temps)
+    assert any("llama.py" in (t["source"] or "") for t in temps)
+
+
+@pytest.mark.tpu
+def test_plan_collectives_equal_the_tpu_hlos(v5p_plan: Any) -> None:
+    m, step, args, snap = v5p_plan
+    compiled = step.lower(*args).compile()
+    hlo = compiled.as_text()
+    want = hlo_collectives(hlo)
+    assert want, "the FSDP x TP step has collectives"
+    assert {c["name"]: c["op"] for c in snap["collectives"]} == want
+    # groups: partition ids of the HLO mapped through the executable's device assignment
+    assignment = [int(d.id) for d in compiled.input_shardings[0][0]["embed"]._device_assignment]
+    by_name = {c["name"]: c for c in snap["collectives"]}
+    checked = 0
+    for name, groups in hlo_groups(hlo).items():
+        ids = sorted(sorted(assignment[p] for p in g) for g in groups)
+        assert sorted(sorted(g) for g in by_name[name]["groups"]) == ids, name
+        checked += 1
+    assert checked >= 10
+    # FSDP gathers run along fsdp, TP reductions along tp: the axes match the groups' mesh coordinates
+    coords = {int(d): idx for idx, d in np.ndenumerate(m.device_ids)}
+    for c in snap["collectives"]:
+        if c["op"] == "collective-permute" or not c["axes"] or len(c["axes"]) != 1:
+            continue
+        varying = {i for g in c["groups"] for i in range(2) if len({coords[d][i] for d in g}) > 1}
+        assert {("fsdp", "tp")[i] for i in varying} == set(c["axes"]), c["name"]
+    # repeat counts: collectives inside the scanned layers run n_layers times per step
+    in_loop = [c for c in snap["collectives"] if c["repeat"] == TINY.n_layers]
+    assert in_loop and all(c["repeat"] in (1, TINY.n_layers) for c in snap["collectives"])
+    assert snap["plan"]["communication"]["per_step"] == sum(c["repeat"] for c in snap["collectives"])
+
+
+@pytest.mark.tpu
+def test_plan_says_tpu_with_coords_hosts_and_slice(v5p_plan: Any) -> None:
+    _, _, _, snap = v5p_plan
+    assert snap["platform"] == "tpu" and snap["device_kind"] == "TPU v5"
+    assert len(snap["devices"]["id"]) == 16
+    assert sorted(set(snap["devices"]["process_index"])) == [0, 1, 2, 3]
+    assert snap["devices"]["coords"] is not None and max(c[2] for c in snap["devices"]["coords"]) == 3
+    assert snap["target"]["topology"] == "2x2x4" and snap["target"]["slices"] == 1
+    assert snap["plan"]["partitioner"] in ("shardy", "gspmd")
+    assert snap["plan"]["verdict"].startswith("fits: ")
+    assert snap["plan"]["step_time"]["bound"] in ("compute", "memory", "communication")
+    low, high = snap["plan"]["step_time"]["lower_bound_seconds"], snap["plan"]["step_time"]["upper_bound_seconds"]
+    assert 0 < low <= high
+
+
+def _matmul_flops_per_layer(cfg: llama.Config, tokens: int, seq: int) -> float:
+    """One layer's forward matmul flops (2·m·n·k each), attention scores and values included."""
+    d, h, kv, hd, f = cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.d_ff
+    weights = d * h * hd + 2 * d * kv * hd + h * hd * d + 3 * d * f
+    return 2.0 * tokens * weights + 2 * 2.0 * tokens * seq * h * hd
+
+
+@pytest.mark.tpu
+def test_flops_grow_with_scanned_layers() -> None:
+    """XLA's cost_analysis counts the scanned layer once; the plan counts it n_layers times."""
+    flops = {}
+    for layers in (2, 4):
+        cfg = llama.Config(**{**TINY.__dict__, "n_layers": layers})
+        _, _, _, snap = _llama_plan("tpu:v5p:2x2x4", (16,), ("fsdp",), cfg, "fsdp", BATCH, SEQ)
+        work = snap["plan"]["work"]
+        flops[layers] = work["flops"]
+        # with every loop body counted once, the count is XLA's own for the same program
+        assert work["flops_loops_once"] == pytest.approx(work["flops_xla"], rel=0.02)
+        assert {loop["trip_count"] for loop in work["loops"]} == {layers}
+    per_layer = (flops[4] - flops[2]) / 2
+    # forward, rematerialised forward and backward (2x): 4 forward passes, over the 16 devices of the batch
+    want = 4 * _matmul_flops_per_layer(TINY, BATCH * SEQ, SEQ) / 16
+    assert per_layer == pytest.approx(want, rel=0.05)
+    assert flops[4] > flops[2] * 1.3
+
+
+@pytest.mark.tpu
+def test_refusal_for_memory_reports_xlas_figures() -> None:
+    """On v5e 4x4 a step that needs more HBM than the chip has: XLA's figures as fields, not a traceback."""
+    cfg = llama.Config(vocab=32000, d_model=2048, n_layers=2, n_heads=16, n_kv_heads=4, head_dim=128, d_ff=8192)
+    _, _, _, snap = _llama_plan("tpu:v5e:4x4", (16,), ("fsdp",), cfg, "fsdp", 64, 8192)
+    r = snap["plan"]["refusal"]
+    assert r is not None and snap["plan"]["fits"] is False
+    m = re.search(r"\(([\d.]+)G\) exceeds available HBM \(([\d.]+)G\)", r["message"])
+    assert m, r["message"]
+    need, have = float(m[1]) * 2**30, float(m[2]) * 2**30
+    assert r["required_bytes"] == int(need) and r["available_bytes"] == int(have)
+    assert r["over_bytes"] == int(need) - int(have)
+    assert "over by" in snap["plan"]["verdict"]
+    assert r["largest"] and r["largest"][0]["bytes"] >= r["largest"][-1]["bytes"]
+    assert any("attention_block" in (t["source"] or "") for t in r["largest"])  # the attention scores
+    assert r["advice"] and "temporaries" in r["advice"][0]
+    assert not [leaf for leaf in snap["leaves"] if leaf["path"].startswith("outputs")]
+
+
+def test_refusal_messages_parse() -> None:
+    short = RuntimeError(
+        "RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required for HLO temporaries (147.60G) "
+        "exceeds available HBM (95.74G)."
+    )
+    r = memory.refusal(short)
+    assert r["what"] == "temporaries"
+    assert r["required_bytes"] == int(147.60 * 2**30) and r["available_bytes"] == int(95.74 * 2**30)
+    assert r["over_bytes"] / 2**30 == pytest.approx(51.86, abs=0.01)  # the issue's "over by 51.9 GiB"
+    long = RuntimeError(
+        "RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory in memory space hbm. Used 17.01G "
+        "of 15.75G hbm. Exceeded hbm capacity by 1.26G.\n\nTotal hbm usage >= 17.26G:\n\nLargest program "
+        'allocations in hbm:\n\n  1. Size: 4.00G\n     Operator: op_name="jit(step)/dot_general" '
+        'source_file="model.py" source_line=42\n     Shape: bf16[16,2048,65536]\n\n  2. Size: 1.00G\n     '
+        "Shape: f32[1024,262144]\n"
+    )
+    r = memory.refusal(long)
+    assert r["required_bytes"] == int(17.01 * 2**30) and r["over_bytes"] == int(1.26 * 2**30)
+    assert [a["bytes"] for a in r["largest"]] == [4 * 2**30, 2**30]
+    assert r["largest"][0]["source"] == "model.py:42" and r["largest"][0]["shape"] == "bf16[16,2048,65536]"
+
+
+# ---- the HLO reader's loops and flops on hand-written modules --------------------------------------------
+
+LOOP_HLO = """HloModule m, entry_computation_layout={()->f32[8,8]}
+
+%fused (p0: f32[8,16], p1: f32[16,8]) -> f32[8,8] {
+  %p0 = f32[8,16]{1,0} parameter(0)
+  %p1 = f32[16,8]{1,0} parameter(1)
+  ROOT %dot.1 = f32[8,8]{1,0} dot(%p0, %p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+
+%inner_body (t: (s32[], f32[8,8])) -> (s32[], f32[8,8]) {
+  %t = (s32[], f32[8,8]{1,0}) parameter(0)
+  %i = s32[] get-tuple-element(%t), index=0
+  %x = f32[8,8]{1,0} get-tuple-element(%t), index=1
+  %y = f32[8,8]{1,0} add(%x, %x)
+  ROOT %r = (s32[], f32[8,8]{1,0}) tuple(%i, %y)
+}
+
+%inner_cond (t: (s32[], f32[8,8])) -> pred[] {
+  %t = (s32[], f32[8,8]{1,0}) parameter(0)
+  %i = s32[] get-tuple-element(%t), index=0
+  %n = s32[] constant(5)
+  ROOT %lt = pred[] compare(%i, %n), direction=LT
+}
+
+%outer_body (t: (s32[], f32[8,8])) -> (s32[], f32[8,8]) {
+  %t = (s32[], f32[8,8]{1,0}) parameter(0)
+  %a = f32[8,16]{1,0} constant({...})
+  %b = f32[16,8]{1,0} constant({...})
+  %f = f32[8,8]{1,0} fusion(%a, %b), kind=kOutput, calls=%fused
+  %z = s32[] constant(2)
+  %init = (s32[], f32[8,8]{1,0}) tuple(%z, %f)
+  %w = (s32[], f32[8,8]{1,0}) while(%init), condition=%inner_cond, body=%inner_body
+  ROOT %o = (s32[], f32[8,8]{1,0}) tuple(%z, %f)
+}
+
+%outer_cond (t: (s32[], f32[8,8])) -> pred[] {
+  %t = (s32[], f32[8,8]{1,0}) parameter(0)
+  ROOT %c = pred[] constant(true)
+}
+
+ENTRY %main () -> f32[8,8] {
+  %zero = s32[] constant(0)
+  %x0 = f32[8,8]{1,0} constant({...})
+  %s = (s32[], f32[8,8]{1,0}) tuple(%zero, %x0)
+  %w2 = (s32[], f32[8,8]{1,0}) while(%s), condition=%outer_cond, body=%outer_body,\
+backend_config={"known_trip_count":{"n":"7"}}
+  ROOT %out = f32[8,8]{1,0} get-tuple-element(%w2), index=1
+}
+"""
+
+
+def test_loop_multiplicities_and_flops() -> None:
+    counts = loops.count(LOOP_HLO)
+    trips = {loop.name: (loop.trip_count, loop.how) for loop in counts.loops}
+    assert trips == {"w2": (7, "backend_config"), "w": (3, "condition")}  # 5 - 2 from the counter's start
+    assert counts.multiplicity["outer_body"] == 7 and counts.multiplicity["inner_body"] == 21
+    assert counts.multiplicity["fused"] == 7
+    assert counts.multiplicity["inner_cond"] == 28  # a condition runs once more than its body
+    dot, add, compare = 2 * 8 * 8 * 16, 8 * 8, 1
+    assert counts.flops == 7 * dot + 21 * add + 28 * compare
+    assert counts.flops_once == dot + add + compare
+
+
+@pytest.mark.parametrize(
+    ("inp", "out", "kernel", "stride", "pad", "lhs", "rhs"),
+    [(8, 8, 3, 1, 1, 1, 1), (5, 3, 2, 2, 0, 1, 1), (4, 13, 3, 1, 2, 4, 1), (6, 4, 2, 1, 0, 1, 2)],
+)
+def test_conv_valid_positions_brute_force(
+    inp: int, out: int, kernel: int, stride: int, pad: int, lhs: int, rhs: int
+) -> None:
+    dilated = [None] * ((inp - 1) * lhs + 1)
+    for i in range(inp):
+        dilated[i * lhs] = i
+    want = 0
+    for o in range(out):
+        for k in range(kernel):
+            pos = o * stride - pad + k * rhs
+            if 0 <= pos < len(dilated) and dilated[pos] is not None:
+                want += 1
+    assert loops._valid_positions(inp, out, kernel, stride, pad, lhs, rhs) == want
+
+
+GPU_FRAMES = """HloModule jit_f
+
+FileNames
+1 "/home/me/model.py"
+
+FunctionNames
+1 "<module>"
+2 "mlp"
+
+FileLocations
+1 {file_name_id=1 function_name_id=1 line=12 end_line=12 column=2 end_column=2}
+2 {file_name_id=1 function_name_id=2 line=40 end_line=40 column=21 end_column=21}
+
+StackFrames
+1 {file_location_id=1 parent_frame_id=1}
+2 {file_location_id=2 parent_frame_id=1}
+
+
+ENTRY %main (p: f32[4]) -> f32[4] {
+  %p = f32[4]{0} parameter(0)
+  ROOT %m.1 = f32[4]{0} multiply(%p, %p), metadata={op_name="jit(f)/mul" stack_frame_id=2}
+}
+"""
+
+
+def test_instruction_sources_read_stack_frames() -> None:
+    assert memory.instruction_sources(GPU_FRAMES, {"m.1"}) == {
+        "m.1": {"op": "jit(f)/mul", "source": "/home/me/model.py:40 (mlp)"}
+    }
+
+
+# ---- publishing -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.tpu
+def test_publish_multihost_slice(v5p_plan: Any, client: TestClient) -> None:
+    """Regression: publishing abstract params on a multi-host slice was 422 "devices.process_index must be in
+    range(process_count=1)"."""
+    _, _, _, snap = v5p_plan
+    check_snapshot(snap)
+    r = client.post("/api/snapshots", json=snap)
+    assert r.status_code == 201, r.text
+    got = client.get(f"/api/snapshots/{r.json()['id']}").json()
+    assert got["platform"] == "tpu" and got["target"]["hosts"] == 4
+    assert got["plan"]["verdict"] == snap["plan"]["verdict"]
+    # without the compile-only target the same devices are refused, with a hint that says why
+    bare = {k: v for k, v in snap.items() if k != "target"}
+    r = client.post("/api/snapshots", json=bare)
+    assert r.status_code == 422 and "compile_only" in r.json()["error"].get("hint", "")
+
+
+@pytest.mark.tpu
+def test_publish_abstract_params_of_a_multihost_slice(client: TestClient) -> None:
+    """Regression (issue 25): capture/publish of abstract params on a multi-host slice was 422."""
+    from sharding_core import capture
+
+    m = mesh("tpu:v5p:4x4x4", (16, 4), ("fsdp", "tp"))
+    params = {"w": jax.ShapeDtypeStruct((4096, 14336), jax.numpy.bfloat16, sharding=NamedSharding(m, P("fsdp", "tp")))}
+    snap = capture(params, "abstract params")
+    assert snap["target"]["hosts"] == 16 and snap["target"]["compile_only"] is True
+    assert snap["process_count"] == 1 and max(snap["devices"]["process_index"]) == 15
+    r = client.post("/api/snapshots", json=snap)
+    assert r.status_code == 201, r.text
+    got = client.get(f"/api/snapshots/{r.json()['id']}").json()
+    assert got["memory"]["max_bytes"] == 4096 * 14336 * 2 // 64  # each chip's shard, from the layout
+
+
+@pytest.mark.tpu
+def test_capture_on_one_host_slice_says_tpu() -> None:
+    """Regression: abstract params on a one-host slice published as "4 cpu (cpu)", no coords."""
+    from sharding_core import capture
+
+    m = mesh("tpu:v5e:2x2", (4,), ("data",))
+    params = {"w": jax.ShapeDtypeStruct((1024, 1024), jax.numpy.float32, sharding=NamedSharding(m, P("data")))}
+    snap = capture(params)
+    assert snap["platform"] == "tpu" and snap["device_kind"] == "TPU v5 lite"
+    assert snap["devices"]["id"] == [0, 1, 2, 3]
+    assert snap["devices"]["coords"] == [[0, 0, 0], [1, 0, 0], [0, 1, 0], [1, 1, 0]]
+
+
+def test_full_ring_permute_publishes(client: TestClient) -> None:
+    """Regression: a full-ring collective-permute was refused ("collectives[0] names devices that are not in the
+    devices table"): its groups list n devices and its pairs 2n, 3n members against a cap of 2n."""
+    from sharding_core import inspect_jit
+
+    devs = jax.devices()[:8]
+    m = jax.sharding.Mesh(np.array(devs), ("ring",))
+    ring = [(i, (i + 1) % 8) for i in range(8)]
+    f = jax.jit(
+        jax.shard_map(lambda x: jax.lax.ppermute(x, "ring", ring), mesh=m, in_specs=P("ring"), out_specs=P("ring"))
+    )
+    snap = inspect_jit(f, jax.ShapeDtypeStruct((64,), np.float32, sharding=NamedSharding(m, P("ring"))))
+    permutes = [c for c in snap["collectives"] if c["op"] == "collective-permute"]
+    assert permutes and len(permutes[0]["pairs"]) == 8 and sum(len(g) for g in permutes[0]["groups"]) == 8
+    r = client.post("/api/snapshots", json=snap)
+    assert r.status_code == 201, r.text
+
+
+def test_snapshot_check_bounds_collective_members() -> None:
+    from sharding_core.errors import ShardingError
+
+    snap: dict[str, Any] = {
+        "version": 1,
+        "process_index": 0,
+        "process_count": 1,
+        "devices": {"id": [0, 1, 2, 3], "process_index": [0] * 4, "core_on_chip": [0] * 4, "coords": None},
+        "meshes": [],
+        "layouts": [],
+        "leaves": [],
+        "collectives": [{"groups": [[0, 1, 2, 3]], "pairs": [[0, 1], [1, 2], [2, 3], [3, 0]]}],
+    }
+    check_snapshot(snap)  # a full ring: 4 + 8 members
+    snap["collectives"][0]["pairs"].append([0, 2])
+    with pytest.raises(ShardingError, match="more group members"):
+        check_snapshot(snap)
+
+
+# ---- baseline comparison ----------------------------------------------------------------------------------
+
+
+def _plan(peak: int, colls: list[tuple[str, list[str], int, int]]) -> dict[str, Any]:
+    return {
+        "format": "shardscope.snapshot",
+        "plan": {"refusal": None},
+        "jit": {"memory_per_device": {"peak_memory_in_bytes": peak}},
+        "collectives": [
+            {"op": o, "axes": a, "bytes": b, "repeat": r, "name": f"c{i}"} for i, (o, a, b, r) in enumerate(colls)
+        ],
+    }
+
+
+def test_baseline_thresholds_at_and_past_the_limit() -> None:
+    base = _plan(1000, [("all-gather", ["fsdp"], 100, 4)])
+    assert not baseline.compare(base, _plan(1020, [("all-gather", ["fsdp"], 100, 4)]), max_peak_growth=0.02)[
+        "regressed"
+    ]
+    grown = baseline.compare(base, _plan(1021, [("all-gather", ["fsdp"], 100, 4)]), max_peak_growth=0.02)
+    assert grown["regressed"] and "peak HBM" in grown["reasons"][0]
+    extra = [("all-gather", ["fsdp"], 100, 4), ("all-reduce", ["tp"], 256, 4)]
+    at = baseline.compare(base, _plan(1000, extra), max_new_collective_bytes=1024)
+    assert not at["regressed"] and at["new_collective_bytes_per_step"] == 1024
+    past = baseline.compare(base, _plan(1000, extra), max_new_collective_bytes=1023)
+    assert past["regressed"] and past["new_collectives"][0]["op"] == "all-reduce"
+
+
+# ---- the command -----------------------------------------------------------------------------------------
+
+
+def _run_plan(*argv: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "shardscope", "plan", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=300,
+    )
+
+
+@pytest.mark.tpu
+@pytest.mark.slow
+def test_plan_command_end_to_end_with_baseline(tmp_path: Path, server: Server) -> None:
+    script = tmp_path / "model.py"
+    script.write_text(
+        "from examples import llama\n"
+        f"small = llama.plan_fn('tiny', 'fsdp', {BATCH}, {SEQ})\n"
+        f"bigger_batch = llama.plan_fn('tiny', 'fsdp', {4 * BATCH}, {SEQ})\n"
+    )
+    first = tmp_path / "plan.json"
+    dashboard = f"http://127.0.0.1:{server.port}"
+    r = _run_plan(f"{script}:small", "--devices", "tpu:v5p:2x2x4", "--mesh", "16", "--axes", "fsdp",
+                  "--json", str(first), "--publish", dashboard)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "verdict: fits:" in r.stdout and "collectives:" in r.stdout and "HBM per device" in r.stdout
+    saved = json.loads(first.read_text())
+    assert saved["plan"]["verdict"] in r.stdout and saved["target"]["devices"] == "tpu:v5p:2x2x4"
+    link = re.search(r"published: (\S+/s/[\w-]+)", r.stdout)
+    assert link and link[1].startswith(dashboard), r.stdout[-500:]
+    with urllib.request.urlopen(f"{dashboard}/api/links/{link[1].rsplit('/', 1)[1]}", timeout=30) as answer:
+        state = json.loads(answer.read())
+    stored = json.loads(
+        urllib.request.urlopen(f"{dashboard}/api/snapshots/{state['state']['snapshot']}", timeout=30).read()
+    )
+    assert (
+        stored["name"] == "plan model.py:small on tpu:v5p:2x2x4"
+        and stored["plan"]["verdict"] == saved["plan"]["verdict"]
+    )
+    same = _run_plan(f"{script}:small", "--devices", "tpu:v5p:2x2x4", "--mesh", "16", "--axes", "fsdp",
+                     "--baseline", str(first), "--no-temporaries")  # fmt: skip
+    assert same.returncode == 0, same.stdout[-2000:] + same.stderr[-2000:]
+    assert "no regression" in same.stdout and "thresholds" in same.stdout
+    worse = _run_plan(f"{script}:bigger_batch", "--devices", "tpu:v5p:2x2x4", "--mesh", "16", "--axes", "fsdp",
+                      "--baseline", str(first), "--no-temporaries")  # fmt: skip
+    assert worse.returncode == 1, worse.stdout[-2000:] + worse.stderr[-2000:]
+    assert "REGRESSED: peak HBM per device grew" in worse.stdout
+
+
+def test_plan_command_bad_input_exits_2(tmp_path: Path) -> None:
+    r = _run_plan("no_such_file.py:fn", "--devices", "cpu:8")
+    assert r.returncode == 2 and "no such file" in r.stderr
+    bad = tmp_path / "b.json"
+    bad.write_text("{}")
+    script = tmp_path / "m.py"
+    script.write_text("def fn(mesh):\n    return 1\n")
+    r = _run_plan(f"{script}:fn", "--devices", "cpu:8", "--baseline", str(bad))
+    assert r.returncode == 2 and "not a plan" in r.stderr
+    r = _run_plan(f"{script}:fn", "--devices", "cpu:8")
+    assert r.returncode == 2 and "must return (jitted_fn, args)" in r.stderr
+
+
+@pytest.mark.tpu
+def test_moe_expert_parallelism_plans_all_to_alls() -> None:
+    """The MoE example's expert parallelism moves tokens to their experts with all-to-alls over `expert`,
+    inside the scanned layers (so each runs n_layers times per step)."""
+    from examples import moe
+
+    m = mesh("tpu:v5p:2x2x4", (4, 4), ("data", "expert"))
+    step, args = moe.tiny_ep(m)
+    snap = plan(step, *args)
+    hlo = step.lower(*args).compile().as_text()
+    all_to_all = [c for c in snap["collectives"] if c["op"] == "all-to-all"]
+    assert len(all_to_all) == sum(1 for op in hlo_collectives(hlo).values() if op == "all-to-all")
+    in_layers = [c for c in all_to_all if c["axes"] == ["expert"]]
+    assert len(in_layers) >= 2 and all(c["repeat"] == moe.MOE_CONFIGS["tiny"].n_layers for c in in_layers)
+    assert snap["plan"]["verdict"].startswith("fits: ")
+
+
+@pytest.mark.tpu
+def test_bytes_and_flops_counted_like_xla() -> None:
+    """With every loop body counted once, the reader's counts are XLA's cost_analysis for the same TPU
+    program: flops to 1%, bytes accessed to 25% (XLA's TPU figure counts tile-padded buffers and its own
+    fusion operand use; shapes here are multiples of 128, so padding is small)."""
+    cfg = llama.Config(vocab=8192, d_model=1024, n_layers=2, n_heads=8, n_kv_heads=8, head_dim=128, d_ff=4096)
+    _, _, _, snap = _llama_plan("tpu:v5p:2x2x4", (4, 4), ("fsdp", "tp"), cfg, "fsdp_tp", 16, 512)
+    work = snap["plan"]["work"]
+    assert work["flops_loops_once"] == pytest.approx(work["flops_xla"], rel=0.01)
+    assert work["bytes_accessed_loops_once"] == pytest.approx(work["bytes_accessed_xla"], rel=0.25)
+    assert work["bytes_accessed"] > work["bytes_accessed_loops_once"]  # the layers' traffic, twice
+
+
+@pytest.mark.tpu
+def test_inspect_jit_on_flax_nnx_abstract_state() -> None:
+    """Flax NNX abstract state (nnx.eval_shape under the compile-only mesh) plans without allocating."""
+    from flax import nnx
+
+    from sharding_core import inspect_jit
+
+    m = mesh("tpu:v5e:2x4", (2, 4), ("data", "model"))
+
+    class MLP(nnx.Module):
+        def __init__(self, rngs: nnx.Rngs) -> None:
+            init = nnx.initializers.lecun_normal()
+            self.w1 = nnx.Param(init(rngs.params(), (512, 2048)), out_sharding=(None, "model"))
+            self.w2 = nnx.Param(init(rngs.params(), (2048, 512)), out_sharding=("model", None))
+
+        def __call__(self, x: jax.Array) -> jax.Array:
+            return jax.nn.relu(x @ self.w1) @ self.w2
+
+    with jax.set_mesh(m):
+        abstract = nnx.eval_shape(lambda: MLP(nnx.Rngs(0)))
+    graphdef, state = nnx.split(abstract)
+    x = jax.ShapeDtypeStruct((64, 512), np.float32, sharding=NamedSharding(m, P("data", None)))
+
+    def loss(state: Any, x: jax.Array) -> jax.Array:
+        return jax.numpy.mean(nnx.merge(graphdef, state)(x) ** 2)
+
+    grad = jax.jit(jax.grad(loss))
+    snap = inspect_jit(grad, state, x)
+    compiled = grad.lower(state, x).compile()
+    assert snap["platform"] == "tpu" and snap["device_kind"] == "TPU v5 lite"
+    specs = {leaf["path"]: leaf["spec"] for leaf in snap["leaves"]}
+    assert specs["inputs/args/0/w1"] == "P(None, 'model')" and specs["inputs/args/0/w2"] == "P('model', None)"
+    assert snap["jit"]["memory_per_device"]["peak_memory_in_bytes"] == compiled.memory_analysis().peak_memory_in_bytes
+    groups = {g["group"]: g["bytes_per_device"] for g in snap["plan"]["arguments"]["groups"]}
+    assert groups == {"args/0": 2 * 512 * 2048 * 4 // 4, "args/1": 64 * 512 * 4 // 2}
+    assert {c["name"]: c["op"] for c in snap["collectives"]} == hlo_collectives(compiled.as_text())
+
+
+@pytest.mark.tpu
+def test_multislice_plan_lists_dcn_transfers(client: TestClient) -> None:
+    """Two v5e 2x2 slices, data parallel across them: each slice's collectives run over ICI (listed for both
+    slices), the gradients' cross-slice reduction is a megascale DCN transfer."""
+    m = mesh("tpu:v5e:2x2", (2, 4), ("dcn", "fsdp"), slices=2, order="hybrid", dcn_shape=(2, 1))
+    rules = (("batch", ("dcn", "fsdp")), ("embed", "fsdp"))
+    step, args = llama.plan_fn(TINY, rules, BATCH, SEQ)(m)
+    snap = plan(step, *args)
+    assert snap["target"]["slices"] == 2 and snap["target"]["hosts"] == 2
+    slices = {d // 100000 for c in snap["collectives"] for g in c["groups"] for d in g}
+    assert slices == {1, 2}
+    assert all(len({d // 100000 for d in g}) == 1 for c in snap["collectives"] for g in c["groups"])
+    assert any(t["op"] == "all-reduce" for t in snap["plan"]["dcn_transfers"])
+    assert client.post("/api/snapshots", json=snap).status_code == 201
+
+
+@pytest.mark.tpu
+def test_two_plans_compare_on_the_compare_page(v5p_plan: Any, client: TestClient) -> None:
+    """FSDP x TP against pure FSDP of the same step on the same slice: the compare route reads each plan's
+    loop-counted roofline and XLA's peak, and names the cheaper by the lower bound on step time."""
+    _, _, _, fsdp_tp = v5p_plan
+    _, _, _, fsdp = _llama_plan("tpu:v5p:2x2x4", (16,), ("fsdp",), TINY, "fsdp", BATCH, SEQ)
+    ids = [client.post("/api/snapshots", json=s).json()["id"] for s in (fsdp_tp, fsdp)]
+    r = client.post(
+        "/api/compare", json={"a": {"snapshot": {"snapshot": ids[0]}}, "b": {"snapshot": {"snapshot": ids[1]}}}
+    )
+    assert r.status_code == 200, r.text
+    got = r.json()
+    for side, snap in zip("ab", (fsdp_tp, fsdp), strict=True):
+        assert got[side]["lower_bound_seconds"] == snap["plan"]["step_time"]["lower_bound_seconds"]
+        assert got[side]["hbm"]["bytes_per_device"] == snap["jit"]["memory_per_device"]["peak_memory_in_bytes"]
+    assert got["verdict"]["by"] == "lower bound on run time"
+    low = {s: got[s]["lower_bound_seconds"] for s in "ab"}
+    assert got["verdict"]["cheaper"] == min(low, key=lambda s: low[s])
+
+
+def test_missing_compilers_say_which_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the tpu or gpu extra, a compile-only set says which extra to install (a 4xx-style error)."""
+    from jax.experimental import topologies
+
+    from sharding_core.errors import ShardingError
+    from sharding_core.kernels import runner
+    from sharding_core.planning import targets
+
+    targets._target.cache_clear()
+    monkeypatch.setattr(runner, "libtpu_available", lambda: False)
+    with pytest.raises(ShardingError, match="libtpu is not installed") as e:
+        mesh("tpu:v4:2x2x2", (8,), ("x",))
+    assert e.value.code == "unavailable" and "tpu extra" in (e.value.hint or "")
+
+    def no_cuda(**kwargs: Any) -> Any:
+        raise NotImplementedError("topology not implemented for cuda")
+
+    monkeypatch.setattr(topologies, "get_topology_desc", no_cuda)
+    with pytest.raises(ShardingError, match="no CUDA plugin") as e:
+        mesh("gpu:a100:1x4", (4,), ("x",))
+    assert "gpu extra" in (e.value.hint or "") and "JAX_PLATFORMS=cpu" in (e.value.hint or "")
+    with pytest.raises(ShardingError, match="no GPU target config for 'l4'"):
+        mesh("gpu:l4:1x4", (4,), ("x",))
+    targets._target.cache_clear()
