@@ -170,16 +170,16 @@ def test_delete_a_run_a_snapshot_or_a_link_and_what_it_opens(make_client: Client
     ref = {"snapshot": single["id"]}
     assert post(c, "/api/snapshots/diff", {"a": ref, "b": ref}).status_code == 200  # parsed and cached
     # the CLI is another process's view: nothing it deletes is counted in this one
-    assert main(["store", "delete", "--db", db, "--run", read_id]) == 0
+    assert main(["store", "delete", "--db", db, f"--run={read_id}"]) == 0
     assert_error(c.get(f"/api/snapshots/runs/{read_id}"), 404, "not_found")
     assert store.run_parts(read_id) == []
-    assert main(["store", "delete", "--db", db, "--snapshot", single["id"]]) == 0
+    assert main(["store", "delete", "--db", db, f"--snapshot={single['id']}"]) == 0
     assert_error(c.get(f"/api/snapshots/{single['id']}"), 404, "not_found")
     assert_error(
         post(c, "/api/snapshots/diff", {"a": ref, "b": ref}), 404, "not_found"
     )  # the cached parse is not served
     link = other["url"].removeprefix("/s/")
-    assert main(["store", "delete", "--db", db, "--link", link]) == 0
+    assert main(["store", "delete", "--db", db, f"--link={link}"]) == 0
     assert_error(c.get(f"/api/links/{link}"), 404, "not_found")
     assert_error(c.get(f"/api/snapshots/{other['id']}"), 404, "not_found")
     assert main(["store", "delete", "--db", db, "--snapshot", "A" * 22]) == 1  # nothing to delete

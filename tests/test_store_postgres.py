@@ -192,7 +192,7 @@ def test_the_store_command_looks_after_a_postgresql_store(
         link = store.put("links", b'{"view":"layout","state":{}}')
     assert main(["store", "info", "--db", url]) == 0
     assert '"records": 1' in capsys.readouterr().out
-    assert main(["store", "delete", "--db", url, "--link", link]) == 0
+    assert main(["store", "delete", "--db", url, f"--link={link}"]) == 0
     assert "deleted 1 records" in capsys.readouterr().out
     assert main(["store", "info", "--db", postgres.url(password="nope")]) == 2
     err = capsys.readouterr().err
