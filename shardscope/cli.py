@@ -78,7 +78,11 @@ def _parser() -> argparse.ArgumentParser:
     for action, what in (
         ("info", "records, bytes and runs, and the byte total against the budget"),
         ("prune", "delete by age (--older-than DAYS) and/or the oldest until the store is under --max-bytes"),
-        ("delete", "delete one run (--run READ_ID), snapshot (--snapshot ID) or link and what it opens (--link ID)"),
+        (
+            "delete",
+            "delete one run (--run=READ_ID), snapshot (--snapshot=ID) or link and what it opens (--link=ID); "
+            "give the id after '=': one may begin with '-'",
+        ),
     ):
         a = actions.add_parser(action, help=what, description=what)
         a.add_argument(
