@@ -108,8 +108,9 @@ const TERMS = /** @type {const} */ ([
 ]);
 
 /**
- * A roofline panel: three bars (compute, memory, communication) on one scale, the bound marked, the lower
- * bound on run time, HBM fit, and what the model has no figures for.
+ * A roofline panel: three bars (compute, memory, communication) on one scale, the bound marked, the
+ * communication's expected time beside its bound (dashed), the lower bound on run time, HBM fit, and
+ * what the model has no figures for.
  * @param {HTMLElement} container
  * @param {Roofline | null | undefined} r
  * @param {string} [title]
@@ -123,9 +124,11 @@ export function rooflinePanel(container, r, title = "Roofline") {
   head.append(el("span", "muted", ` ${r.hardware ? `on ${r.hardware}` : ""} — ${r.source}`));
   box.appendChild(head);
   const values = TERMS.map(([, key]) => r[key]);
-  const max = Math.max(0, ...values.filter((v) => v !== null).map(Number));
+  // communication's expected time (each fabric at its fitted efficiency and latency) beside its bound
+  const expected = r.communication_expected_seconds ?? null;
+  const max = Math.max(0, ...[...values, expected].filter((v) => v !== null && v !== undefined).map(Number));
   if (r.hardware && max > 0) {
-    const width = 520;
+    const width = 600;
     const label = 120;
     const rowH = 22;
     const svg = svgEl("svg", { viewBox: `0 0 ${width} ${TERMS.length * rowH + 4}`, width, height: TERMS.length * rowH + 4, role: "img", class: "roofline-bars" });
@@ -134,11 +137,17 @@ export function rooflinePanel(container, r, title = "Roofline") {
       const v = r[key];
       const y = i * rowH + 2;
       const g = svgEl("g", { class: `bar ${name}${r.bound === name ? " bound" : ""}` }, svg);
-      svgEl("title", {}, g).textContent = `${name}: ${fmtSeconds(v)} = ${formula}`;
+      const also = name === "communication" && expected !== null ? `; expected ${fmtSeconds(expected)}: each fabric at its fitted efficiency and latency (dashed)` : "";
+      svgEl("title", {}, g).textContent = `${name}: bound ${fmtSeconds(v)} = ${formula}${also}`;
       svgEl("text", { x: 0, y: y + 15, class: "bar-label" }, g).textContent = name;
-      const w = v === null ? 0 : Math.max(1, ((width - label - 90) * v) / max);
+      const span = width - label - 190;
+      const w = v === null ? 0 : Math.max(1, (span * v) / max);
       svgEl("rect", { x: label, y, width: w, height: rowH - 6, rx: 2 }, g);
-      svgEl("text", { x: label + w + 6, y: y + 15, class: "bar-value" }, g).textContent = v === null ? "no figure" : fmtSeconds(v);
+      const more = name === "communication" && expected !== null && v !== null;
+      const we = more ? Math.max(1, (span * expected) / max) : 0;
+      if (more) svgEl("rect", { x: label, y: y + 1, width: we, height: rowH - 8, rx: 2, class: "expected" }, g);
+      const value = v === null ? "no figure" : more ? `${fmtSeconds(v)} · expected ${fmtSeconds(expected)}` : fmtSeconds(v);
+      svgEl("text", { x: label + Math.max(w, we) + 6, y: y + 15, class: "bar-value" }, g).textContent = value;
     });
     box.appendChild(svg);
   }
