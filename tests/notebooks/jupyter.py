@@ -174,3 +174,46 @@ def opened(browser: Browser, jupyter: Jupyter, cells: dict[str, int], viewport: 
         yield notebook
     finally:
         context.close()
+
+
+SIZES = [(1440, 900), (390, 844)]
+THEMES = {"light": "JupyterLab Light", "dark": "JupyterLab Dark"}
+WIDER = """w => [...w.querySelectorAll('*')]
+    .filter(e => e.getBoundingClientRect().right > w.getBoundingClientRect().right + 1)
+    .slice(0, 6).map(e => `${e.tagName}.${e.getAttribute('class')} in ${e.parentElement?.getAttribute('class')}`)"""
+THEME = "t => window.jupyterapp.commands.execute('apputils:change-theme', {theme: t})"
+# a phone's width is the notebook's: the side panels folded
+FOLD = "() => { window.jupyterapp.shell.collapseLeft(); window.jupyterapp.shell.collapseRight(); }"
+
+
+def in_every_size_and_theme(nb: Notebook, names: list[str], prefix: str) -> None:
+    """JupyterLab at 1440×900 and 390×844, light and dark: every widget of ``names`` fits its output (nothing
+    wider than the widget), and a screenshot of each with its top in view, ``<prefix>-<name>-<width>-<scheme>``."""
+    page = nb.page
+    try:
+        for width, height in SIZES:
+            page.set_viewport_size({"width": width, "height": height})
+            page.evaluate(FOLD)
+            for scheme, theme in THEMES.items():
+                page.evaluate(THEME, theme)
+                dark = len(nb.cells) if scheme == "dark" else 0
+                themed = f"document.querySelectorAll('.shardscope-nb.ss-dark').length === {dark}"
+                page.wait_for_function(themed, timeout=30_000)
+                for name in names:
+                    widget = nb.widget(name)
+                    widget.scroll_into_view_if_needed()
+                    # nothing wider than the widget: tables and pictures scroll or shrink inside it (once the
+                    # pictures have heard the new width: a ResizeObserver lays them out again)
+                    try:
+                        fits = "w => w.scrollWidth - w.clientWidth <= 1"
+                        page.wait_for_function(fits, arg=widget.element_handle(), timeout=10_000)
+                    except Exception:
+                        wide = widget.evaluate(WIDER)
+                        pytest.fail(f"{name} at {width} px ({scheme}) is wider than its widget: {wide}")
+                    # the notebook as it looks with the widget's top in view (a tall widget scrolls with it)
+                    widget.evaluate("w => w.scrollIntoView({block: 'start'})")
+                    SHOTS.mkdir(parents=True, exist_ok=True)
+                    page.screenshot(path=str(SHOTS / f"{prefix}-{name}-{width}-{scheme}.png"))
+    finally:
+        page.set_viewport_size({"width": 1400, "height": 1000})
+        page.evaluate(THEME, "JupyterLab Light")

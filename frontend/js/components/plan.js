@@ -96,6 +96,7 @@ export function hbmBar(container, hbm, opts) {
   }
   // the parts, one row each: a swatch, what it is, bytes, share of capacity
   const { table: parts, body } = headedTable("hbm-parts", ["", "kind", "per device", hbm.capacity ? "of capacity" : ""]);
+  parts.tHead?.rows[0].cells[3].classList.add("share");
   for (const p of [...hbm.parts, ...hbm.apart]) {
     const apart = hbm.apart.includes(p);
     if (apart && p === hbm.apart[0]) {
@@ -115,7 +116,7 @@ export function hbmBar(container, hbm, opts) {
     const b = cell(fmtBytes(p.bytes), "num");
     b.dataset.bytes = String(p.bytes);
     b.title = exactBytes(p.bytes);
-    cell(share(p.bytes, hbm.capacity), "num");
+    cell(share(p.bytes, hbm.capacity), "num share");
   }
   // XLA's own figures, exactly (what the fit is decided on)
   const xla = el("dl", "hbm-figures");
@@ -151,10 +152,13 @@ function largestTable(rows, part) {
 /** The refusal as the lead: the figures, XLA's message, the largest allocations and what to change. @param {any} r */
 function refusalBlock(r) {
   const facts = defList([
-    ["over by", r.over_bytes ? `${fmtBytes(r.over_bytes)} (${exactBytes(r.over_bytes)})` : null],
+    ["over by", r.over_bytes ? fmtBytes(r.over_bytes) : null],
     [r.what ? `${r.what} needed` : "needed", r.required_bytes ? fmtBytes(r.required_bytes) : null],
     ["available", r.available_bytes ? `${fmtBytes(r.available_bytes)} per device` : null],
   ]);
+  // the exact counts on hover
+  const exact = [r.over_bytes, r.required_bytes, r.available_bytes].filter((b) => b);
+  facts.querySelectorAll("dd").forEach((dd, i) => (dd.title = exact[i] ? exactBytes(exact[i]) : ""));
   const advice = (r.advice || []).map((/** @type {string} */ a) => el("li", "", a));
   return h("div", { class: "plan-refusal", part: "plan-refusal" },
     h("div", { class: "summary" }, facts),
