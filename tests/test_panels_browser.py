@@ -23,14 +23,11 @@ import shardscope
 from sharding_core import publish
 from tests.notebooks import panel_objects as objects
 from tests.notebooks.hosting import Mounted, jax_tiles
-from tests.notebooks.jupyter import FRONTS, Jupyter, Notebook, in_every_size_and_theme, opened, running_jupyter
-from tests.notebooks.show_cells import PANEL_CELLS, PANEL_SHOW_CELLS, notebook
-from tests.plugins.browser import Watched
+from tests.notebooks.jupyter import Notebook, in_every_size_and_theme, lab_notebook, mounting
+from tests.notebooks.show_cells import PANEL_CELLS, PANEL_SHOW_CELLS
 from tests.plugins.live import Server
 
 pytestmark = pytest.mark.slow
-
-HOSTS = ["dashboard", "jupyterlab"]
 
 
 @dataclass
@@ -56,49 +53,21 @@ def published(server: Server) -> Published:
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory, server: Server) -> Iterator[Jupyter]:
-    dashboard = f"http://127.0.0.1:{server.port}"
-    with running_jupyter(FRONTS["JupyterLab"], tmp_path_factory, notebook(PANEL_CELLS), dashboard) as j:
-        yield j
-
-
-@pytest.fixture(scope="module")
-def nb(browser: Browser, lab: Jupyter) -> Iterator[Notebook]:
-    with opened(browser, lab, PANEL_SHOW_CELLS, {"width": 1400, "height": 1000}) as notebook:
-        yield notebook
-
-
-@pytest.fixture(params=HOSTS)
-def host(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
+def nb(browser: Browser, tmp_path_factory: pytest.TempPathFactory, server: Server) -> Iterator[Notebook]:
+    with lab_notebook(
+        browser, tmp_path_factory, PANEL_CELLS, PANEL_SHOW_CELLS, f"http://127.0.0.1:{server.port}"
+    ) as shown:
+        yield shown
 
 
 @pytest.fixture
 def mount(host: str, request: pytest.FixtureRequest, browser: Browser, published: Published) -> Iterator[Any]:
     """``mount(name)``: the panel showing object ``name`` on the test's host."""
-    if host == "jupyterlab":
-        nb: Notebook = request.getfixturevalue("nb")
-
-        def in_lab(name: str) -> Mounted:
-            widget = nb.widget(name)
-            widget.scroll_into_view_if_needed()
-            return Mounted(host, nb.page, widget.locator(".ss-panel"), widget)
-
-        yield in_lab
-        assert nb.widget_errors() == []
-        return
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    w = Watched(context)
-
-    def on_page(name: str) -> Mounted:
-        w.page.goto(getattr(published, name))
-        key = "rendered" if name == "array" else "loaded"
-        w.page.wait_for_selector(f"body[data-{key}]", state="attached", timeout=60_000)
-        return Mounted(host, w.page, w.page.locator("main"), w.page.locator("body"))
-
-    yield on_page
-    context.close()
-    assert w.errors == []
+    with mounting(
+        host, lambda: request.getfixturevalue("nb"), browser, lambda name: getattr(published, name),
+        lambda name: "rendered" if name == "array" else "loaded",
+    ) as mount:  # fmt: skip
+        yield mount
 
 
 def labels(grid: Locator) -> list[str]:

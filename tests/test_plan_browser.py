@@ -37,15 +37,13 @@ from sharding_core import publish
 from sharding_core.planning.program import plan
 from sharding_core.planning.targets import mesh
 from tests.notebooks.hosting import Mounted
-from tests.notebooks.jupyter import FRONTS, Jupyter, Notebook, in_every_size_and_theme, opened, running_jupyter
-from tests.notebooks.show_cells import notebook
-from tests.plugins.browser import SHOTS, Watched, rendered
+from tests.notebooks.jupyter import Notebook, in_every_size_and_theme, lab_notebook, mounting
+from tests.plugins.browser import SHOTS, Watched, rendered, sized_context
 from tests.plugins.live import ROOT, Server
 from tests.test_planning import hlo_collectives, hlo_groups
 
 pytestmark = [pytest.mark.slow, pytest.mark.tpu]
 
-HOSTS = ["dashboard", "jupyterlab"]
 DEVICES, MESH, AXES = "tpu:v5p:2x2x4", (4, 4), ("fsdp", "tp")
 # XLA refuses this one on v5e 4x4 for its temporaries (the attention scores of S=8192): tests/test_planning.py
 REFUSED = llama.Config(vocab=32000, d_model=2048, n_layers=2, n_heads=16, n_kv_heads=4, head_dim=128, d_ff=8192)
@@ -150,49 +148,18 @@ SHOWN = {"plan": 1, "refusal": 2}
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory, server: Server, plans: Plans) -> Iterator[Jupyter]:
+def nb(browser: Browser, tmp_path_factory: pytest.TempPathFactory, server: Server, plans: Plans) -> Iterator[Notebook]:
     cells = [SETUP, *(f"shardscope.show(json.load(open({str(plans.files / f'{n}.json')!r})))" for n in SHOWN)]
-    dashboard = f"http://127.0.0.1:{server.port}"
-    with running_jupyter(FRONTS["JupyterLab"], tmp_path_factory, notebook(cells), dashboard) as j:
-        yield j
-
-
-@pytest.fixture(scope="module")
-def nb(browser: Browser, lab: Jupyter) -> Iterator[Notebook]:
-    with opened(browser, lab, SHOWN, {"width": 1400, "height": 1000}) as shown:
+    with lab_notebook(browser, tmp_path_factory, cells, SHOWN, f"http://127.0.0.1:{server.port}") as shown:
         yield shown
-
-
-@pytest.fixture(params=HOSTS)
-def host(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
 
 
 @pytest.fixture
 def mount(host: str, request: pytest.FixtureRequest, browser: Browser, plans: Plans) -> Iterator[Any]:
     """``mount(name)``: the snapshot panel showing plan ``name`` (plan, refusal) on the test's host."""
-    if host == "jupyterlab":
-        shown: Notebook = request.getfixturevalue("nb")
-
-        def in_lab(name: str) -> Mounted:
-            widget = shown.widget(name)
-            widget.scroll_into_view_if_needed()
-            return Mounted(host, shown.page, widget.locator(".ss-panel"), widget)
-
-        yield in_lab
-        assert shown.widget_errors() == []
-        return
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    w = Watched(context)
-
-    def on_page(name: str) -> Mounted:
-        w.page.goto(plans.link if name == "plan" else plans.refusal_link)
-        w.page.wait_for_selector("body[data-rendered]", state="attached", timeout=60_000)
-        return Mounted(host, w.page, w.page.locator("main"), w.page.locator("body"))
-
-    yield on_page
-    context.close()
-    assert w.errors == []
+    address = {"plan": plans.link, "refusal": plans.refusal_link}
+    with mounting(host, lambda: request.getfixturevalue("nb"), browser, address.__getitem__, lambda _: "rendered") as m:
+        yield m
 
 
 # ---- the plan leads -------------------------------------------------------------------------------------
@@ -372,10 +339,7 @@ def test_the_compare_page_puts_fsdp_and_fsdp_tp_side_by_side(server: Server, wat
 def test_a_plan_on_the_dashboard_fits_every_size_and_theme(browser: Browser, plans: Plans, name: str) -> None:
     for width, height in ((1440, 900), (390, 844)):
         for scheme in ("light", "dark"):
-            options: dict[str, Any] = {"viewport": {"width": width, "height": height}, "color_scheme": scheme}
-            if width < 600:
-                options |= {"is_mobile": True, "has_touch": True}
-            context = browser.new_context(**options)
+            context = sized_context(browser, width, height, scheme)
             w = Watched(context)
             try:
                 w.page.goto(plans.link if name == "plan" else plans.refusal_link)

@@ -9,7 +9,7 @@ import os
 import secrets
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,8 +19,8 @@ import nbformat
 import pytest
 from playwright.sync_api import Browser, Locator, Page
 
-from tests.notebooks.hosting import HostPage, descendants, stop, wait_until_answering
-from tests.plugins.browser import SHOTS
+from tests.notebooks.hosting import HostPage, Mounted, descendants, stop, wait_until_answering
+from tests.plugins.browser import SHOTS, Watched
 from tests.plugins.live import free_port
 
 BIN = Path(sys.executable).parent
@@ -217,3 +217,55 @@ def in_every_size_and_theme(nb: Notebook, names: list[str], prefix: str) -> None
     finally:
         page.set_viewport_size({"width": 1400, "height": 1000})
         page.evaluate(THEME, "JupyterLab Light")
+
+
+@contextmanager
+def mounting(
+    host: str,
+    notebook: Callable[[], Notebook],
+    browser: Browser,
+    address: Callable[[str], str],
+    drawn: Callable[[str], str],
+) -> Iterator[Callable[[str], Mounted]]:
+    """``mount(name)``: the panel showing object ``name`` on ``host`` — in JupyterLab, the widget of that name in
+    ``notebook()``; on the dashboard, the page at ``address(name)`` once its body has the counter ``drawn(name)``.
+    Either host's errors fail the test when it ends."""
+    if host == "jupyterlab":
+        nb = notebook()
+
+        def in_lab(name: str) -> Mounted:
+            widget = nb.widget(name)
+            widget.scroll_into_view_if_needed()
+            return Mounted(host, nb.page, widget.locator(".ss-panel"), widget)
+
+        yield in_lab
+        assert nb.widget_errors() == []
+        return
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    w = Watched(context)
+
+    def on_page(name: str) -> Mounted:
+        w.page.goto(address(name))
+        w.page.wait_for_selector(f"body[data-{drawn(name)}]", state="attached", timeout=60_000)
+        return Mounted(host, w.page, w.page.locator("main"), w.page.locator("body"))
+
+    try:
+        yield on_page
+    finally:
+        context.close()
+    assert w.errors == []
+
+
+@contextmanager
+def lab_notebook(
+    browser: Browser, tmp_path_factory: pytest.TempPathFactory, cells: list[str], shown: dict[str, int], dashboard: str
+) -> Iterator[Notebook]:
+    """A notebook of ``cells`` open in JupyterLab (its kernels publish to ``dashboard``), every cell run and every
+    widget of ``shown`` (name → cell) drawn."""
+    from tests.notebooks.show_cells import notebook
+
+    with (
+        running_jupyter(FRONTS["JupyterLab"], tmp_path_factory, notebook(cells), dashboard) as lab,
+        opened(browser, lab, shown, {"width": 1400, "height": 1000}) as nb,
+    ):
+        yield nb
