@@ -90,13 +90,13 @@ export function hbmBar(container, hbm, opts) {
   const used = Math.max(hbm.total, hbm.peak ?? 0);
   const scale = Math.max(used, hbm.limit ?? 0, 1);
   const where = hbm.limit !== null ? `against ${hbm.limitLabel === "capacity" ? "the chip's capacity" : "what XLA had available"}, ${fmtBytes(hbm.limit)}` : "no capacity figure for this hardware";
-  const bars = [bar(hbm, scale, opts.dark, "hbm-bar", `HBM per device by kind, ${where}`)];
+  const bars = [bar(hbm, scale, opts.dark, "hbm-bar", `${hbm.limit !== null ? "HBM" : "Memory"} per device by kind, ${where}`)];
   if (hbm.limit !== null && used > 0 && used / scale < ZOOM_BELOW) {
     bars.push(bar({ ...hbm, limit: null }, used, opts.dark, "hbm-zoom", `the same, the used ${fmtBytes(used)} drawn across (${share(used, hbm.limit)} of ${hbm.limitLabel})`));
   }
   // the parts, one row each: a swatch, what it is, bytes, share of capacity
   const { table: parts, body } = headedTable("hbm-parts", ["", "kind", "per device", hbm.capacity ? "of capacity" : ""]);
-  parts.tHead?.rows[0].cells[3].classList.add("share");
+  parts.tHead?.rows[0].cells[3].classList.add("of-capacity");
   for (const p of [...hbm.parts, ...hbm.apart]) {
     const apart = hbm.apart.includes(p);
     if (apart && p === hbm.apart[0]) {
@@ -116,7 +116,7 @@ export function hbmBar(container, hbm, opts) {
     const b = cell(fmtBytes(p.bytes), "num");
     b.dataset.bytes = String(p.bytes);
     b.title = exactBytes(p.bytes);
-    cell(share(p.bytes, hbm.capacity), "num share");
+    cell(share(p.bytes, hbm.capacity), "num of-capacity");
   }
   // XLA's own figures, exactly (what the fit is decided on)
   const xla = el("dl", "hbm-figures");
@@ -216,11 +216,14 @@ export function planSummary(container, snap, opts) {
     container.append(...[verdict, hbmBox, step].filter((x) => x !== null));
     return;
   }
+  // without hardware figures (a CPU capture) there is no roofline to draw: the facts below say why
+  const roofed = Boolean(plan.roofline?.hardware);
   const roofline = h("div", { class: "plan-roofline", part: "plan-roofline" });
-  if (plan.roofline) rooflinePanel(roofline, plan.roofline, "Roofline");
+  if (roofed) rooflinePanel(roofline, plan.roofline, "Roofline");
   const comm = plan.communication;
   const facts = h("div", { class: "summary plan-facts", part: "plan-facts" }, defList([
     ["target", targetText(snap)],
+    ["hardware figures", roofed ? null : plan.roofline?.why],
     ["partitioner", plan.partitioner === "gspmd" ? "GSPMD (a fallback from Shardy)" : plan.partitioner === "shardy" ? "Shardy" : plan.partitioner],
     ["work", workText(plan.work)],
     ["collectives", comm ? `${comm.collectives} in the program, ${comm.per_step} runs per step, ${fmtBytes(comm.bytes_per_step)} of results per device and step` : null],
@@ -236,9 +239,9 @@ export function planSummary(container, snap, opts) {
     h("h2", { class: "plan-title" }, title),
     verdict,
     refusal ? refusalBlock(refusal) : null,
-    h("div", { class: "plan-grid" },
-      h("div", {}, h("h3", {}, "HBM per device"), hbmBox, step),
-      plan.roofline ? roofline : null),
+    h("div", { class: `plan-grid${roofed ? "" : " single"}` },
+      h("div", {}, h("h3", {}, hbm.capacity ? "HBM per device" : "Memory per device"), hbmBox, step),
+      roofed ? roofline : null),
     facts,
     temps,
   ].filter((x) => x !== null));
