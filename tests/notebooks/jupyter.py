@@ -199,6 +199,8 @@ def in_every_size_and_theme(nb: Notebook, names: list[str], prefix: str) -> None
                 dark = len(nb.cells) if scheme == "dark" else 0
                 themed = f"document.querySelectorAll('.shardscope-nb.ss-dark').length === {dark}"
                 page.wait_for_function(themed, timeout=30_000)
+                # JupyterLab covers the page with its splash while it loads a theme: screenshots wait it out
+                page.wait_for_selector("#jupyterlab-splash", state="detached", timeout=30_000)
                 for name in names:
                     widget = nb.widget(name)
                     widget.scroll_into_view_if_needed()
