@@ -127,7 +127,7 @@ export function hbmBar(container, hbm, opts) {
   }
   const figures = hbm.figures.some((f) => f.field !== "capacity")
     ? h("div", { class: "hbm-xla" }, h("h4", {}, "XLA's memory_analysis, per device"), xla)
-    : hbm.figures.length ? h("div", { class: "hbm-xla" }, xla) : null;
+    : hbm.figures.length ? h("div", { class: "hbm-xla" }, h("h4", {}, `${hbm.hardware || "The chip"}, per device`), xla) : null;
   container.replaceChildren(...bars, h("div", { class: "hbm-detail" }, h("div", { class: "table-wrap" }, parts), figures));
 }
 
