@@ -49,7 +49,10 @@ def memory(snap: Mapping[str, Any], layouts: Mapping[int, Mapping[str, Any]] | N
 
 
 def enrich(snap: dict[str, Any]) -> dict[str, Any]:
-    """The stored form: the snapshot as published plus its per-device memory."""
+    """The stored form: the snapshot as published plus its per-device memory, and so is each program an
+    explained capture's fixes compiled (the snapshot view opens one as a snapshot of its own)."""
     out = dict(snap)
     out["memory"] = memory(snap)
+    if out.get("fixes"):
+        out["fixes"] = [{**fix, "memory": memory(fix)} for fix in out["fixes"]]
     return out

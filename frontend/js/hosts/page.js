@@ -43,8 +43,17 @@ async function runKernel(req, progress, current) {
   }
 }
 
-/** A stored snapshot, a merged run, or one process of a run. @param {Record<string, any>} ref */
+/**
+ * A stored snapshot, a merged run, or one process of a run; with `fix: k`, the program its k-th fix compiled
+ * (carried in the explained snapshot: `fixes[k]`). @param {Record<string, any>} ref
+ */
 async function snapshot(ref) {
+  if (ref.fix !== undefined) {
+    const { fix, ...of } = ref;
+    const fixes = (await snapshot(of)).fixes || [];
+    if (!fixes[fix]) throw new ApiError(404, { code: "not_found", message: `the snapshot has ${fixes.length} compiled fixes, not a fix ${fix}`, hint: "fixes come with sharding_core.explain captures" });
+    return fixes[fix];
+  }
   if (ref.run) {
     const merged = await getJSON(`/api/snapshots/runs/${encodeURIComponent(ref.run)}`);
     if (ref.process === undefined) return merged;

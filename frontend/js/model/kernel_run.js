@@ -77,6 +77,22 @@ export function toQuery(s) {
 }
 
 /**
+ * The run a kernel-lab fix replays (its `run`: every input's spec, and the out_specs or null): the run on
+ * screen with those specs, everything else as it ran (sharding_core/why/kernel.py).
+ * @param {KernelState} s the state the run on screen ran with
+ * @param {{inputs: string[], out_specs?: string[] | null}} run
+ * @returns {KernelState}
+ */
+export function withFix(s, run) {
+  return {
+    ...s,
+    inputs: s.inputs.map((i, n) => ({ ...i, spec: run.inputs?.[n] ?? i.spec })),
+    outs: run.out_specs ? s.outs.map((o, n) => run.out_specs?.[n] ?? o) : s.outs,
+    params: { ...s.params },
+  };
+}
+
+/**
  * A field the user can fix, for an error to stand beside: an input's shape, spec or dtype, an output
  * spec, a parameter, or the mesh.
  * @typedef {{input?: number, output?: number, param?: string, field: string}} Where

@@ -134,13 +134,14 @@ export function hostsOf(snap) {
 
 /**
  * The reference of a snapshot on screen, as the API takes it: a stored snapshot, a run, or one
- * process of a run.
- * @param {{snapshot?: string, run?: string, process?: string}} s
+ * process of a run; with `fix`, that snapshot's fix as it compiled (an explained capture's `fixes[k]`).
+ * @param {{snapshot?: string, run?: string, process?: string, fix?: string}} s
  * @returns {Record<string, string | number>}
  */
 export function snapshotRef(s) {
-  if (s.run) return s.process !== undefined && s.process !== "" ? { run: s.run, process: Number(s.process) } : { run: s.run };
-  return { snapshot: s.snapshot || "" };
+  const fix = s.fix !== undefined && /^\d{1,2}$/.test(s.fix) ? { fix: Number(s.fix) } : {};
+  if (s.run) return s.process !== undefined && s.process !== "" ? { run: s.run, process: Number(s.process), ...fix } : { run: s.run, ...fix };
+  return { snapshot: s.snapshot || "", ...fix };
 }
 
 /**

@@ -36,7 +36,7 @@ export function reshardRequest(q) {
 /** A snapshots-page query as a snapshot reference. @param {URLSearchParams} q */
 function snapshotOf(q) {
   if (!q.get("run") && !q.get("snapshot")) throw new Error("a snapshots address names a snapshot= or a run=");
-  return snapshotRef({ snapshot: q.get("snapshot") || "", run: q.get("run") || "", process: q.get("process") || "" });
+  return snapshotRef({ snapshot: q.get("snapshot") || "", run: q.get("run") || "", process: q.get("process") || "", fix: q.get("fix") || "" });
 }
 
 /**

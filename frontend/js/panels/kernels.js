@@ -9,12 +9,13 @@ import { codeInput, defList, el, h, labelled, setOptions } from "../lib/dom.js";
 import { errorFields, showError } from "../lib/errors.js";
 import { fmtBytes, fmtCount, fmtMs, meshAxes } from "../lib/format.js";
 import { collectivesSection, collectivesTable } from "../components/collectives.js";
+import { draw as drawWhy } from "../components/why.js";
 import { estimateTotal, rooflinePanel } from "../components/estimates.js";
 import { layoutGrid } from "../components/grid.js";
 import { devicePicker, meshPicker } from "../components/pickers.js";
 import { onTopology } from "../model/collective.js";
 import { arrayFacts } from "../model/facts.js";
-import { FieldError, defaultsFor, fromQuery as kernelState, runRequest, toQuery } from "../model/kernel_run.js";
+import { FieldError, defaultsFor, fromQuery as kernelState, runRequest, toQuery, withFix } from "../model/kernel_run.js";
 import { Layout } from "../model/layout.js";
 import { DEFAULTS, topologyQuery } from "../model/state.js";
 import { errorBox, exampleButton, fieldOf, lifetime, shareAndStatus } from "./common.js";
@@ -478,10 +479,19 @@ export function mount(root, host, initial) {
       selected: selectedCollective,
       total: true,
       topology: (c) => topologyLink(r, c),
-      onSelect: (_c, i) => {
+      onSelect: (c, i, slot) => {
         selectedCollective = i;
+        drawWhy(slot, c, { load: (fix) => ranWith && fix.run && tryRun(withFix(ranWith, fix.run)) });
       },
     });
+  }
+
+  /** A fix's run (components/why.js): the lab's controls set to it, run, and kept in the address. @param {import("../model/kernel_run.js").KernelState} s */
+  function tryRun(s) {
+    state = s;
+    stateToControls();
+    run();
+    view.scrollIntoView({ block: "start" });
   }
 
   /** @param {any} entry */

@@ -13,6 +13,7 @@ import { defList, el, h, headedTable } from "../lib/dom.js";
 import { showError } from "../lib/errors.js";
 import { compactIds, fmtBytes } from "../lib/format.js";
 import { collectivesSection } from "../components/collectives.js";
+import { draw as drawWhy } from "../components/why.js";
 import { layoutGrid } from "../components/grid.js";
 import { leafTree } from "../components/leaf_tree.js";
 import { memoryVerdict } from "../components/memory.js";
@@ -27,7 +28,7 @@ import { errorBox, lifetime, shareAndStatus } from "./common.js";
 
 export const VIEW = "snapshots";
 
-const KEYS = ["snapshot", "run", "process", "q", "axis", "kind", "leaf", "rules", "diff"];
+const KEYS = ["snapshot", "run", "process", "fix", "q", "axis", "kind", "leaf", "rules", "diff"];
 /** @typedef {Record<string, string>} SState */
 /** A share link's id, as the server makes them (128 random bits, URL-safe base64). */
 const LINK_ID = /^[A-Za-z0-9_-]{22,64}$/;
@@ -68,6 +69,9 @@ export function mount(root, host, initial) {
   let tree = null;
   let filterTimer = 0;
   let chosen = 0;
+  /** The fix of the chosen collective shown tried (components/why.js), kept while the collective stays chosen. */
+  /** @type {number | null} */
+  let tried = null;
   /** The topology view's state for this snapshot's mesh (null: its devices cannot be shown there). */
   /** @type {ReturnType<typeof topologyBase>} */
   let onTopo = null;
@@ -219,7 +223,7 @@ export function mount(root, host, initial) {
   function renderHead() {
     const runInfo = snap.processes;
     const platform = String(snap.platform).toUpperCase();
-    title.textContent = snap.name + (runInfo ? ` — run of ${runInfo.count} process${runInfo.count > 1 ? "es" : ""}` : "");
+    title.textContent = snap.name + (runInfo ? ` — run of ${runInfo.count} process${runInfo.count > 1 ? "es" : ""}` : "") + (state.fix ? ` — compiled again with a fix (fixes[${state.fix}])` : "");
     snapSummary.replaceChildren(defList(snapshotFacts(snap)));
     processes.replaceChildren();
     processes.hidden = !runInfo && !state.run;
@@ -270,11 +274,40 @@ export function mount(root, host, initial) {
       total: true,
       topology: (c) => (onTopo && host.href ? host.href("topology", topologyQuery(onTopology(onTopo, c))) : null),
       linkTarget: host.kind === "widget" ? "_blank" : undefined,
-      onSelect: (_c, i) => {
+      onSelect: (c, i, slot) => {
+        if (i !== chosen) tried = null;
         chosen = i;
+        drawWhy(slot, c, whyOptions());
         host.bump("collective");
       },
     });
+  }
+
+  /**
+   * What the why view can do with a fix here: show the program the snapshot carries for it (both hosts); on
+   * the dashboard, diff it against this one in place, and open or compare it (a reference `{"snapshot": id,
+   * "fix": k}`). A fix's own program has no fixes.
+   * @returns {import("../components/why.js").WhyOpts}
+   */
+  function whyOptions() {
+    const stored = Boolean(data.diff && (state.snapshot || state.run) && !state.fix);
+    const address = (/** @type {string} */ fix) => toQuery({ snapshot: state.snapshot, run: state.run, process: state.process, fix });
+    const href = host.href;
+    return {
+      program: (fix) => snap.fixes?.[fix.result] ?? null,
+      diff: stored && data.diff ? (fix) => /** @type {NonNullable<typeof data.diff>} */ (data.diff)(snapshotRef(state), snapshotRef({ ...state, fix: String(fix.result) })) : null,
+      open: stored && href ? (fix) => href("snapshots", address(String(fix.result))) : null,
+      compare: stored && href ? (fix) => href("compare", new URLSearchParams({ a: href("snapshots", address("")), b: href("snapshots", address(String(fix.result))) }).toString()) : null,
+      cannot: stored ? undefined : host.kind === "widget"
+        ? "In the notebook: the fix's program as it compiled, carried in this snapshot (no server). Diff and Compare run on the dashboard: publish this snapshot (Publish to dashboard) and try the fix there."
+        : undefined,
+      linkTarget: host.kind === "widget" ? "_blank" : undefined,
+      tried: tried ?? undefined,
+      onTry: (k) => {
+        tried = k;
+        host.bump("tried");
+      },
+    };
   }
 
   // ---------------------------------------------------------------- what-if
@@ -475,6 +508,7 @@ export function mount(root, host, initial) {
     snap = null;
     whatif = null;
     chosen = 0;
+    tried = null;
     try {
       if ((state.snapshot || state.run) && data.snapshot) snap = await data.snapshot(snapshotRef(state));
       if (life.disposed) return;
