@@ -35,7 +35,7 @@ from playwright.sync_api import Browser, Locator, expect
 import sharding_core
 from sharding_core import publish, why_budget
 from tests.notebooks.hosting import Mounted
-from tests.notebooks.jupyter import FOLD, SIZES, THEME, THEMES, Notebook, lab_notebook, mounting
+from tests.notebooks.jupyter import SIZES, Notebook, in_every_size_and_theme, lab_notebook, mounting
 from tests.plugins.browser import SHOTS, Watched, runs, sized_context
 from tests.plugins.live import Server
 from tests.test_why_corpus import measure
@@ -412,32 +412,6 @@ def test_the_why_on_the_dashboard_fits_every_size_and_theme(browser: Browser, ca
 
 def test_the_why_in_jupyterlab_fits_every_size_and_theme(nb: Notebook, captures: Captures) -> None:
     k, _ = gather(captures.explained)
-    page = nb.page
-    widget = nb.widget("explained")
-    _why_and_tried(widget, k)
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    try:
-        for width, height in SIZES:
-            page.set_viewport_size({"width": width, "height": height})
-            page.evaluate(FOLD)
-            for scheme, theme in THEMES.items():
-                page.evaluate(THEME, theme)
-                dark = len(nb.cells) if scheme == "dark" else 0
-                page.wait_for_function(
-                    f"document.querySelectorAll('.shardscope-nb.ss-dark').length === {dark}", timeout=30_000
-                )
-                page.wait_for_selector("#jupyterlab-splash", state="detached", timeout=30_000)
-                page.wait_for_function(
-                    "w => w.scrollWidth - w.clientWidth <= 1", arg=widget.element_handle(), timeout=10_000
-                )
-                why = widget.locator("[data-part=why]")
-                why.evaluate("e => e.scrollIntoView({block: 'start'})")
-                page.screenshot(path=str(SHOTS / f"why-jupyterlab-why-{width}-{scheme}.png"))
-                # the fixes and the tried one, scrolled to (a widget's element screenshot is cut by the notebook's
-                # own scrolling)
-                widget.locator("[data-part=why-fixes]").evaluate("e => e.scrollIntoView({block: 'start'})")
-                page.screenshot(path=str(SHOTS / f"why-jupyterlab-tried-{width}-{scheme}.png"))
-    finally:
-        page.set_viewport_size({"width": 1400, "height": 1000})
-        page.evaluate(THEME, "JupyterLab Light")
+    _why_and_tried(nb.widget("explained"), k)
+    in_every_size_and_theme(nb, ["explained"], "why-jupyterlab", parts=["why", "why-fixes"])
     assert nb.widget_errors() == []

@@ -9,7 +9,7 @@ import os
 import secrets
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -186,9 +186,11 @@ THEME = "t => window.jupyterapp.commands.execute('apputils:change-theme', {theme
 FOLD = "() => { window.jupyterapp.shell.collapseLeft(); window.jupyterapp.shell.collapseRight(); }"
 
 
-def in_every_size_and_theme(nb: Notebook, names: list[str], prefix: str) -> None:
+def in_every_size_and_theme(nb: Notebook, names: list[str], prefix: str, parts: Sequence[str] = ()) -> None:
     """JupyterLab at 1440×900 and 390×844, light and dark: every widget of ``names`` fits its output (nothing
-    wider than the widget), and a screenshot of each with its top in view, ``<prefix>-<name>-<width>-<scheme>``."""
+    wider than the widget), and a screenshot of each with its top in view, ``<prefix>-<name>-<width>-<scheme>``;
+    then one with each of its ``parts`` (``data-part``) at the top, ``<prefix>-<name>-<part>-<width>-<scheme>``
+    (an element's own screenshot would be cut by the notebook's scrolling)."""
     page = nb.page
     try:
         for width, height in SIZES:
@@ -216,6 +218,9 @@ def in_every_size_and_theme(nb: Notebook, names: list[str], prefix: str) -> None
                     widget.evaluate("w => w.scrollIntoView({block: 'start'})")
                     SHOTS.mkdir(parents=True, exist_ok=True)
                     page.screenshot(path=str(SHOTS / f"{prefix}-{name}-{width}-{scheme}.png"))
+                    for part in parts:
+                        widget.locator(f"[data-part={part}]").evaluate("e => e.scrollIntoView({block: 'start'})")
+                        page.screenshot(path=str(SHOTS / f"{prefix}-{name}-{part}-{width}-{scheme}.png"))
     finally:
         page.set_viewport_size({"width": 1400, "height": 1000})
         page.evaluate(THEME, "JupyterLab Light")

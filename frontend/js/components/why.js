@@ -137,8 +137,13 @@ export function draw(slot, c, opts = {}) {
     opts.onTry?.(k);
     if (!fix || k === null) return;
     tried.dataset.fix = String(k);
-    if (fix.run && opts.load) opts.load(fix);
-    else triedFix(tried, fix, opts);
+    if (fix.run && opts.load) {
+      opts.load(fix);
+      return;
+    }
+    triedFix(tried, fix, opts);
+    // a phone: the tried fix opens under the fixes, out of sight; bring its head into view
+    if (tried.getBoundingClientRect().top > window.innerHeight * 0.8) tried.scrollIntoView({ block: "start" });
   }
   if (opts.tried !== undefined && opts.tried >= 0 && opts.tried < fixes.length) tryFix(opts.tried);
 }
