@@ -10,7 +10,7 @@ of the program compiled again here with JAX (before, and with a fix's spec: its 
 bytes, read by the corpus test's own small HLO reader) for what a fix does; the server's ``/api/compare``
 for the comparison; and the why JSON for what only the why knows (its sentence, its origins).
 
-Screenshots: ``artifacts/screenshots/why-<host>-<what>-<width>-<scheme>.png`` at 1440×900 and 390×844, light
+Screenshots: ``artifacts/screenshots/why-dashboard-*.png`` and ``why-jupyterlab-*.png`` at 1440×900 and 390×844, light
 and dark: the why of a collective, and a tried fix.
 """
 
