@@ -28,16 +28,18 @@ from urllib.parse import parse_qs, urlsplit
 import jax
 import jax.numpy as jnp
 import pytest
-from jax.sharding import AxisType, NamedSharding
+from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 from playwright.sync_api import Browser, Locator, expect
 
 import sharding_core
+import shardscope
 from sharding_core import publish, why_budget
 from tests.notebooks.hosting import Mounted
 from tests.notebooks.jupyter import SIZES, Notebook, in_every_size_and_theme, lab_notebook, mounting
 from tests.plugins.browser import SHOTS, Watched, runs, sized_context
 from tests.plugins.live import Server
+from tests.test_plan_browser import seconds_text
 from tests.test_why_corpus import measure
 
 pytestmark = pytest.mark.slow
@@ -54,9 +56,10 @@ W1 = P(None, "model")
 ARGUMENT = {"inputs/args/1": "w1", "inputs/args/2": "w2"}  # the why's leaf paths: block's arguments
 
 
-def block_args(w2: P = WRONG_W2, w1: P = W1) -> tuple[jax.ShapeDtypeStruct, ...]:
-    """Issue 22's walkthrough, small: abstract arguments on a (2, 4) mesh of this process's 8 CPU devices."""
-    mesh = jax.make_mesh((2, 4), ("data", "model"), axis_types=(AxisType.Auto,) * 2)
+def block_args(w2: P = WRONG_W2, w1: P = W1, mesh: Mesh | None = None) -> tuple[jax.ShapeDtypeStruct, ...]:
+    """Issue 22's walkthrough, small: abstract arguments on a (2, 4) mesh of this process's 8 CPU devices (or
+    on ``mesh``)."""
+    mesh = mesh or jax.make_mesh((2, 4), ("data", "model"), axis_types=(AxisType.Auto,) * 2)
 
     def sds(shape: tuple[int, ...], spec: P) -> jax.ShapeDtypeStruct:
         return jax.ShapeDtypeStruct(shape, jnp.float32, sharding=NamedSharding(mesh, spec))
@@ -336,6 +339,40 @@ def test_the_fixed_program_opens_as_a_snapshot_of_its_own(watched: Watched, capt
     expect(page.locator("[data-part=snap-error]")).to_contain_text("not a fix 9")
 
 
+def seconds_or_zero(s: float) -> str:
+    """Seconds as the page words them, "0 s" for a program left with no collective."""
+    return "0 s" if s == 0 else seconds_text(s)
+
+
+@pytest.mark.tpu
+def test_on_a_tpu_set_the_fixes_show_their_estimated_time(server: Server, watched: Watched) -> None:
+    """The walkthrough compiled for libtpu's v5e 2x4 (compile-only): the fixes are ranked by estimated seconds,
+    and the column shows them as the server serves them (estimates recomputed at read time)."""
+    mesh = shardscope.mesh("tpu:v5e:2x4", (2, 4), ("data", "model"), axis_types=("auto", "auto"))
+    with why_budget(recompiles=6, seconds=60):
+        snap = sharding_core.explain(jax.jit(block), *block_args(mesh=mesh))
+    link = publish(snap, "why on tpu", f"http://127.0.0.1:{server.port}")
+    page = watched.page
+    page.goto(link)
+    page.wait_for_selector("body[data-rendered]", state="attached", timeout=60_000)
+    sid = parse_qs(urlsplit(page.url).query)["snapshot"][0]
+    served = json.loads(server.request("GET", f"/api/snapshots/{sid}")[2])
+    k, c = gather(served)
+    fixes = c["why"]["fixes"]
+    assert fixes and all(f["ranked_by"] == "seconds" for f in fixes), fixes
+    page.locator("[data-part=collectives] tr.collective").nth(k).click()
+    table = page.locator("[data-part=why-fixes]")
+    expect(table.locator("th")).to_have_text(
+        ["#", "change", "collectives", "bytes moved", "estimate", "peak memory", ""]
+    )
+    for i, fix in enumerate(fixes):
+        expect(table.locator("tbody tr").nth(i).locator("td.seconds-after")).to_have_text(
+            f"{seconds_text(fix['seconds_before'])} → {seconds_or_zero(fix['seconds_after'])}"
+        )
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.locator("[data-part=why]").screenshot(path=str(SHOTS / "why-dashboard-tpu-1400-light.png"))
+
+
 # ---- the kernel lab ------------------------------------------------------------------------------------
 
 # sum_axis0 with both axes on x (Auto): the sum over rows all-reduces over x; the why's top fix moves both
@@ -363,8 +400,15 @@ def test_a_kernel_lab_fix_runs_in_the_lab(server: Server, watched: Watched) -> N
     expect(why.locator("[data-part=why-facts] dt:text-is('JAX op') + dd")).to_have_text(c["why"]["op"])
     fix = c["why"]["fixes"][0]
     expect(why.locator("[data-part=why-fixes] tbody tr").first.locator("td").nth(1)).to_have_text(fix["text"])
+    # a CPU set has no hardware figures: no estimate before, so no estimate column (0 s after is no estimate)
+    assert fix["seconds_before"] is None
+    expect(why.locator("[data-part=why-fixes] th")).to_have_text(
+        ["#", "change", "collectives", "bytes moved", "peak memory", ""]
+    )
     button = why.locator("[data-part=try-fix]").first
     expect(button).to_have_text("Run it in the lab")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    why.screenshot(path=str(SHOTS / "why-kernel-lab-1400-light.png"))
     button.click()
     runs(page, 2)
     # the lab ran the fix's specs: its address says so, and JAX's own program for that spec has no collective

@@ -118,6 +118,8 @@ export function draw(slot, c, opts = {}) {
     h("h3", {}, "Why this collective"),
     h("p", { class: "why-explanation", part: "why-explanation" }, why.explanation || ""),
     h("div", { class: "summary", part: "why-facts" }, facts(why)),
+    // what the reading could not do (GSPMD wrote no origins, Shardy's module was too large to read...)
+    why.note ? h("p", { class: "muted why-note", part: "why-note" }, why.note) : null,
     stackList(why.stack),
     operandsTable(why.operands),
     originTable(why.origin),
@@ -155,8 +157,9 @@ export function draw(slot, c, opts = {}) {
  * @param {(k: number) => void} onTry
  */
 function fixesTable(fixes, onTry) {
-  // estimated seconds exist only where the device set has hardware figures (not on CPU sets): else no column
-  const timed = fixes.some((f) => f.seconds_after !== null && f.seconds_after !== undefined);
+  // estimated seconds exist only where the device set has hardware figures (not on CPU sets, where a kernel
+  // run's program without collectives still says 0 s after): else no column
+  const timed = fixes.some((f) => f.seconds_before !== null && f.seconds_before !== undefined);
   const headers = ["#", "change", "collectives", "bytes moved", ...(timed ? ["estimate"] : []), "peak memory", ""];
   const { table, body } = headedTable("hops why-fixes", headers);
   fixes.forEach((fix, k) => {
