@@ -251,6 +251,23 @@ def test_a_located_capture_shows_the_note_that_points_to_explain(mount: Any, cap
     expect(p.part("why-facts").locator("dt:text-is('line') + dd")).to_have_text(w["source"])
 
 
+def test_the_why_is_text_never_markup(server: Server, watched: Watched, captures: Captures) -> None:
+    """A snapshot is anyone's JSON: markup in its why (sentence, line, op, a fix's change) shows as the text it is."""
+    snap = json.loads(json.dumps(captures.explained))
+    k, c = gather(snap)
+    markup = '<img src=x onerror="document.body.dataset.owned=1"><b>bold</b>'
+    c["why"]["explanation"] = c["why"]["source"] = c["why"]["op"] = c["why"]["fixes"][0]["text"] = markup
+    page = watched.page
+    page.goto(publish(snap, "why markup", f"http://127.0.0.1:{server.port}"))
+    page.wait_for_selector("body[data-rendered]", state="attached", timeout=60_000)
+    page.locator("[data-part=collectives] tr.collective").nth(k).click()
+    why = page.locator("[data-part=why]")
+    expect(why.locator("[data-part=why-explanation]")).to_have_text(markup)
+    expect(why.locator("[data-part=why-facts] dt:text-is('line') + dd")).to_have_text(markup)
+    expect(why.locator("[data-part=why-fixes] td.change").first).to_have_text(markup)
+    assert why.locator("img, b").count() == 0 and page.evaluate("document.body.dataset.owned") is None
+
+
 # ---- trying a fix --------------------------------------------------------------------------------------
 
 
