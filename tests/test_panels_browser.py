@@ -165,6 +165,9 @@ def test_the_whatif_lays_the_logical_leaves_out_again(mount: Any) -> None:
 
 def test_an_inspect_jit_capture_shows_its_collectives_on_the_mesh(mount: Any) -> None:
     p: Mounted = mount("step")
+    # issue 25: a capture's collectives come before its leaves (they were the last card, far down the page)
+    tops = [p.part(name).first.bounding_box() for name in ("collectives-section", "leaf-table")]
+    assert tops[0] is not None and tops[1] is not None and tops[0]["y"] < tops[1]["y"], tops
     rows = p.part("collectives").locator("tr.collective")
     expect(rows.first).to_contain_text("all-reduce")
     rows.last.click()
