@@ -17,52 +17,17 @@ from typing import Any
 import flax.linen as nn
 import pytest
 from jax.sharding import PartitionSpec as P
-from playwright.sync_api import Browser, Locator, Page, expect
+from playwright.sync_api import Browser, Locator, expect
 
 import shardscope
 from sharding_core import publish
 from tests.notebooks import panel_objects as objects
-from tests.notebooks.hosting import jax_tiles
-from tests.notebooks.jupyter import FRONTS, Jupyter, Notebook, opened, running_jupyter
-from tests.notebooks.show_cells import PANEL_CELLS, PANEL_SHOW_CELLS, notebook
-from tests.plugins.browser import SHOTS, Watched
+from tests.notebooks.hosting import Mounted, jax_tiles
+from tests.notebooks.jupyter import Notebook, in_every_size_and_theme, lab_notebook, mounting
+from tests.notebooks.show_cells import PANEL_CELLS, PANEL_SHOW_CELLS
 from tests.plugins.live import Server
 
 pytestmark = pytest.mark.slow
-
-HOSTS = ["dashboard", "jupyterlab"]
-
-
-@dataclass
-class Mounted:
-    """A panel on a host: its root, where its counters are kept, and the page it is on."""
-
-    host: str
-    page: Page
-    root: Locator
-    counters: Locator
-
-    def count(self, key: str) -> int:
-        return int(self.counters.get_attribute(f"data-{key}") or 0)
-
-    def counted(self, after: int, key: str = "rendered", timeout: int = 60_000) -> None:
-        """Waits for the counter ``key`` to pass ``after``."""
-        self.page.wait_for_function(
-            f"([el, n]) => Number(el.dataset.{key} || 0) > n", arg=[self.counters.element_handle(), after],
-            timeout=timeout,
-        )  # fmt: skip
-
-    def part(self, name: str) -> Locator:
-        return self.root.locator(f"[data-part={name}]")
-
-    def shot(self, name: str) -> None:
-        SHOTS.mkdir(parents=True, exist_ok=True)
-        target = self.page if self.host == "dashboard" else self.root
-        if self.host == "dashboard":
-            self.page.screenshot(path=str(SHOTS / f"panel-{self.host}-{name}.png"), full_page=True)
-        else:
-            target.scroll_into_view_if_needed()
-            target.screenshot(path=str(SHOTS / f"panel-{self.host}-{name}.png"))
 
 
 @dataclass
@@ -88,49 +53,21 @@ def published(server: Server) -> Published:
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory, server: Server) -> Iterator[Jupyter]:
-    dashboard = f"http://127.0.0.1:{server.port}"
-    with running_jupyter(FRONTS["JupyterLab"], tmp_path_factory, notebook(PANEL_CELLS), dashboard) as j:
-        yield j
-
-
-@pytest.fixture(scope="module")
-def nb(browser: Browser, lab: Jupyter) -> Iterator[Notebook]:
-    with opened(browser, lab, PANEL_SHOW_CELLS, {"width": 1400, "height": 1000}) as notebook:
-        yield notebook
-
-
-@pytest.fixture(params=HOSTS)
-def host(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
+def nb(browser: Browser, tmp_path_factory: pytest.TempPathFactory, server: Server) -> Iterator[Notebook]:
+    with lab_notebook(
+        browser, tmp_path_factory, PANEL_CELLS, PANEL_SHOW_CELLS, f"http://127.0.0.1:{server.port}"
+    ) as shown:
+        yield shown
 
 
 @pytest.fixture
 def mount(host: str, request: pytest.FixtureRequest, browser: Browser, published: Published) -> Iterator[Any]:
     """``mount(name)``: the panel showing object ``name`` on the test's host."""
-    if host == "jupyterlab":
-        nb: Notebook = request.getfixturevalue("nb")
-
-        def in_lab(name: str) -> Mounted:
-            widget = nb.widget(name)
-            widget.scroll_into_view_if_needed()
-            return Mounted(host, nb.page, widget.locator(".ss-panel"), widget)
-
-        yield in_lab
-        assert nb.widget_errors() == []
-        return
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    w = Watched(context)
-
-    def on_page(name: str) -> Mounted:
-        w.page.goto(getattr(published, name))
-        key = "rendered" if name == "array" else "loaded"
-        w.page.wait_for_selector(f"body[data-{key}]", state="attached", timeout=60_000)
-        return Mounted(host, w.page, w.page.locator("main"), w.page.locator("body"))
-
-    yield on_page
-    context.close()
-    assert w.errors == []
+    with mounting(
+        host, lambda: request.getfixturevalue("nb"), browser, lambda name: getattr(published, name),
+        lambda name: "rendered" if name == "array" else "loaded",
+    ) as mount:  # fmt: skip
+        yield mount
 
 
 def labels(grid: Locator) -> list[str]:
@@ -228,6 +165,9 @@ def test_the_whatif_lays_the_logical_leaves_out_again(mount: Any) -> None:
 
 def test_an_inspect_jit_capture_shows_its_collectives_on_the_mesh(mount: Any) -> None:
     p: Mounted = mount("step")
+    # issue 25: a capture's collectives come before its leaves (they were the last card, far down the page)
+    tops = [p.part(name).first.bounding_box() for name in ("collectives-section", "leaf-table")]
+    assert tops[0] is not None and tops[1] is not None and tops[0]["y"] < tops[1]["y"], tops
     rows = p.part("collectives").locator("tr.collective")
     expect(rows.first).to_contain_text("all-reduce")
     rows.last.click()
@@ -264,41 +204,5 @@ def test_a_run_missing_a_process_fades_its_shards(mount: Any) -> None:
 # ---- every size and theme, in JupyterLab (the dashboard's: tests/test_screens_browser.py) ------------------------
 
 
-SIZES = [(1440, 900), (390, 844)]
-THEMES = {"light": "JupyterLab Light", "dark": "JupyterLab Dark"}
-WIDER = """w => [...w.querySelectorAll('*')]
-    .filter(e => e.getBoundingClientRect().right > w.getBoundingClientRect().right + 1)
-    .slice(0, 6).map(e => `${e.tagName}.${e.getAttribute('class')} in ${e.parentElement?.getAttribute('class')}`)"""
-THEME = "t => window.jupyterapp.commands.execute('apputils:change-theme', {theme: t})"
-# a phone's width is the notebook's: the side panels folded
-FOLD = "() => { window.jupyterapp.shell.collapseLeft(); window.jupyterapp.shell.collapseRight(); }"
-
-
 def test_the_widgets_fit_their_output_in_every_size_and_theme(nb: Notebook) -> None:
-    page = nb.page
-    try:
-        for width, height in SIZES:
-            page.set_viewport_size({"width": width, "height": height})
-            page.evaluate(FOLD)
-            for scheme, theme in THEMES.items():
-                page.evaluate(THEME, theme)
-                dark = len(PANEL_SHOW_CELLS) if scheme == "dark" else 0
-                themed = f"document.querySelectorAll('.shardscope-nb.ss-dark').length === {dark}"
-                page.wait_for_function(themed, timeout=30_000)
-                for name in PANEL_SHOW_CELLS:
-                    widget = nb.widget(name)
-                    widget.scroll_into_view_if_needed()
-                    # nothing wider than the widget: tables and pictures scroll or shrink inside it (once the
-                    # pictures have heard the new width: a ResizeObserver lays them out again)
-                    try:
-                        fits = "w => w.scrollWidth - w.clientWidth <= 1"
-                        page.wait_for_function(fits, arg=widget.element_handle(), timeout=10_000)
-                    except Exception:
-                        wide = widget.evaluate(WIDER)
-                        pytest.fail(f"{name} at {width} px ({scheme}) is wider than its widget: {wide}")
-                    # the notebook as it looks with the widget's top in view (a tall widget scrolls with it)
-                    widget.evaluate("w => w.scrollIntoView({block: 'start'})")
-                    page.screenshot(path=str(SHOTS / f"panel-jupyterlab-{name}-{width}-{scheme}.png"))
-    finally:
-        page.set_viewport_size({"width": 1400, "height": 1000})
-        page.evaluate(THEME, "JupyterLab Light")
+    in_every_size_and_theme(nb, list(PANEL_SHOW_CELLS), "panel-jupyterlab")

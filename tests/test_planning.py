@@ -741,3 +741,16 @@ def test_missing_compilers_say_which_extra(monkeypatch: pytest.MonkeyPatch) -> N
     with pytest.raises(ShardingError, match="no GPU target config for 'l4'"):
         mesh("gpu:l4:1x4", (4,), ("x",))
     targets._target.cache_clear()
+
+
+def test_the_verdict_says_a_missing_figure_once() -> None:
+    # Regression (issue 25's views): on a CPU device set the HBM fit and the roofline both say there are no
+    # hardware figures, and the verdict line said it twice ("…CPU device sets; …CPU device sets").
+    from sharding_core.cost.context import NO_CPU_FIGURES
+    from sharding_core.planning.program import verdict
+
+    cpu = {"step_time": {}, "roofline": {"why": NO_CPU_FIGURES}}
+    assert verdict(cpu, {"text": NO_CPU_FIGURES}, None) == NO_CPU_FIGURES
+    # different words are both kept
+    line = verdict(cpu, {}, 1 << 20)
+    assert line.startswith("peak 1.0 MiB per device; ") and line.count(NO_CPU_FIGURES) == 1, line

@@ -5,8 +5,6 @@ screenshot of each for people to look at: ``artifacts/screenshots/screen-<view>-
 
 from __future__ import annotations
 
-from typing import Any
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -16,7 +14,7 @@ from jax.sharding import PartitionSpec as P
 from playwright.sync_api import Browser
 
 from sharding_core import publish
-from tests.plugins.browser import Watched, shot
+from tests.plugins.browser import Watched, shot, sized_context
 from tests.plugins.live import Server
 
 pytestmark = pytest.mark.slow  # a real server and a browser: not in the fast inner loop
@@ -63,10 +61,7 @@ def snapshot(server: Server) -> str:
 def test_every_view_fits_its_window(
     server: Server, browser: Browser, snapshot: str, view: str, width: int, height: int, scheme: str
 ) -> None:
-    options: dict[str, Any] = {"viewport": {"width": width, "height": height}, "color_scheme": scheme}
-    if width < 600:
-        options |= {"is_mobile": True, "has_touch": True}
-    context = browser.new_context(**options)
+    context = sized_context(browser, width, height, scheme)
     w = Watched(context)
     try:
         page = w.page

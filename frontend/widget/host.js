@@ -10,6 +10,7 @@
 
 import { ApiError } from "../js/lib/api.js";
 import { countOn, markOn } from "../js/hosts/host.js";
+import { VIEWS } from "../js/lib/page.js";
 import { memoryBars } from "./memory_bars.js";
 import { isDarkAt, watchTheme } from "./theme.js";
 
@@ -43,6 +44,17 @@ function layoutState(data) {
     dtype: l.dtype,
     dims: data.dims ? data.dims.join(",") : "",
   };
+}
+
+/**
+ * A dashboard view's address at `query` on the dashboard at `base` ("http://127.0.0.1:8000").
+ * @param {string} base
+ * @param {string} view
+ * @param {string} query
+ */
+function dashboardHref(base, view, query) {
+  const page = VIEWS.find((v) => v.name === view)?.href || "/";
+  return `${base.replace(/\/+$/, "")}${page}${query ? `?${query}` : ""}`;
 }
 
 /**
@@ -178,7 +190,8 @@ export function widgetHost(model, root, cell, data) {
     save: () => {},
     share,
     shareLabel: "Publish to dashboard",
-    href: null,
+    // another view's address: on the dashboard the widget publishes to, when it has one (opened in a new tab)
+    href: /^https?:\/\/[^\s]+$/i.test(dashboard || "") ? (view, query) => dashboardHref(dashboard, view, query) : null,
     go: null,
     memoryChart: async (container, d) => memoryBars(container, d.mem, d),
     recent: null,

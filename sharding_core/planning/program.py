@@ -362,8 +362,8 @@ def verdict(plan: Mapping[str, Any], hbm: Mapping[str, Any], peak: int | None) -
             if st.get(f"{k}_seconds") is not None
         )
         parts.append(f"{bound}-bound: step {fmt_seconds(low)} to {fmt_seconds(high)} ({terms})")
-    elif plan.get("roofline", {}).get("why"):
-        parts.append(str(plan["roofline"]["why"]))
+    elif plan.get("roofline", {}).get("why") and str(plan["roofline"]["why"]) not in parts:
+        parts.append(str(plan["roofline"]["why"]))  # said once: without hardware figures HBM says the same
     return "; ".join(parts)
 
 

@@ -1,6 +1,7 @@
 """Running a notebook host (JupyterLab, Notebook 7, marimo) for the browser tests: waiting for it to answer,
 the resident memory of its process tree, stopping it with every kernel it started; the page's errors and
-outside requests, the widgets' counters, screenshots; and JAX's own tiles to check the drawn grids against."""
+outside requests, the widgets' counters, screenshots; a panel as the tests address it on either host
+(``Mounted``); and JAX's own tiles to check the drawn grids against."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import signal
 import subprocess
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -140,3 +142,35 @@ def counted(widget: Locator, after: int, key: str = "rendered", timeout: int = 3
     widget.page.wait_for_function(
         f"([el, n]) => Number(el.dataset.{key} || 0) > n", arg=[widget.element_handle(), after], timeout=timeout
     )
+
+
+@dataclass
+class Mounted:
+    """A panel on a host: its root, where its counters are kept, and the page it is on."""
+
+    host: str
+    page: Page
+    root: Locator
+    counters: Locator
+
+    def count(self, key: str) -> int:
+        return int(self.counters.get_attribute(f"data-{key}") or 0)
+
+    def counted(self, after: int, key: str = "rendered", timeout: int = 60_000) -> None:
+        """Waits for the counter ``key`` to pass ``after``."""
+        self.page.wait_for_function(
+            f"([el, n]) => Number(el.dataset.{key} || 0) > n", arg=[self.counters.element_handle(), after],
+            timeout=timeout,
+        )  # fmt: skip
+
+    def part(self, name: str) -> Locator:
+        return self.root.locator(f"[data-part={name}]")
+
+    def shot(self, name: str) -> None:
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        target = self.page if self.host == "dashboard" else self.root
+        if self.host == "dashboard":
+            self.page.screenshot(path=str(SHOTS / f"panel-{self.host}-{name}.png"), full_page=True)
+        else:
+            target.scroll_into_view_if_needed()
+            target.screenshot(path=str(SHOTS / f"panel-{self.host}-{name}.png"))

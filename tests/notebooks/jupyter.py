@@ -9,7 +9,7 @@ import os
 import secrets
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,8 +19,8 @@ import nbformat
 import pytest
 from playwright.sync_api import Browser, Locator, Page
 
-from tests.notebooks.hosting import HostPage, descendants, stop, wait_until_answering
-from tests.plugins.browser import SHOTS
+from tests.notebooks.hosting import HostPage, Mounted, descendants, stop, wait_until_answering
+from tests.plugins.browser import SHOTS, Watched
 from tests.plugins.live import free_port
 
 BIN = Path(sys.executable).parent
@@ -174,3 +174,100 @@ def opened(browser: Browser, jupyter: Jupyter, cells: dict[str, int], viewport: 
         yield notebook
     finally:
         context.close()
+
+
+SIZES = [(1440, 900), (390, 844)]
+THEMES = {"light": "JupyterLab Light", "dark": "JupyterLab Dark"}
+WIDER = """w => [...w.querySelectorAll('*')]
+    .filter(e => e.getBoundingClientRect().right > w.getBoundingClientRect().right + 1)
+    .slice(0, 6).map(e => `${e.tagName}.${e.getAttribute('class')} in ${e.parentElement?.getAttribute('class')}`)"""
+THEME = "t => window.jupyterapp.commands.execute('apputils:change-theme', {theme: t})"
+# a phone's width is the notebook's: the side panels folded
+FOLD = "() => { window.jupyterapp.shell.collapseLeft(); window.jupyterapp.shell.collapseRight(); }"
+
+
+def in_every_size_and_theme(nb: Notebook, names: list[str], prefix: str) -> None:
+    """JupyterLab at 1440×900 and 390×844, light and dark: every widget of ``names`` fits its output (nothing
+    wider than the widget), and a screenshot of each with its top in view, ``<prefix>-<name>-<width>-<scheme>``."""
+    page = nb.page
+    try:
+        for width, height in SIZES:
+            page.set_viewport_size({"width": width, "height": height})
+            page.evaluate(FOLD)
+            for scheme, theme in THEMES.items():
+                page.evaluate(THEME, theme)
+                dark = len(nb.cells) if scheme == "dark" else 0
+                themed = f"document.querySelectorAll('.shardscope-nb.ss-dark').length === {dark}"
+                page.wait_for_function(themed, timeout=30_000)
+                # JupyterLab covers the page with its splash while it loads a theme: screenshots wait it out
+                page.wait_for_selector("#jupyterlab-splash", state="detached", timeout=30_000)
+                for name in names:
+                    widget = nb.widget(name)
+                    widget.scroll_into_view_if_needed()
+                    # nothing wider than the widget: tables and pictures scroll or shrink inside it (once the
+                    # pictures have heard the new width: a ResizeObserver lays them out again)
+                    try:
+                        fits = "w => w.scrollWidth - w.clientWidth <= 1"
+                        page.wait_for_function(fits, arg=widget.element_handle(), timeout=10_000)
+                    except Exception:
+                        wide = widget.evaluate(WIDER)
+                        pytest.fail(f"{name} at {width} px ({scheme}) is wider than its widget: {wide}")
+                    # the notebook as it looks with the widget's top in view (a tall widget scrolls with it)
+                    widget.evaluate("w => w.scrollIntoView({block: 'start'})")
+                    SHOTS.mkdir(parents=True, exist_ok=True)
+                    page.screenshot(path=str(SHOTS / f"{prefix}-{name}-{width}-{scheme}.png"))
+    finally:
+        page.set_viewport_size({"width": 1400, "height": 1000})
+        page.evaluate(THEME, "JupyterLab Light")
+
+
+@contextmanager
+def mounting(
+    host: str,
+    notebook: Callable[[], Notebook],
+    browser: Browser,
+    address: Callable[[str], str],
+    drawn: Callable[[str], str],
+) -> Iterator[Callable[[str], Mounted]]:
+    """``mount(name)``: the panel showing object ``name`` on ``host`` — in JupyterLab, the widget of that name in
+    ``notebook()``; on the dashboard, the page at ``address(name)`` once its body has the counter ``drawn(name)``.
+    Either host's errors fail the test when it ends."""
+    if host == "jupyterlab":
+        nb = notebook()
+
+        def in_lab(name: str) -> Mounted:
+            widget = nb.widget(name)
+            widget.scroll_into_view_if_needed()
+            return Mounted(host, nb.page, widget.locator(".ss-panel"), widget)
+
+        yield in_lab
+        assert nb.widget_errors() == []
+        return
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    w = Watched(context)
+
+    def on_page(name: str) -> Mounted:
+        w.page.goto(address(name))
+        w.page.wait_for_selector(f"body[data-{drawn(name)}]", state="attached", timeout=60_000)
+        return Mounted(host, w.page, w.page.locator("main"), w.page.locator("body"))
+
+    try:
+        yield on_page
+    finally:
+        context.close()
+    assert w.errors == []
+
+
+@contextmanager
+def lab_notebook(
+    browser: Browser, tmp_path_factory: pytest.TempPathFactory, cells: list[str], shown: dict[str, int], dashboard: str
+) -> Iterator[Notebook]:
+    """A notebook of ``cells`` open in JupyterLab (its kernels publish to ``dashboard``), every cell run and every
+    widget of ``shown`` (name → cell) drawn."""
+    from tests.notebooks.show_cells import notebook
+
+    with (
+        running_jupyter(FRONTS["JupyterLab"], tmp_path_factory, notebook(cells), dashboard) as lab,
+        opened(browser, lab, shown, {"width": 1400, "height": 1000}) as nb,
+    ):
+        yield nb

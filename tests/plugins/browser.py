@@ -2,8 +2,8 @@
 Playwright, a page whose JavaScript and console errors fail the test, screenshots for people to look
 at (``artifacts/screenshots/``, git-ignored), and waits on the counters the pages keep.
 
-A pytest plugin (``tests/conftest.py`` lists it): test modules use the ``browser`` and ``watched``
-fixtures by name and import the helpers from here.
+A pytest plugin (``tests/conftest.py`` lists it): test modules use the ``browser``, ``watched`` and ``host``
+(a panel test's two hosts) fixtures by name and import the helpers from here.
 """
 
 from __future__ import annotations
@@ -55,6 +55,22 @@ class Watched:
         # 4xx answers to bad input are expected and shown in the page; anything else is a bug.
         if msg.type == "error" and "status of 422" not in msg.text:
             self.errors.append(f"console: {msg.text}")
+
+
+def sized_context(browser: Browser, width: int, height: int, scheme: str) -> BrowserContext:
+    """A context with a window of ``width`` × ``height`` in the ``scheme`` colour scheme; under 600 px wide, a
+    phone's (mobile, touch)."""
+    options: dict[str, Any] = {"viewport": {"width": width, "height": height}, "color_scheme": scheme}
+    if width < 600:
+        options |= {"is_mobile": True, "has_touch": True}
+    return browser.new_context(**options)
+
+
+@pytest.fixture(params=["dashboard", "jupyterlab"])
+def host(request: pytest.FixtureRequest) -> str:
+    """The host a panel test runs on: the dashboard's page, or the notebook widget in JupyterLab
+    (``tests/notebooks/jupyter.py`` ``mounting``)."""
+    return str(request.param)
 
 
 @pytest.fixture

@@ -1,11 +1,14 @@
-// The collectives table (one row per collective in compiled HLO: op, shape, bytes, mesh axes, device
-// groups, its estimated time when the API gives one, where it came from) for kernel runs and snapshots'
-// inspect_jit captures alike, and a collective's groups laid on the mesh table.
+// The collectives table (one row per collective in compiled HLO: op, shape, bytes, mesh axes, how many
+// times it runs per step through loops, device groups, its estimated time when the API gives one, where
+// it came from) for kernel runs, snapshots' inspect_jit captures and plans alike; a collective's groups
+// laid on the mesh table; and the section both panels show (collectivesSection): the table, the total,
+// the selected collective on the mesh with its way to the topology view, and a slot for what else a
+// panel shows about the selected one (docs/frontend.md: the seam).
 
-import { actionable, cellsOf, headedTable } from "../lib/dom.js";
+import { actionable, cellsOf, h, headedTable } from "../lib/dom.js";
 import { fmtBytes } from "../lib/format.js";
 import { groupsSummary, groupsText, groupsTitle, opText } from "../model/collective.js";
-import { estimateCell } from "./estimates.js";
+import { estimateCell, estimateTotal } from "./estimates.js";
 import { groupColour, paletteColour } from "../model/layout.js";
 import { meshTable } from "./mesh_table.js";
 
@@ -24,7 +27,9 @@ export function collectivesTable(container, collectives, opts = {}) {
   const axes = collectives.some((c) => c.axes_text !== undefined);
   const source = collectives.some((c) => c.source);
   const estimates = collectives.some((c) => c.estimate); // cost estimates (components/estimates.js)
-  const headers = ["#", "op", "shape / device", "bytes", ...(axes ? ["mesh axes"] : []), "groups (device ids)", ...(estimates ? ["estimate"] : []), ...(source ? ["from"] : [])];
+  // runs per step: a collective inside a scanned layer runs once per layer (the loop's trip count)
+  const repeats = collectives.some((c) => (c.repeat ?? 1) > 1);
+  const headers = ["#", "op", "shape / device", "bytes", ...(axes ? ["mesh axes"] : []), ...(repeats ? ["runs"] : []), "groups (device ids)", ...(estimates ? ["estimate"] : []), ...(source ? ["from"] : [])];
   const { table, body } = headedTable("hops collectives", headers);
   /** @type {HTMLTableRowElement[]} */
   const rows = collectives.map((c, i) => {
@@ -35,9 +40,11 @@ export function collectivesTable(container, collectives, opts = {}) {
     cell(c.shape);
     cell(c.bytes === null || c.bytes === undefined ? "—" : fmtBytes(c.bytes));
     if (axes) cell(c.axes_text ?? "");
+    if (repeats) cell(`× ${c.repeat ?? 1}`, "num runs").title = runsTitle(c);
     cell(groupsText(c), "groups").title = groupsTitle(c);
     if (estimates) estimateCell(row.insertCell(), c.estimate, /** @type {any} */ (c).repeat);
     if (source) cell(c.source || "", "source");
+    if (c.name) row.dataset.name = c.name;
     if (opts.onSelect) {
       const onSelect = opts.onSelect;
       row.classList.add("collective");
@@ -54,6 +61,13 @@ export function collectivesTable(container, collectives, opts = {}) {
   container.replaceChildren(table);
   if (opts.selected !== undefined) select(opts.selected);
   return { select };
+}
+
+/** How a collective's run count comes about: the loops it sits in, with their trip counts. @param {Collective} c */
+function runsTitle(c) {
+  const loops = /** @type {any} */ (c).loops || [];
+  if (!loops.length) return "runs once per step";
+  return `runs ${c.repeat ?? 1} times per step: inside ${loops.map((/** @type {any} */ l) => `${l.loop}${l.trip_count ? ` (× ${l.trip_count})` : ""}`).join(" inside ")}`;
 }
 
 /**
@@ -87,3 +101,50 @@ export function collectiveOnMesh(container, mesh, c, n, opts) {
   });
 }
 
+
+/**
+ * A program's collectives as one section, the seam the snapshot panel and the kernel lab share: the table
+ * (a row selects its collective), the total of the estimates, the selected collective's groups on the mesh
+ * with the way to see them on the topology view, and under them a slot for what else the panel shows
+ * about the selected collective (the why view draws there). Parts: `collectives` (the table),
+ * `collective-total`, `collective-mesh`, `collective-detail` (the slot).
+ * @param {HTMLElement} container its contents are replaced
+ * @param {Collective[]} collectives
+ * @param {{mesh: import("./mesh_table.js").MeshIds, dark: boolean, selected?: number, total?: boolean,
+ *   topology?: (c: Collective) => string | null, linkTarget?: string,
+ *   onSelect?: (c: Collective, i: number, slot: HTMLElement) => void}} opts mesh: the mesh the groups are
+ *   drawn on; total: the estimates' total under the table; topology: the topology view's address for a
+ *   collective (null: none for it); linkTarget: where that link opens ("_blank" outside the dashboard);
+ *   onSelect: hears each selection (the first one too) with the slot to draw its details into
+ * @returns {{select: (i: number) => void, selected: () => number}}
+ */
+export function collectivesSection(container, collectives, opts) {
+  const table = h("div", { class: "table-wrap collectives-wrap", part: "collectives" });
+  const total = h("div", { part: "collective-total" });
+  const mesh = h("div", { class: "collective-mesh", part: "collective-mesh" });
+  const slot = h("div", { class: "collective-detail", part: "collective-detail" });
+  container.replaceChildren(table, total, mesh, slot);
+  let chosen = Math.max(0, Math.min(opts.selected ?? 0, collectives.length - 1));
+  if (!collectives.length) return { select: () => {}, selected: () => -1 };
+  if (opts.total) estimateTotal(total, collectives);
+
+  /** @param {number} i */
+  const draw = (i) => {
+    chosen = i;
+    const c = collectives[i];
+    const href = opts.topology?.(c) || null;
+    const link = href ? h("a", { href, part: "topology-link", ...(opts.linkTarget ? { target: opts.linkTarget, rel: "noopener noreferrer" } : {}) }, "see it on the topology") : null;
+    collectiveOnMesh(mesh, opts.mesh, c, i + 1, { dark: opts.dark, link: /** @type {HTMLAnchorElement | undefined} */ (link || undefined) });
+    slot.replaceChildren();
+    opts.onSelect?.(c, i, slot);
+  };
+  const rows = collectivesTable(table, collectives, { selected: chosen, onSelect: draw });
+  draw(chosen);
+  return {
+    select(i) {
+      rows.select(i);
+      draw(i);
+    },
+    selected: () => chosen,
+  };
+}

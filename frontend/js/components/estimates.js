@@ -108,8 +108,9 @@ const TERMS = /** @type {const} */ ([
 ]);
 
 /**
- * A roofline panel: three bars (compute, memory, communication) on one scale, the bound marked, the lower
- * bound on run time, HBM fit, and what the model has no figures for.
+ * A roofline panel: three bars (compute, memory, communication) on one scale, the bound marked, the
+ * communication's expected time beside its bound (dashed), the lower bound on run time, HBM fit, and
+ * what the model has no figures for.
  * @param {HTMLElement} container
  * @param {Roofline | null | undefined} r
  * @param {string} [title]
@@ -123,22 +124,31 @@ export function rooflinePanel(container, r, title = "Roofline") {
   head.append(el("span", "muted", ` ${r.hardware ? `on ${r.hardware}` : ""} — ${r.source}`));
   box.appendChild(head);
   const values = TERMS.map(([, key]) => r[key]);
-  const max = Math.max(0, ...values.filter((v) => v !== null).map(Number));
+  // communication's expected time (each fabric at its fitted efficiency and latency) beside its bound
+  const expected = r.communication_expected_seconds ?? null;
+  const max = Math.max(0, ...[...values, expected].filter((v) => v !== null && v !== undefined).map(Number));
   if (r.hardware && max > 0) {
-    const width = 520;
-    const label = 120;
-    const rowH = 22;
-    const svg = svgEl("svg", { viewBox: `0 0 ${width} ${TERMS.length * rowH + 4}`, width, height: TERMS.length * rowH + 4, role: "img", class: "roofline-bars" });
+    // Drawn in CSS pixels, not scaled from a viewBox: a 390 px phone shrank a 600-unit drawing's 12 px
+    // labels to 6 px. Each term is a line of text (name left, time right) over a bar whose length is a
+    // percentage of the row, so the bars follow the box's width and the text keeps its size.
+    const rowH = 32;
+    const height = TERMS.length * rowH;
+    const svg = svgEl("svg", { width: "100%", height, role: "img", class: "roofline-bars" });
     svgEl("title", {}, svg).textContent = `roofline: ${TERMS.map(([name], i) => `${name} ${fmtSeconds(values[i])}`).join(", ")}`;
+    /** @param {number} v a time @returns {string} its share of the longest, as a bar's width */
+    const pct = (v) => `${Math.max(0.2, (99.5 * v) / max).toFixed(2)}%`; // 99.5: the dashed stroke stays inside
     TERMS.forEach(([name, key, formula], i) => {
       const v = r[key];
-      const y = i * rowH + 2;
+      const y = i * rowH;
       const g = svgEl("g", { class: `bar ${name}${r.bound === name ? " bound" : ""}` }, svg);
-      svgEl("title", {}, g).textContent = `${name}: ${fmtSeconds(v)} = ${formula}`;
-      svgEl("text", { x: 0, y: y + 15, class: "bar-label" }, g).textContent = name;
-      const w = v === null ? 0 : Math.max(1, ((width - label - 90) * v) / max);
-      svgEl("rect", { x: label, y, width: w, height: rowH - 6, rx: 2 }, g);
-      svgEl("text", { x: label + w + 6, y: y + 15, class: "bar-value" }, g).textContent = v === null ? "no figure" : fmtSeconds(v);
+      const also = name === "communication" && expected !== null ? `; expected ${fmtSeconds(expected)}: each fabric at its fitted efficiency and latency (dashed)` : "";
+      svgEl("title", {}, g).textContent = `${name}: bound ${fmtSeconds(v)} = ${formula}${also}`;
+      svgEl("text", { x: 0, y: y + 13, class: "bar-label" }, g).textContent = name;
+      const more = name === "communication" && expected !== null && v !== null;
+      const value = v === null ? "no figure" : more ? `${fmtSeconds(v)} · expected ${fmtSeconds(expected)}` : fmtSeconds(v);
+      svgEl("text", { x: "100%", y: y + 13, "text-anchor": "end", class: "bar-value" }, g).textContent = value;
+      svgEl("rect", { x: 0, y: y + 17, width: v === null ? 0 : pct(v), height: 10, rx: 2 }, g);
+      if (more) svgEl("rect", { x: 0, y: y + 17.5, width: pct(Number(expected)), height: 9, rx: 2, class: "expected" }, g);
     });
     box.appendChild(svg);
   }

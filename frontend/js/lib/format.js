@@ -32,6 +32,25 @@ export function plainIds(ids) {
   return [...ids].sort((a, b) => a - b).join(",");
 }
 
+/**
+ * Device ids in their own order, runs of 3+ ascending ids as ranges (what parseIds reads back):
+ * [0,1,2,3,5,4] -> "0-3,5,4".
+ * @param {number[]} ids
+ * @returns {string}
+ */
+export function orderedIds(ids) {
+  /** @type {string[]} */
+  const out = [];
+  for (let i = 0; i < ids.length; ) {
+    let j = i;
+    while (j + 1 < ids.length && ids[j + 1] === ids[j] + 1) j++;
+    if (j - i >= 2) out.push(`${ids[i]}-${ids[j]}`);
+    else for (let k = i; k <= j; k++) out.push(String(ids[k]));
+    i = j + 1;
+  }
+  return out.join(",");
+}
+
 /** A device group as the tables show it: "{0,4}", or "{0-7}" past 8 ids. @param {number[]} g @returns {string} */
 export function groupText(g) {
   return `{${g.length > 8 ? compactIds(g) : g.join(",")}}`;

@@ -2,7 +2,7 @@
 // snapshot's inspect_jit capture: how its device groups read as text, and the groups the topology
 // view should draw — a collective-permute's source → target pairs as groups of two.
 
-import { groupText } from "../lib/format.js";
+import { groupText, groupsQuery } from "../lib/format.js";
 
 /**
  * @typedef {{op: string, shape: string, bytes: number | null, groups: number[][] | null,
@@ -61,4 +61,22 @@ export function topologyGroups(c, maxIds = 4096) {
   if (!g || !g.length || !g.every((x) => x.length === g[0].length)) return null;
   if (g.length * g[0].length > maxIds) return null;
   return { groups: g, label: `${c.op}${over}` };
+}
+
+/**
+ * The topology view's state for collective `c`: `base` (a device set, the mesh the collective ran on, a
+ * layout to colour by: model/state.js's State) with the collective's groups to draw and measure (a
+ * collective-permute's source → target pairs as groups of two), or — for groups that cannot be handed
+ * over — its mesh axis when it runs along exactly one whole axis of the mesh; else `base` as it is.
+ * @template {{axes: string}} S
+ * @param {S} base
+ * @param {Collective} c
+ * @returns {S & {groups?: string, glabel?: string, axis?: string}}
+ */
+export function onTopology(base, c) {
+  const handed = topologyGroups(c);
+  if (handed) return { ...base, groups: groupsQuery(handed.groups), glabel: handed.label };
+  const names = base.axes.split(",").map((a) => a.trim());
+  if (c.exact_axes && c.axes && c.axes.length === 1 && names.includes(c.axes[0])) return { ...base, axis: c.axes[0] };
+  return base;
 }

@@ -114,7 +114,8 @@ export function snapshotFacts(snap) {
     ["process", snap.process_index !== null && snap.process_index !== undefined ? `${snap.process_index} of ${snap.process_count}` : null],
     ["logical rules", snap.rules ? rulesText(snap.rules) : logical ? "none captured" : null],
     ["captured", snap.created ? `${new Date(snap.created * 1000).toLocaleString()} with JAX ${snap.jax_version}` : null],
-    ["jit", jit ? `${jit.function}: per device ${perDevice.join(", ")}` : null],
+    // a plan's memory is drawn in its own section (components/plan.js): here, only what was compiled
+    ["jit", jit ? (snap.plan ? `${jit.function}${jit.memory_per_device ? "" : ": refused by XLA for memory"}` : `${jit.function}: per device ${perDevice.join(", ")}`) : null],
   ];
 }
 

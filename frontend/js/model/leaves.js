@@ -3,7 +3,9 @@
 // filters, and which leaf to open first. The snapshot panel reads leaves only through this, on every
 // host.
 
+import { orderedIds } from "../lib/format.js";
 import { Layout } from "./layout.js";
+import { DEFAULTS } from "./state.js";
 
 /**
  * @typedef {{spec: string | null, layout: any, error: {code: string, message: string} | null,
@@ -139,4 +141,51 @@ export function hostsOf(snap) {
 export function snapshotRef(s) {
   if (s.run) return s.process !== undefined && s.process !== "" ? { run: s.run, process: Number(s.process) } : { run: s.run };
   return { snapshot: s.snapshot || "" };
+}
+
+/**
+ * The device set the dashboard makes of a snapshot's devices: a plan's target (`tpu:v5p:4x4x4`, `gpu:h100:2x8`:
+ * the layout explorer's devices, id for id), or `cpu:N` for a process's N CPU devices numbered 0..N-1; null
+ * for devices it cannot make again (a real TPU or GPU process's own).
+ * @param {any} snap
+ * @returns {{devices: string, slices: number} | null}
+ */
+export function deviceSetOf(snap) {
+  const t = snap.target;
+  if (t && typeof t.devices === "string" && t.devices) return { devices: t.devices, slices: Math.max(1, Number(t.slices) || 1) };
+  const ids = snap.devices?.id || [];
+  if (snap.platform === "cpu" && ids.length && ids.every((/** @type {number} */ id, /** @type {number} */ k) => id === k)) return { devices: `cpu:${ids.length}`, slices: 1 };
+  return null;
+}
+
+/**
+ * The topology view's state for a snapshot's first mesh (model/state.js's State): its device set, the mesh in
+ * its own device order, and the leaf split into the most blocks on it as the layout to colour by; null when
+ * the snapshot has no mesh or its devices cannot be made again (deviceSetOf).
+ * @param {any} snap
+ */
+export function topologyBase(snap) {
+  const set = deviceSetOf(snap);
+  const mesh = snap.meshes?.[0];
+  if (!set || !mesh) return null;
+  let leaf = null;
+  let tiles = -1;
+  for (const l of snap.leaves) {
+    const lay = l.mesh === 0 && l.layout !== null && l.layout !== undefined ? snap.layouts[l.layout] : null;
+    if (lay && l.spec && l.shape && lay.tiles.length > tiles) {
+      leaf = l;
+      tiles = lay.tiles.length;
+    }
+  }
+  const types = new Set((mesh.axis_types || []).map((/** @type {string} */ t) => String(t).toLowerCase()));
+  return {
+    ...DEFAULTS,
+    ...set,
+    mesh: mesh.shape.join("x"),
+    axes: mesh.axis_names.join(","),
+    order: "devices",
+    ids: orderedIds(mesh.device_ids.flat(Infinity)),
+    types: types.size === 1 && ["auto", "explicit"].includes([...types][0]) ? [...types][0] : "",
+    ...(leaf ? { spec: leaf.spec, shape: leaf.shape.join(","), dtype: leaf.dtype } : { spec: "P()", shape: "" }),
+  };
 }

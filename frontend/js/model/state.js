@@ -48,6 +48,8 @@ export const DEFAULTS = Object.freeze({
 });
 
 const KEYS = /** @type {(keyof State)[]} */ (Object.keys(DEFAULTS));
+/** Characters kept of a field from an address: device groups and orders name up to a slice's every device. */
+const LONG = new Set(["groups", "ids"]);
 
 /** The state a query names, defaults for the rest. @param {URLSearchParams} q @returns {State} */
 export function fromQuery(q) {
@@ -56,7 +58,7 @@ export function fromQuery(q) {
     const v = q.get(k);
     if (v === null) continue;
     if (k === "slices") s.slices = Math.max(1, Math.min(64, parseInt(v, 10) || 1));
-    else /** @type {any} */ (s)[k] = v.slice(0, 600);
+    else /** @type {any} */ (s)[k] = v.slice(0, LONG.has(k) ? 40000 : 600);
   }
   return s;
 }

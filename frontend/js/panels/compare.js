@@ -1,12 +1,15 @@
 // The comparison panel: two kernel runs, reshards or snapshots side by side — collectives matched up
 // (with each side's shape and the op that caused it), bytes, estimates, memory, rooflines — with a
-// verdict (POST /api/compare), a tie-breaker when the estimates are the same, and a share link. The two
-// sides are the state (a, b), each as pasted: an address, "snapshot:<id>" or a /s/ link.
+// verdict (POST /api/compare), a tie-breaker when the estimates are the same, and a share link; two plans
+// (FSDP against FSDP × TP, one model on two slices) each with its verdict, HBM by kind and step time
+// (components/plan.js). The two sides are the state (a, b), each as pasted: an address, "snapshot:<id>"
+// or a /s/ link.
 
 import { cellsOf, el, h, headedTable } from "../lib/dom.js";
 import { showError } from "../lib/errors.js";
 import { fmtBytes } from "../lib/format.js";
 import { estimateText, estimateTitle, fmtSeconds, rooflinePanel } from "../components/estimates.js";
+import { planSummary } from "../components/plan.js";
 import { resolveSide } from "../model/sides.js";
 import { errorBox, shareAndStatus } from "./common.js";
 
@@ -95,6 +98,8 @@ export function mount(root, host, initial) {
   /** @type {any[]} */
   let catalog = [];
   let token = 0;
+  /** The sides on show (their plans are drawn again when the colour scheme changes). @type {any[] | null} */
+  let shownSides = null;
 
   // ---------------------------------------------------------------- DOM
   root.classList.add("app");
@@ -116,10 +121,11 @@ export function mount(root, host, initial) {
   const notes = h("ul", { class: "muted verdict-notes", part: "verdict-notes" });
   const sides = h("div", { class: "table-wrap", part: "sides" });
   const rooflines = h("div", { class: "compare-rooflines", part: "rooflines" });
+  const plans = h("div", { class: "compare-plans", part: "plans", hidden: true });
   const matched = h("div", { class: "table-wrap", part: "matched" });
   const note = h("p", { class: "muted", part: "note" });
   const results = h("div", { class: "compare-results", part: "results", hidden: true },
-    verdict, notes, sides, rooflines,
+    verdict, notes, sides, plans, rooflines,
     h("h2", {}, "Collectives, matched up"),
     h("p", { class: "muted" }, "Same op along the same mesh axes, in program order; Δ is B − A."),
     matched, note);
@@ -193,6 +199,11 @@ export function mount(root, host, initial) {
     row("memory (estimate)", (s) => maybe(s.roofline?.memory_seconds, fmtSeconds), "HBM traffic / HBM bandwidth");
     row("bound", (s) => s.roofline?.bound || "—");
     row("lower bound on run time", (s) => maybe(s.lower_bound_seconds, fmtSeconds), "max(compute, memory, communication)");
+    if (sidesIn.some((x) => x.snap?.plan)) {
+      // a plan's step time: the cost model's expected time beside the roofline's lower bound
+      row("expected step time (plan)", (_s, i) => maybe(sidesIn[i].snap?.plan?.step_time?.expected_seconds, fmtSeconds), "each collective at its fabric's fitted efficiency and latency, compute and memory at their peaks");
+      row("peak HBM (XLA)", (_s, i) => maybe(sidesIn[i].snap?.jit?.memory_per_device?.peak_memory_in_bytes, fmtBytes), "XLA's memory_analysis: peak_memory_in_bytes per device");
+    }
     row("HBM", (s) => s.hbm?.text || "—");
     row("not modelled", (s) => s.roofline?.why || (s.roofline ? "" : "no cost analysis (a snapshot)") || "—");
     sides.replaceChildren(table);
@@ -239,6 +250,7 @@ export function mount(root, host, initial) {
     verdict.dataset.cheaper = cheaper || "";
     notes.replaceChildren(...v.notes.map((/** @type {string} */ n) => el("li", "", n)));
     renderSides(r, sidesIn, cheaper);
+    renderPlans(sidesIn);
     rooflines.replaceChildren();
     for (const [name, s] of [["A", r.a], ["B", r.b]]) {
       const box = el("div", "compare-roofline");
@@ -248,6 +260,22 @@ export function mount(root, host, initial) {
     }
     renderMatched(r);
     note.textContent = r.note;
+  }
+
+  /** Each plan's verdict, HBM by kind and step time, side by side. @param {any[]} sidesIn */
+  function renderPlans(sidesIn) {
+    shownSides = sidesIn;
+    plans.replaceChildren();
+    plans.hidden = !sidesIn.some((x) => x.snap?.plan);
+    if (plans.hidden) return;
+    sidesIn.forEach((x, i) => {
+      const box = h("section", { class: "compare-plan", part: `plan-${i === 0 ? "a" : "b"}` });
+      const body = h("div");
+      box.append(h("h3", {}, `${i === 0 ? "A" : "B"}: ${x.snap?.name ?? "no plan"}`), body);
+      if (x.snap?.plan) planSummary(body, x.snap, { dark: host.dark(), compact: true });
+      else body.appendChild(el("p", "muted", "not a plan: a kernel run, a reshard or a capture without one"));
+      plans.appendChild(box);
+    });
   }
 
   /** @param {CState} s */
@@ -265,6 +293,7 @@ export function mount(root, host, initial) {
     run();
   });
   show(initial);
+  const stopTheme = host.onTheme(() => shownSides && renderPlans(shownSides));
   const ready = data.kernels ? data.kernels().then((c) => (catalog = c.kernels), fail) : Promise.resolve();
   ready.then(() => {
     host.bump("ready");
@@ -278,6 +307,7 @@ export function mount(root, host, initial) {
     },
     dispose() {
       token++;
+      stopTheme();
     },
   };
 }

@@ -7,12 +7,12 @@
 import { ApiError } from "../lib/api.js";
 import { codeInput, defList, el, h, labelled, setOptions } from "../lib/dom.js";
 import { errorFields, showError } from "../lib/errors.js";
-import { fmtBytes, fmtCount, fmtMs, groupsQuery, meshAxes } from "../lib/format.js";
-import { collectiveOnMesh, collectivesTable } from "../components/collectives.js";
+import { fmtBytes, fmtCount, fmtMs, meshAxes } from "../lib/format.js";
+import { collectivesSection, collectivesTable } from "../components/collectives.js";
 import { estimateTotal, rooflinePanel } from "../components/estimates.js";
 import { layoutGrid } from "../components/grid.js";
 import { devicePicker, meshPicker } from "../components/pickers.js";
-import { topologyGroups } from "../model/collective.js";
+import { onTopology } from "../model/collective.js";
 import { arrayFacts } from "../model/facts.js";
 import { FieldError, defaultsFor, fromQuery as kernelState, runRequest, toQuery } from "../model/kernel_run.js";
 import { Layout } from "../model/layout.js";
@@ -158,9 +158,7 @@ export function mount(root, host, initial) {
   const roofline = h("div", { part: "roofline" });
   const outputs = h("div", { class: "kernel-arrays", part: "outputs" });
   const collectiveCount = h("span", { class: "muted", part: "collective-count" });
-  const collectives = h("div", { class: "table-wrap", part: "collectives" });
-  const collectiveTotal = h("div", { part: "collective-total" });
-  const collectiveMesh = h("div", { class: "collective-mesh", part: "collective-mesh" });
+  const collectiveBox = h("div", { class: "collectives-section" });
   const inputCount = h("span", { class: "muted", part: "input-count" });
   const placed = h("div", { class: "kernel-arrays", part: "inputs-placed" });
   const placedBox = h("details", { class: "inputs-box", part: "inputs-box", open: true }, h("summary", {}, "Inputs as placed ", inputCount), placed);
@@ -186,7 +184,7 @@ export function mount(root, host, initial) {
     summary, roofline, h("h2", {}, "Outputs"), outputs,
     h("h2", {}, "Collectives ", collectiveCount),
     h("p", { class: "muted" }, "From the compiled HLO: one row per collective XLA inserted. Groups are device ids; click a row to see its groups on the mesh."),
-    collectives, collectiveTotal, collectiveMesh, placedBox,
+    collectiveBox, placedBox,
     h("details", { part: "origins-box" }, h("summary", {}, "Where did these shardings come from? (Shardy's sharding origins)"), originsNote, origins),
     logBox,
     h("details", { part: "stablehlo-box" }, h("summary", {}, "Lowered StableHLO (with sdy shardings)"), stablehlo),
@@ -450,9 +448,7 @@ export function mount(root, host, initial) {
   /**
    * The topology view for this run's collective `c`, handed the run's complete state: its device set
    * and slices, the mesh (shape, axis names, order, axis types), an output's layout to colour by (a spec
-   * valid on that mesh, from JAX itself), and the collective's groups (a collective-permute's
-   * source → target pairs as groups of two) to draw and measure — or, for groups that cannot be
-   * handed over, its mesh axis when it runs along exactly one whole axis.
+   * valid on that mesh, from JAX itself), and the collective's groups (model/collective.js onTopology).
    * @param {any} r the run's result
    * @param {any} c one of its collectives
    */
@@ -470,32 +466,22 @@ export function mount(root, host, initial) {
       types: ran.types,
       ...(out ? { spec: out.spec, shape: out.shape.join(","), dtype: out.dtype } : { spec: "P()", shape: "" }),
     };
-    const handed = topologyGroups(c);
-    if (handed) Object.assign(s, { groups: groupsQuery(handed.groups), glabel: handed.label });
-    else if (c.exact_axes && c.axes.length === 1 && r.mesh.axis_names.includes(c.axes[0])) s.axis = c.axes[0];
-    return host.href?.("topology", topologyQuery(s)) || null;
-  }
-
-  /** @param {any} r @param {number} i */
-  function selectCollective(r, i) {
-    selectedCollective = i;
-    const c = r.collectives[i];
-    const href = topologyLink(r, c);
-    const link = href ? h("a", { href }, "see it on the topology") : undefined;
-    collectiveOnMesh(collectiveMesh, r.mesh, c, i + 1, { dark: host.dark(), link });
+    return host.href?.("topology", topologyQuery(onTopology(s, c))) || null;
   }
 
   /** @param {any} r */
   function renderCollectives(r) {
     collectiveCount.textContent = r.collectives.length ? `(${r.collectives.length})` : "(none: every device works on its own blocks)";
-    if (!r.collectives.length) {
-      for (const box of [collectives, collectiveTotal, collectiveMesh]) box.replaceChildren();
-      return;
-    }
-    estimateTotal(collectiveTotal, r.collectives);
-    const i = Math.min(selectedCollective, r.collectives.length - 1);
-    collectivesTable(collectives, r.collectives, { selected: i, onSelect: (k) => selectCollective(r, k) });
-    selectCollective(r, i);
+    collectivesSection(collectiveBox, r.collectives, {
+      mesh: r.mesh,
+      dark: host.dark(),
+      selected: selectedCollective,
+      total: true,
+      topology: (c) => topologyLink(r, c),
+      onSelect: (_c, i) => {
+        selectedCollective = i;
+      },
+    });
   }
 
   /** @param {any} entry */

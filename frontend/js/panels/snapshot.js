@@ -1,21 +1,28 @@
 // The snapshot panel: what a user's program captured (sharding_core.capture / publish, shardscope.show).
-// A tree table of its leaves (filter by path, spec or mesh axis), a leaf's layout grid (shards nobody
-// here holds faded), per-device memory, the processes of a multi-process run, the collectives of an
-// inspect_jit capture on the mesh, the what-if of other Flax logical → mesh rules, and the diff of two
-// snapshots or two processes. Leaves are read through the one leaf model (model/leaves.js).
+// A plan or an inspect_jit capture leads with what matters: the plan's verdict, HBM per device by kind of
+// leaf against the chip's capacity, the step time and the roofline (components/plan.js) — or XLA's refusal
+// for memory with its figures — and then its collectives (op, mesh axes, bytes, runs per step, estimate;
+// a click draws one's groups on the mesh and offers it on the topology view). Then a tree table of its
+// leaves (filter by path, spec or mesh axis), a leaf's layout grid (shards nobody here holds faded),
+// per-device memory, the processes of a multi-process run, the what-if of other Flax logical → mesh
+// rules, and the diff of two snapshots or two processes. Leaves are read through the one leaf model
+// (model/leaves.js).
 
 import { ApiError } from "../lib/api.js";
 import { defList, el, h, headedTable } from "../lib/dom.js";
 import { showError } from "../lib/errors.js";
 import { compactIds, fmtBytes } from "../lib/format.js";
-import { collectiveOnMesh, collectivesTable } from "../components/collectives.js";
+import { collectivesSection } from "../components/collectives.js";
 import { layoutGrid } from "../components/grid.js";
 import { leafTree } from "../components/leaf_tree.js";
 import { memoryVerdict } from "../components/memory.js";
+import { planSummary } from "../components/plan.js";
+import { onTopology } from "../model/collective.js";
 import { kindText, leafFacts, snapshotFacts } from "../model/facts.js";
 import { deviceRow, Layout } from "../model/layout.js";
-import { hostsOf, leafMatches, leafNow, mostTelling, notHeld, notHeldLegend, snapshotRef, whatIfOf } from "../model/leaves.js";
+import { hostsOf, leafMatches, leafNow, mostTelling, notHeld, notHeldLegend, snapshotRef, topologyBase, whatIfOf } from "../model/leaves.js";
 import { parseRules, rulesText } from "../model/rules.js";
+import { topologyQuery } from "../model/state.js";
 import { errorBox, lifetime, shareAndStatus } from "./common.js";
 
 export const VIEW = "snapshots";
@@ -61,6 +68,9 @@ export function mount(root, host, initial) {
   let tree = null;
   let filterTimer = 0;
   let chosen = 0;
+  /** The topology view's state for this snapshot's mesh (null: its devices cannot be shown there). */
+  /** @type {ReturnType<typeof topologyBase>} */
+  let onTopo = null;
   const life = lifetime();
 
   // ---------------------------------------------------------------- DOM
@@ -124,11 +134,14 @@ export function mount(root, host, initial) {
     h("div", { class: "row" }, h("label", {}, "Compare with ", diffWith), diffProcessField),
     h("div", { class: "toolbar" }, diffRun, diffClear, diffStatus), diffError, diffResult);
   diffBox.hidden = !data.diff;
-  const collTable = h("div", { class: "table-wrap", part: "collectives" });
-  const collMesh = h("div", { class: "collective-mesh", part: "collective-mesh" });
+  const planBox = h("section", { class: "view snap-plan", part: "plan", "aria-label": "Plan", hidden: true });
+  const collTitle = h("h2", { part: "collectives-title" }, "Collectives (compiled HLO)");
+  const collBox = h("div", { class: "collectives-section" });
   const collSection = h("section", { class: "view snap-collectives", part: "collectives-section", "aria-label": "Collectives", hidden: true },
-    h("h2", { part: "collectives-title" }, "Collectives (compiled HLO)"), collTable, collMesh);
-  root.replaceChildren(head, h("div", { class: "snap-pair" }, leaves, leafPanel), memory, collSection, whatifBox, diffBox);
+    collTitle, h("p", { class: "muted" }, "Every collective XLA put in the program: its mesh axes, bytes, how many times it runs per step (loops) and its estimate. Click one to see its device groups on the mesh."),
+    collBox);
+  // a plan or a capture of a program leads with its verdict and its collectives; the leaves follow
+  root.replaceChildren(head, planBox, collSection, h("div", { class: "snap-pair" }, leaves, leafPanel), memory, whatifBox, diffBox);
 
   /** @param {boolean} replace */
   const save = (replace) => host.save({ ...state }, replace);
@@ -224,6 +237,7 @@ export function mount(root, host, initial) {
     } else if (state.run) {
       processes.appendChild(el("p", "", `Process ${state.process} of run ${state.run.slice(0, 6)}…`));
     }
+    renderPlan();
     renderCollectives();
     const axes = new Set();
     for (const m of snap.meshes) for (const a of m.axis_names) axes.add(a);
@@ -231,22 +245,36 @@ export function mount(root, host, initial) {
     axisFilter.value = state.axis;
   }
 
-  /** An inspect_jit capture's collectives, the chosen one's groups on the mesh. */
+  /** A plan's (or an inspect_jit capture's) verdict, HBM by kind, step time and roofline (components/plan.js). */
+  function renderPlan() {
+    planBox.hidden = !snap.plan;
+    planSummary(planBox, snap, { dark: host.dark() });
+  }
+
+  /**
+   * The collectives section (components/collectives.js collectivesSection): the table, the total, the chosen
+   * collective's groups on the mesh and its address on the topology view; `slot` under them is where a
+   * panel draws more about the chosen collective (docs/frontend.md).
+   */
   function renderCollectives() {
     const coll = snap.collectives || [];
     collSection.hidden = !coll.length;
     if (!coll.length) return;
-    const mesh = snap.meshes.length ? snap.meshes[0] : deviceRow(snap.devices.id);
-    chosen = Math.min(chosen, coll.length - 1);
-    const draw = () => collectiveOnMesh(collMesh, mesh, coll[chosen], chosen + 1, { dark: host.dark() });
-    collectivesTable(collTable, coll, {
+    const runs = coll.reduce((/** @type {number} */ n, /** @type {any} */ c) => n + (c.repeat ?? 1), 0);
+    collTitle.textContent = `Collectives (compiled HLO): ${coll.length}${runs > coll.length ? `, ${runs} runs per step` : ""}`;
+    onTopo = topologyBase(snap);
+    collectivesSection(collBox, coll, {
+      mesh: snap.meshes.length ? snap.meshes[0] : deviceRow(snap.devices.id),
+      dark: host.dark(),
       selected: chosen,
-      onSelect: (i) => {
+      total: true,
+      topology: (c) => (onTopo && host.href ? host.href("topology", topologyQuery(onTopology(onTopo, c))) : null),
+      linkTarget: host.kind === "widget" ? "_blank" : undefined,
+      onSelect: (_c, i) => {
         chosen = i;
-        draw();
+        host.bump("collective");
       },
     });
-    draw();
   }
 
   // ---------------------------------------------------------------- what-if
@@ -446,6 +474,7 @@ export function mount(root, host, initial) {
     state = { ...fromQuery(new URLSearchParams()), ...next };
     snap = null;
     whatif = null;
+    chosen = 0;
     try {
       if ((state.snapshot || state.run) && data.snapshot) snap = await data.snapshot(snapshotRef(state));
       if (life.disposed) return;
@@ -496,6 +525,7 @@ export function mount(root, host, initial) {
   life.add(() => clearTimeout(filterTimer));
   life.add(host.onTheme(() => {
     if (!snap) return;
+    renderPlan();
     renderCollectives();
     refreshAll();
   }));
