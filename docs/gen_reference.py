@@ -452,6 +452,8 @@ PYTHON_API: tuple[tuple[str, str], ...] = (
     ("sharding_core", "publish"),
     ("sharding_core", "inspect_jit"),
     ("sharding_core", "plan"),
+    ("sharding_core", "explain"),
+    ("sharding_core", "why_budget"),
     ("sharding_core", "new_run_id"),
     ("sharding_core", "PublishError"),
     ("sharding_core.devices", "parse_devices"),

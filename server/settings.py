@@ -242,6 +242,20 @@ class Settings:
         "allocated; more gets 422 too_large",
         maximum=2**31,
     )
+    max_why_recompiles: int = _setting(
+        6,
+        "Candidate fixes a kernel run's worker compiles to find which spec removes a collective (sharding_core.why; "
+        "0: explain only); each is one more compile of the kernel, on a TPU set compile-only",
+        minimum=0,
+        maximum=64,
+    )
+    max_why_seconds: int = _setting(
+        5,
+        "Seconds a kernel run's worker may spend compiling candidate fixes; candidates past it are not compiled "
+        "and the why says so",
+        minimum=0,
+        maximum=600,
+    )
     max_kernel_memory: int = _setting(
         0,
         "Bytes of memory the kernel workers may use together (0: half of the RAM this server may use: the "

@@ -1,6 +1,7 @@
 """Shardscope's domain: device sets, meshes, PartitionSpecs and layouts, computed by JAX.
 
-``capture``, ``publish``, ``inspect_jit``, ``plan``, ``mesh``, ``new_run_id`` and ``PublishError`` are loaded
+``capture``, ``publish``, ``inspect_jit``, ``explain``, ``why_budget``, ``plan``, ``mesh``, ``new_run_id`` and
+``PublishError`` are loaded
 on first use (PEP 562), so ``import sharding_core`` stays light for a training script. Drawing a value inline
 in a notebook is ``shardscope.show`` (the notebook host lives beside the front end, in :mod:`shardscope`).
 """
@@ -10,14 +11,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sharding_core.capturing import capture, inspect_jit
+    from sharding_core.capturing import capture, explain, inspect_jit
     from sharding_core.planning.program import plan
     from sharding_core.planning.targets import mesh
     from sharding_core.publishing import PublishError, new_run_id, publish
+    from sharding_core.why.fixes import why_budget
 
 _LAZY = {
     "capture": "sharding_core.capturing",
     "inspect_jit": "sharding_core.capturing",
+    "explain": "sharding_core.capturing",
+    "why_budget": "sharding_core.why.fixes",
     "publish": "sharding_core.publishing",
     "new_run_id": "sharding_core.publishing",
     "PublishError": "sharding_core.publishing",
@@ -25,7 +29,17 @@ _LAZY = {
     "plan": "sharding_core.planning.program",
 }
 
-__all__ = ["PublishError", "capture", "inspect_jit", "mesh", "new_run_id", "plan", "publish"]
+__all__ = [
+    "PublishError",
+    "capture",
+    "explain",
+    "inspect_jit",
+    "mesh",
+    "new_run_id",
+    "plan",
+    "publish",
+    "why_budget",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -84,6 +84,23 @@ def inspect_jit(f: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, A
     return inspect_program(f, args, kwargs, detailed=False)
 
 
+def explain(f: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """:func:`inspect_jit` that also says why every collective is there and looks for fixes.
+
+    ``inspect_jit`` gives each collective the line and op that asked for it (from the same compile, at no
+    cost); ``explain`` compiles the program once more with Shardy's sharding origins written (that compile
+    is read for the why only: the figures stay the plain compile's), names the operand moved, its shardings
+    before and after, the input leaves and origins that decided them and a sentence, and compiles candidate
+    changes (an input's PartitionSpec, an output's out_sharding, a JAX option), keeping those that make the
+    program's collectives cheaper (:mod:`sharding_core.why.fixes`). The snapshot's ``fixes`` hold the
+    recompiled programs ("try this fix"), ``why_search`` what the search did. The work is bounded:
+    :func:`sharding_core.why_budget` (default 8 recompiles and 20 s per call; ``recompiles=0``: explain only)."""
+    from sharding_core.planning.program import inspect_program
+    from sharding_core.why.fixes import current_budget
+
+    return inspect_program(f, args, kwargs, detailed=False, why=current_budget())
+
+
 def argument_names(f: Callable[..., Any], count: int) -> list[str | None]:
     """The names of ``f``'s first ``count`` positional parameters (what ``inputs/args/N`` leaves were passed
     as), None past them or when the signature cannot be read (a builtin, ``*args``)."""

@@ -35,6 +35,10 @@ axis type                       (read off a one-device mesh, not a version numbe
                                 ``lax.all_gather_invariant`` in 0.8)
 ``Sharding.is_equivalent_to``   :func:`equivalent`: JAX's own comparison, else the two shardings'
                                 ``devices_indices_map`` (the same answer by definition)
+``kept_var_idx`` (private)      :func:`kept_inputs`: the arguments jit kept (Shardy's ``input: N``)
+persistent compilation cache    :func:`compilation_cache_disabled` (a cache hit writes no dumps)
+jaxpr equations' user frame     :func:`equation_frame` (``source_info_util.user_frame``, private)
+a jit's options (``_jit_info``)  :func:`jit_like`: the same jit with other in/out shardings
 replica groups in HLO text      :func:`sharding_core.hlo.text.parse_replica_groups` (by the text,
                                 which names its own form): ``{{0,4},{1,5}}`` lists (XLA of JAX
                                 0.8–0.10's ``shard_map``), ``[4,2]<=[2,4]T(1,0)`` iota lists (JAX
@@ -245,6 +249,100 @@ def cost_analysis(compiled: Any) -> dict[str, Any]:
     if isinstance(cost, (list, tuple)):
         cost = cost[0] if cost else None
     return dict(cost or {})
+
+
+def kept_inputs(lowered: Any, flat_count: int, kept_count: int) -> list[int]:
+    """The positions, among the ``flat_count`` flattened arguments, of the ``kept_count`` that the compiled
+    program takes as parameters (jit drops unused arguments unless ``keep_unused=True``): Shardy's and the
+    HLO's ``input: N`` is the N-th kept one.
+
+    JAX records them as ``kept_var_idx`` in the lowering's compile arguments (private, 0.4 to 0.10); without
+    it, all of them when the counts agree, else the first ``kept_count`` (said to be a guess by the caller).
+    """
+    lowering = getattr(lowered, "_lowering", None)
+    compile_args = getattr(lowering, "compile_args", None)
+    kept = compile_args.get("kept_var_idx") if isinstance(compile_args, dict) else None
+    if kept is not None and len(kept) == kept_count:
+        return sorted(int(i) for i in kept)
+    return list(range(min(flat_count, kept_count)))
+
+
+@contextlib.contextmanager
+def compilation_cache_disabled() -> Iterator[None]:
+    """The persistent compilation cache off while inside: a cache hit compiles nothing, so XLA writes none of
+    the dumps a compile was asked for. ``jax_enable_compilation_cache`` is a public option in every JAX this
+    project declares; its context-manager form is used when present."""
+    import jax
+
+    state = getattr(getattr(jax, "_src", None), "config", None)
+    manager = getattr(state, "enable_compilation_cache", None) if state is not None else None
+    if manager is not None and callable(manager):
+        with manager(False):
+            yield
+        return
+    before = bool(getattr(jax.config, "jax_enable_compilation_cache", True))
+    jax.config.update("jax_enable_compilation_cache", False)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_enable_compilation_cache", before)
+
+
+def equation_frame(eqn: Any) -> tuple[str, int] | None:
+    """(file, line) of the user's frame of a jaxpr equation: ``source_info_util.user_frame`` (private in
+    every JAX this project declares), None when it is missing or gives nothing."""
+    try:
+        from jax._src import source_info_util
+    except ImportError:  # pragma: no cover - every declared JAX has it
+        return None
+    user_frame = getattr(source_info_util, "user_frame", None)
+    info = getattr(eqn, "source_info", None)
+    if user_frame is None or info is None:
+        return None
+    try:
+        frame = user_frame(info.traceback)
+    except (AttributeError, TypeError):
+        return None
+    if frame is None:
+        return None
+    return str(frame.file_name), int(frame.start_line)
+
+
+def jit_like(jitted: Any, *, in_shardings: Any = None, out_shardings: Any = None) -> Any:
+    """``jax.jit`` of the function ``jitted`` wraps, with its options (static and donated arguments,
+    ``keep_unused``, its in/out shardings) except those given here: how a fix's program is compiled when the
+    user's jit pins shardings the fix changes. The options are read from ``_jit_info`` (private, JAX 0.4.30
+    to 0.10); without it only the given shardings are set."""
+    import jax
+
+    fun = getattr(jitted, "__wrapped__", None)
+    if fun is None:
+        raise ValueError("not a jax.jit function: its options cannot be copied")
+    info = getattr(jitted, "_jit_info", None)
+    options: dict[str, Any] = {}
+    if info is not None:
+        options.update(
+            static_argnums=tuple(info.static_argnums),
+            static_argnames=tuple(info.static_argnames),
+            donate_argnums=tuple(info.donate_argnums),
+            keep_unused=bool(info.keep_unused),
+        )
+        if info.user_specified_in_shardings:
+            options["in_shardings"] = jax.tree_util.tree_unflatten(info.in_shardings_treedef, info.in_shardings_leaves)
+        leaves = list(info.out_shardings_leaves)
+        if any(type(x).__name__ != "UnspecifiedValue" for x in leaves):
+            options["out_shardings"] = jax.tree_util.tree_unflatten(info.out_shardings_treedef, leaves)
+    if in_shardings is not None:
+        options["in_shardings"] = in_shardings
+    if out_shardings is not None:
+        options["out_shardings"] = out_shardings
+    return jax.jit(fun, **options)
+
+
+def pins_inputs(jitted: Any) -> bool:
+    """Whether a jit was given ``in_shardings`` (an argument sharded otherwise is then refused)."""
+    info = getattr(jitted, "_jit_info", None)
+    return bool(getattr(info, "user_specified_in_shardings", False))
 
 
 # ---- shardings -------------------------------------------------------------------------------------

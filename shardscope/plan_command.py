@@ -58,6 +58,21 @@ def add_parser(sub: Any, ints: Any) -> None:
         help="baseline threshold: bytes per step new collectives may move (default 1 MiB)",
     )
     p.add_argument("--no-temporaries", action="store_true", help="skip reading XLA's buffer assignment (faster)")
+    p.add_argument(
+        "--why",
+        action="store_true",
+        help="say why each collective is there (one more compile, with Shardy's sharding origins)",
+    )
+    p.add_argument(
+        "--fixes",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --why, look for fixes too, compiling up to N candidate programs (implies --why)",
+    )
+    p.add_argument(
+        "--fix-seconds", type=float, default=120.0, metavar="S", help="the time the fix search may take (default 120)"
+    )
 
 
 def load_function(spec: str) -> Any:
@@ -100,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
     from sharding_core.planning.report import render, render_comparison
     from sharding_core.planning.targets import compile_target, mesh
     from sharding_core.publishing import PublishError, publish
+    from sharding_core.why import NO_FIXES, Budget
 
     try:
         previous = None
@@ -120,7 +136,10 @@ def run(args: argparse.Namespace) -> int:
             raise ShardingError("bad_target", f"{args.target} must return (jitted_fn, args), got {type(made).__name__}")
         jitted, fargs = made
         pos, kw = ((), fargs) if isinstance(fargs, dict) else (tuple(fargs), {})
-        snap = inspect_program(jitted, pos, kw, detailed=not args.no_temporaries)
+        if args.fixes < 0 or args.fix_seconds < 0:
+            raise ShardingError("bad_budget", "--fixes and --fix-seconds must be >= 0")
+        budget = Budget(args.fixes, args.fix_seconds) if args.fixes else NO_FIXES if args.why else None
+        snap = inspect_program(jitted, pos, kw, detailed=not args.no_temporaries, why=budget)
         file, _, fn_name = args.target.rpartition(":")
         snap["name"] = f"{Path(file).name}:{fn_name}"
     except ShardingError as e:

@@ -10,7 +10,7 @@ waiting for a worker holds no thread.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, NotRequired
+from typing import TYPE_CHECKING, Annotated, Any, NotRequired
 
 from fastapi import APIRouter
 from pydantic import Field, with_config
@@ -183,6 +183,9 @@ class KernelRunResponse(Reply):
     origins: KernelOrigins | None
     origins_note: str
     compiler_log: list[str] = Field(description="XLA's warnings while compiling")
+    why_search: dict[str, Any] | None = Field(
+        None, description="What the worker's search for fixes of the collectives did (sharding_core.why)"
+    )
     roofline: Roofline = Field(
         description="Compute, memory and communication time of the headline program (the TPU compile's on a tpu: "
         "set with libtpu, else the compiled program's) on the device set's hardware, the bound, a lower bound on "

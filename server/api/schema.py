@@ -302,6 +302,117 @@ class Widened(TypedDict):
     bytes: ByteCount
 
 
+# ---- why a collective is there (sharding_core.why) ------------------------------------------------------
+
+LongText = Annotated[str, Field(max_length=4096)]
+LeafPath = Annotated[str, Field(max_length=1024)]
+
+
+@with_config(CLOSED)
+class WhyFrame(TypedDict):
+    file: LongText
+    line: Annotated[int, Field(ge=0, le=2**31)]
+    function: LongText
+
+
+@with_config(CLOSED)
+class WhyOperand(TypedDict):
+    value: ShortText
+    name: LongText
+    operand: Annotated[int, Field(ge=0, le=4096)] | None
+    shape: Annotated[list[Dim], Field(max_length=MAX_RANK)] | None
+    dtype: Annotated[str, Field(max_length=64)] | None
+    before: LongText | None
+    after: LongText | None
+    leaf: LeafPath | None
+
+
+@with_config(CLOSED)
+class WhyEdge(TypedDict):
+    step: Annotated[int, Field(ge=0, le=2**31)]
+    axis: ShortText
+    source: Annotated[ShortText, Field(description="operand-N or result-N the axis flowed from")]
+    to: Annotated[list[ShortText], Field(max_length=64)]
+
+
+@with_config(CLOSED)
+class WhyOrigin(TypedDict):
+    side: ShortText
+    axis: ShortText
+    origin: ShortText
+    meaning: LongText
+    leaf: LeafPath | None
+    edges: Annotated[list[WhyEdge], Field(max_length=64, description="Shardy's propagation edges of the axis")]
+    shardy: NotRequired[ShortText]
+
+
+@with_config(CLOSED)
+class WhyRun(TypedDict):
+    inputs: Annotated[list[SpecText], Field(max_length=64)]
+    out_specs: Annotated[list[SpecText], Field(max_length=64)] | None
+
+
+@with_config(CLOSED)
+class WhyFix(TypedDict):
+    """A candidate change compiled again and kept because the program's collectives then cost less."""
+
+    leaf: LeafPath | None
+    spec: SpecText | None
+    text: LongText
+    kind: Literal["input", "output", "config"]
+    collectives_after: Annotated[int, Field(ge=0, le=2**31)]
+    bytes_after: ByteCount
+    seconds_after: Seconds
+    peak_after: ByteCount | None
+    collectives_before: Annotated[int, Field(ge=0, le=2**31)]
+    bytes_before: ByteCount
+    seconds_before: Seconds
+    peak_before: ByteCount | None
+    saved: float
+    ranked_by: Literal["seconds", "bytes"]
+    target_bytes_after: ByteCount
+    removes: bool
+    halves: bool
+    verified: bool
+    compiler_log: Annotated[list[LongText], Field(max_length=16)]
+    result: NotRequired[
+        Annotated[int, Field(ge=0, le=64, description="The snapshot's fixes[result]: the fix compiled")]
+    ]
+    run: NotRequired[
+        Annotated[WhyRun, Field(description="A kernel run's fix: the request to replay in the kernel lab")]
+    ]
+
+
+@with_config(CLOSED)
+class WhyTried(TypedDict):
+    candidates: Annotated[int, Field(ge=0, le=2**20)]
+    compiled: Annotated[int, Field(ge=0, le=2**20)]
+    refused: Annotated[int, Field(ge=0, le=2**20)]
+    improving: Annotated[int, Field(ge=0, le=2**20)]
+
+
+@with_config(CLOSED)
+class Why(TypedDict):
+    """Why a collective is in the program and which changes remove it (sharding_core.why)."""
+
+    source: Annotated[LongText | None, Field(description="file:line of the user's frame")]
+    stack: Annotated[list[WhyFrame], Field(max_length=16)]
+    op: Annotated[LongText | None, Field(description="The JAX op name XLA kept in the HLO metadata")]
+    primitive: ShortText | None
+    jaxpr: LongText | None
+    operands: Annotated[list[WhyOperand], Field(max_length=16)]
+    leaves: Annotated[list[LeafPath], Field(max_length=64)]
+    origin: Annotated[list[WhyOrigin], Field(max_length=64)]
+    partitioner: Literal["shardy", "gspmd"]
+    explanation: LongText
+    fixes: Annotated[list[WhyFix], Field(max_length=8)]
+    matched: dict[Literal["value", "op"], ShortText | None] | None
+    kind: NotRequired[Literal["located", "explicit", "unexplained", "boundary", "reshard", "reduction", "prng"]]
+    note: NotRequired[LongText | None]
+    fixes_note: NotRequired[LongText]
+    tried: NotRequired[WhyTried]
+
+
 @with_config(CLOSED)
 class Collective(TypedDict):
     """One collective instruction of compiled HLO with its device groups, as the kernel lab and
@@ -350,6 +461,8 @@ class Collective(TypedDict):
         ]
     ]
     estimate: NotRequired[Annotated[Estimate, Field(description="Its time on the device set's hardware")]]
+    line: NotRequired[Annotated[LongText | None, Field(description="file:line of the user's frame that asked for it")]]
+    why: NotRequired[Annotated[Why, Field(description="Why it is there and what removes it (sharding_core.why)")]]
 
 
 # ---- a reference to a stored snapshot: what diff, what-if and compare take -------------------------------
@@ -369,11 +482,17 @@ ProcessIndex = Annotated[int, Field(ge=0, lt=MAX_RUN_PROCESSES)]
 @with_config(CLOSED)
 class SnapshotRef(TypedDict):
     """Which snapshot: ``{"snapshot": id}``, ``{"run": read id}`` (the merged run) or
-    ``{"run": read id, "process": n}`` (one process's part of it)."""
+    ``{"run": read id, "process": n}`` (one process's part of it); with ``"fix": k``, that snapshot's k-th
+    fix as it was compiled (an ``explain`` capture's ``fixes[k]``)."""
 
     snapshot: NotRequired[RecordId]
     run: NotRequired[RunId]
     process: NotRequired[ProcessIndex]
+    fix: NotRequired[
+        Annotated[
+            int, Field(ge=0, le=64, description="The snapshot as its fixes[fix] compiled it (sharding_core.explain)")
+        ]
+    ]
 
 
 # ---- kernel runs and reshards: what the kernel lab, reshard and compare take and answer ----------------
@@ -506,4 +625,7 @@ class KernelTpu(Reply):
     compile_ms: float | None = None
     roofline: Roofline | None = Field(
         None, description="null: a result has one roofline, the headline program's (the TPU compile's), in roofline"
+    )
+    why_search: dict[str, Any] | None = Field(
+        None, description="What the search for fixes of these collectives did (sharding_core.why): compiles, seconds"
     )

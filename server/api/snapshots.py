@@ -56,6 +56,7 @@ from sharding_core.snapshot.format import (
     ARRAY_KINDS,
     FORMAT,
     LEAF_KINDS,
+    MAX_FIX_SNAPSHOTS,
     MAX_LEAF_PATH_CHARS,
     MAX_RULES,
     MAX_RUN_PROCESSES,
@@ -167,8 +168,9 @@ class SnapshotTarget(TypedDict):
 
 
 @with_config(_SNAPSHOT_CONFIG)
-class Snapshot(TypedDict):
-    """What ``sharding_core.capture`` returns and ``publish`` posts (see sharding_core.snapshot.format)."""
+class SnapshotProgram(TypedDict):
+    """One program's snapshot: a capture, or a fix's recompiled program inside an explained snapshot (which
+    carries no fixes of its own, so the schema is not recursive)."""
 
     format: FormatName
     version: FormatVersion
@@ -193,6 +195,27 @@ class Snapshot(TypedDict):
         Annotated[
             dict[Annotated[str, Field(max_length=64)], Any],
             Field(max_length=64, description="A plan's figures (sharding_core.planning.program.plan_section)"),
+        ]
+    ]
+
+
+@with_config(_SNAPSHOT_CONFIG)
+class Snapshot(SnapshotProgram):
+    """What ``sharding_core.capture`` returns and ``publish`` posts (see sharding_core.snapshot.format)."""
+
+    fixes: NotRequired[
+        Annotated[
+            list[SnapshotProgram],
+            Field(
+                max_length=MAX_FIX_SNAPSHOTS,
+                description="sharding_core.explain: the programs its collectives' fixes compiled (a why fix's result)",
+            ),
+        ]
+    ]
+    why_search: NotRequired[
+        Annotated[
+            dict[Annotated[str, Field(max_length=64)], Any],
+            Field(max_length=32, description="What the search for fixes did (sharding_core.why.attach)"),
         ]
     ]
 

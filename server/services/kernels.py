@@ -57,6 +57,8 @@ class KernelRuns:
             body.out_specs,
             body.params,
             data=body.data,
+            why_recompiles=self.settings.max_why_recompiles,
+            why_seconds=self.settings.max_why_seconds,
             **self._limits(body.slices, body.chips_per_host),
         )
 

@@ -298,9 +298,20 @@ class SnapshotRepository:
 
     def load(self, ref: Mapping[str, Any]) -> dict[str, Any]:
         """The snapshot a reference names (``{"snapshot": id}``, a run merged ``{"run": read id}``, or one
-        process of a run ``{"run": read id, "process": n}``) parsed, or the 4xx that says why not: what
-        diff, what-if and compare read."""
+        process of a run ``{"run": read id, "process": n}``; with ``"fix": k`` its k-th compiled fix) parsed, or
+        the 4xx that says why not: what diff, what-if and compare read."""
         check_ref(ref)
+        fix = ref.get("fix")
+        if fix is not None:
+            # An explained snapshot's fix k: the program as that fix compiled it, carried in the snapshot.
+            fixes = self.load({k: v for k, v in ref.items() if k != "fix"}).get("fixes") or []
+            if not 0 <= fix < len(fixes):
+                raise ApiError(
+                    404, "not_found", f"the snapshot has {len(fixes)} compiled fixes, not a fix {fix}",
+                    hint="fixes come with sharding_core.explain captures",
+                )  # fmt: skip
+            fixed: dict[str, Any] = fixes[fix]
+            return fixed
         snapshot, run, process = ref.get("snapshot"), ref.get("run"), ref.get("process")
         if snapshot is not None:
             return self.parsed_snapshot(snapshot)

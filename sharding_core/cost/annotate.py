@@ -103,6 +103,13 @@ def snapshot_with_estimates(snap: Mapping[str, Any]) -> dict[str, Any]:
             ]
             return out
         out["collectives"] = with_estimates(collectives, ctx)
+    if snap.get("fixes"):
+        # An explained snapshot's fixes are programs of their own: estimated alike, and each fix's seconds
+        # before and after follow today's figures (sharding_core.why.fixes).
+        from sharding_core.why import with_fix_seconds
+
+        out["fixes"] = [snapshot_with_estimates(f) for f in snap["fixes"]]
+        out["collectives"] = with_fix_seconds(out.get("collectives") or [], out["fixes"])
     return out
 
 
@@ -111,4 +118,6 @@ def facts_only(snap: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(snap)
     if snap.get("collectives"):
         out["collectives"] = [{k: v for k, v in c.items() if k != "estimate"} for c in snap["collectives"]]
+    if snap.get("fixes"):
+        out["fixes"] = [facts_only(f) for f in snap["fixes"]]
     return out

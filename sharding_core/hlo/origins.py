@@ -264,7 +264,7 @@ def _func_params(line: str) -> tuple[str, str]:
     return args, results
 
 
-def _split_values(text: str) -> list[str]:
+def split_values(text: str) -> list[str]:
     """Top-level comma-separated items (brackets of every kind balanced)."""
     out: list[str] = []
     depth = 0
@@ -289,7 +289,7 @@ def _split_values(text: str) -> list[str]:
 def _arguments(line: str, input_names: Sequence[str]) -> list[OriginEntry]:
     args, _ = _func_params(line)
     out: list[OriginEntry] = []
-    for item in _split_values(args):
+    for item in split_values(args):
         m = _ARG.match(item)
         if not m:
             continue
@@ -312,7 +312,7 @@ def _arguments(line: str, input_names: Sequence[str]) -> list[OriginEntry]:
 def _results(line: str, input_names: Sequence[str]) -> list[OriginEntry | None]:
     _, results = _func_params(line)
     out: list[OriginEntry | None] = []
-    for k, item in enumerate(_split_values(results)):
+    for k, item in enumerate(split_values(results)):
         origins_text = _attr(item, "sdy.sharding_origins")
         if origins_text is None:
             out.append(None)

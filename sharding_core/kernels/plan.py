@@ -104,6 +104,8 @@ class KernelJob:
     max_bytes: int | None = None  # the run's memory budget, checked again with XLA's figures after compiling
     estimate: tuple[tuple[str, int], ...] = ()  # the parent's estimate, part by part (what the worker adds to)
     data: str = "random"  # the inputs' values: INPUT_DATA
+    why_recompiles: int = 0  # candidate fixes the worker may compile (sharding_core.why; 0: explain only)
+    why_seconds: float = 0.0  # and the seconds that search may take
 
     @property
     def size(self) -> int:
@@ -266,6 +268,8 @@ def plan_run(
     max_elements: int = MAX_KERNEL_ELEMENTS,
     max_bytes: int | None = None,
     data: str = "random",
+    why_recompiles: int = 0,
+    why_seconds: float = 0.0,
 ) -> KernelPlan:
     """Validates a run request on the simulated devices and returns the worker's job.
 
@@ -417,6 +421,8 @@ def plan_run(
         max_bytes=max_bytes,
         estimate=tuple(memory.parts.items()),
         data=data,
+        why_recompiles=why_recompiles,
+        why_seconds=why_seconds,
     )
     return KernelPlan(job, kernel, devset, mesh_spec, tuple(layouts))
 
@@ -498,6 +504,7 @@ def result_json(plan: KernelPlan, raw: Mapping[str, Any]) -> dict[str, Any]:
         "origins": raw["origins"],
         "origins_note": ORIGINS_NOTE if raw["origins"] is not None else "Shardy wrote no propagation dump",
         "compiler_log": raw["compiler_log"],
+        "why_search": raw.get("why_search"),
         "roofline": estimated["roofline"],
         "tpu": estimated.get("tpu"),
     }

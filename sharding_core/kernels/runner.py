@@ -11,6 +11,7 @@ run, and compare with the unsharded computation.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import re
@@ -31,6 +32,9 @@ from sharding_core.kernels.catalog import Built, Kernel, KernelContext, KernelIn
 from sharding_core.kernels.memory import Estimate, fmt_bytes, resident_bytes
 from sharding_core.kernels.plan import MAX_VALUES_SHOWN, KernelJob
 from sharding_core.spec import canonical_spec, parse_spec
+from sharding_core.why import Budget
+from sharding_core.why.dump import Dump, compile_with_dump
+from sharding_core.why.kernel import explain_run
 
 KERNEL_ERROR = "kernel_error"
 MAX_TEXT_CHARS = 256 * 1024
@@ -136,11 +140,12 @@ def use_cpu_devices(n: int) -> list[Any]:
 
 
 @contextlib.contextmanager
-def captured_stderr() -> Iterator[list[str]]:
+def captured_stderr(echo: bool = True) -> Iterator[list[str]]:
     """XLA's C++ log lines (warnings such as involuntary rematerialization) written while inside.
 
     The log goes to file descriptor 2, below Python; it is redirected to a temporary file and
-    copied back to the real stderr afterwards, so the server log keeps it too.
+    copied back to the real stderr afterwards (unless ``echo`` is False: the compiles of candidate
+    fixes, whose warnings belong to programs nobody asked for), so the server log keeps it too.
     """
     lines: list[str] = []
     with tempfile.TemporaryFile() as tmp:
@@ -155,7 +160,7 @@ def captured_stderr() -> Iterator[list[str]]:
             os.close(saved)
             tmp.seek(0)
             data = tmp.read()
-            if data:
+            if data and echo:
                 with contextlib.suppress(OSError):
                     os.write(2, data)
             for raw in data.decode("utf-8", errors="replace").splitlines():
@@ -462,6 +467,22 @@ def _run(job: KernelJob, progress: Progress, max_text_chars: int) -> dict[str, A
     hlo_text = compiled.as_text()
     facts = program_facts(hlo_text)
     collectives = read_collectives(hlo_text, [assignment], job.id_grid, job.axis_names, facts)
+    # Every collective's why; a CPU set's fixes are compiled here (a TPU set's on its TPU program, below).
+    why_search = explain_run(
+        collectives,
+        hlo=hlo_text,
+        dump=Dump(mlir, "shardy" if mlir else "gspmd"),
+        lowered=lowered,
+        arg_leaves=[*structs, *built.extra_args],
+        mesh_axes=dict(zip(job.axis_names, job.mesh_shape, strict=True)),
+        input_specs=tuple(i.spec for i in job.inputs),
+        out_specs=job.out_specs,
+        outputs_fixable=kernel.mode == "jit",
+        compile_job=_compile_job(job, kernel, mesh, lambda d: sim_of_real[d.id]) if job.tpu is None else None,
+        budget=Budget(job.why_recompiles, job.why_seconds),
+        peak=_memory(compiled).get("peak_bytes"),
+        note="fixes are compiled for the TPU program (tpu.collectives)" if job.tpu is not None else None,
+    )
     stablehlo_text, stablehlo_cut = _clip(scrub_paths(stablehlo), max_text_chars)
     hlo_clip, hlo_cut = _clip(scrub_paths(hlo_text), max_text_chars)
     input_names = [i.name for i in job.inputs] + [name for name, _ in extra]
@@ -499,6 +520,7 @@ def _run(job: KernelJob, progress: Progress, max_text_chars: int) -> dict[str, A
         "hlo_truncated": hlo_cut,
         "origins": origin_report,
         "compiler_log": log,
+        "why_search": why_search,
         "reference": kernel.reference_doc,
         "executed_on": f"{job.size} CPU device{'s' if job.size != 1 else ''} in a worker process",
         "tpu": _tpu_section(job, kernel, built, max_text_chars),
@@ -563,8 +585,12 @@ def _tpu_compile(job: KernelJob, kernel: Kernel, built: Built, max_text_chars: i
         jitted, structs = _jit(job, kernel, built, mesh, in_specs)
         extra = [jax.tree.map(abstract, arg) for arg in built.extra_args]
         t0 = time.perf_counter()
-        compiled = jitted.lower(*structs, *extra).compile()
+        lowered = jitted.lower(*structs, *extra)
+        compiled = lowered.compile()
         t1 = time.perf_counter()
+        # Shardy's origins from a second compile: the option that writes them changes what XLA:TPU compiles
+        # (its memory figures), and the figures here are the plain compile's.
+        _, shardy = compile_with_dump(lowered)
 
     placed = device_assignment(compiled)
     hlo_text = compiled.as_text()
@@ -574,13 +600,29 @@ def _tpu_compile(job: KernelJob, kernel: Kernel, built: Built, max_text_chars: i
     # libtpu compiles one slice's program (num_partitions = devices per slice) and every slice runs
     # it on its own devices: partition p of slice s is the p-th device of slice s in the assignment.
     per_slice = [[int(d.id) for d in placed if int(getattr(d, "slice_index", 0) or 0) == s] for s in range(slices)]
+    tpu_collectives = read_collectives(hlo_text, per_slice, job.id_grid, job.axis_names, facts)
+    why_search = explain_run(
+        tpu_collectives,
+        hlo=hlo_text,
+        dump=shardy,
+        lowered=lowered,
+        arg_leaves=[*structs, *extra],
+        mesh_axes=dict(zip(job.axis_names, job.mesh_shape, strict=True)),
+        input_specs=tuple(i.spec for i in job.inputs),
+        out_specs=job.out_specs,
+        outputs_fixable=kernel.mode == "jit",
+        compile_job=_compile_job(job, kernel, mesh, lambda d: int(d.id), per_slice=slices, abstract_extra=abstract),
+        budget=Budget(job.why_recompiles, job.why_seconds),
+        peak=_memory(compiled).get("peak_bytes"),
+    )
     section: dict[str, Any] = {
         "topology": job.tpu.topology_name,
         "device_kind": mesh.devices.flat[0].device_kind,
         "slices": slices,
         "hlo": hlo_clip,
         "hlo_truncated": hlo_cut,
-        "collectives": read_collectives(hlo_text, per_slice, job.id_grid, job.axis_names, facts),
+        "collectives": tpu_collectives,
+        "why_search": why_search,
         "device_assignment": [int(d.id) for d in placed],
         "memory": _memory(compiled),
         "cost": _cost(compiled, facts),
@@ -592,6 +634,46 @@ def _tpu_compile(job: KernelJob, kernel: Kernel, built: Built, max_text_chars: i
         section["dcn"] = dcn_steps(hlo_text, job.id_grid, job.axis_names, facts)
         section["dcn_note"] = DCN_NOTE
     return section
+
+
+def _compile_job(
+    job: KernelJob,
+    kernel: Kernel,
+    mesh: Any,
+    device_id: Callable[[Any], int],
+    per_slice: int = 0,
+    abstract_extra: Callable[[Any], Any] | None = None,
+) -> Callable[[tuple[str, ...], tuple[str, ...] | None], tuple[list[dict[str, Any]], str, int | None]]:
+    """Compiles the kernel again as a run with other input specs (and out_specs) would: built anew on ``mesh``
+    (this worker's CPU devices, or libtpu's for a TPU set: ``per_slice`` slices, extra arguments made
+    abstract), its collectives read as the run's are. A candidate fix's compile, quiet (its XLA warnings
+    belong to a program nobody asked for)."""
+    import jax
+
+    def compile_job(
+        specs: tuple[str, ...], outs: tuple[str, ...] | None
+    ) -> tuple[list[dict[str, Any]], str, int | None]:
+        inputs = tuple(dataclasses.replace(i, spec=s) for i, s in zip(job.inputs, specs, strict=True))
+        changed = dataclasses.replace(job, inputs=inputs, out_specs=outs)
+        in_specs = tuple(parse_spec(s) for s in specs)
+        with set_mesh(mesh), captured_stderr(echo=False):
+            built = kernel.build(_context(changed, kernel, mesh, in_specs))
+            jitted, structs = _jit(changed, kernel, built, mesh, in_specs)
+            extra = [jax.tree.map(abstract_extra, a) for a in built.extra_args] if abstract_extra else built.extra_args
+            compiled = jitted.lower(*structs, *extra).compile()
+        text = compiled.as_text()
+        ids = [device_id(d) for d in device_assignment(compiled)]
+        if per_slice > 1:
+            placed = device_assignment(compiled)
+            slices = [
+                [int(d.id) for d in placed if int(getattr(d, "slice_index", 0) or 0) == s] for s in range(per_slice)
+            ]
+        else:
+            slices = [ids]
+        colls = read_collectives(text, slices, job.id_grid, job.axis_names, program_facts(text))
+        return colls, text, _memory(compiled).get("peak_bytes")
+
+    return compile_job
 
 
 def _reference_errors(

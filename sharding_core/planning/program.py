@@ -31,6 +31,7 @@ from sharding_core.planning import loops
 from sharding_core.planning import memory as mem
 from sharding_core.planning.targets import Target, target_of
 from sharding_core.units import fmt_seconds
+from sharding_core.why.fixes import Budget
 
 PLAN_ROOFLINE = (
     "the compiled program with its loops counted (flops and bytes from the optimized HLO, every loop body "
@@ -101,12 +102,23 @@ def context_and_target(devices: Sequence[Any]) -> tuple[CostContext, Target | No
 
 
 def inspect_program(
-    f: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any], *, detailed: bool
+    f: Callable[..., Any],
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    *,
+    detailed: bool,
+    why: Budget | None = None,
+    lines_only: bool = False,
 ) -> dict[str, Any]:
     """Lowers and compiles ``f`` for these arguments and returns the snapshot (see the module docstring).
 
     ``detailed``: also dump XLA's buffer assignment (the largest temporaries) — one more pass over files XLA
-    writes into a temporary directory, removed afterwards.
+    writes into a temporary directory, removed afterwards. Every collective gets its ``line`` and a ``why``
+    with what this compile's HLO says (its op, its source line and call stack, the jaxpr equation there);
+    ``why`` (a budget): the whole why (:mod:`sharding_core.why`), read from a second compile that writes
+    Shardy's origins — that option changes what XLA:TPU compiles (its memory figures, measured), so the
+    snapshot's figures are always the first, plain compile's — with fixes compiled within the budget
+    (``NO_FIXES``: none). ``lines_only``: lines and nothing else (a fix's own snapshot).
     """
     import jax
 
@@ -189,6 +201,13 @@ def inspect_program(
             if counts is not None and c["name"] in where:
                 c["repeat"] = counts.multiplicity.get(where[c["name"]]) or c.get("repeat", 1)
         snap["collectives"] = with_estimates(collectives, hardware)
+        from sharding_core.why import lines
+
+        sources = lines(snap["collectives"], hlo)
+        if why is None and not lines_only:
+            from sharding_core.why.program import light_whys
+
+            light_whys(snap["collectives"], sources, partitioner())
     breakdown = mem.argument_breakdown(in_avals, in_shardings)
     stats = mem.memory_stats(compiled) if compiled is not None else None
     donated = [bool(getattr(a, "donated", False)) for a in jax.tree.leaves(lowered.args_info)]
@@ -213,6 +232,28 @@ def inspect_program(
     )
     if unread is not None and snap["plan"].get("work") is not None:
         snap["plan"]["work"]["note"] = unread
+    if why is not None and compiled is not None and snap.get("collectives"):
+        from sharding_core.why.dump import compile_with_dump
+        from sharding_core.why.program import explain_snapshot
+
+        t3 = time.perf_counter()
+        _, shardy = compile_with_dump(lowered)
+        snap["plan"]["why_compile_seconds"] = time.perf_counter() - t3
+        explain_snapshot(
+            snap,
+            jitted=jitted,
+            args=args,
+            kwargs=kwargs,
+            lowered=lowered,
+            compiled=compiled,
+            dump=shardy,
+            tree=tree,
+            in_avals=in_avals,
+            in_shardings=in_shardings,
+            budget=why,
+            inspect=lambda f2, a2, k2: inspect_program(f2, a2, k2, detailed=False, lines_only=True),
+        )
+        snap["plan"]["why_seconds"] = time.perf_counter() - t3
     if hlo and int((snap.get("target") or {}).get("slices") or 1) > 1:
         # libtpu's multi-slice program sends what crosses slices over DCN as megascale host transfers,
         # which name no devices: listed apart, not in the collectives or the communication term.

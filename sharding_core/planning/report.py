@@ -70,7 +70,7 @@ def render(snap: Mapping[str, Any]) -> str:
         for t in temps[:8]:
             where = t.get("source") or t.get("op") or t.get("instruction")
             lines.append(f"  {_b(t.get('bytes')):>10}  {t.get('shape')}  {where}")
-    for section in (_work(plan.get("work")), _collectives(snap, plan), _step(plan.get("step_time"))):
+    for section in (_work(plan.get("work")), _collectives(snap, plan), _why(snap), _step(plan.get("step_time"))):
         if section:
             lines.extend(["", *section])
     lines.append(f"lowered in {plan.get('lower_seconds', 0):.2f} s, compiled in {plan.get('compile_seconds', 0):.2f} s")
@@ -113,6 +113,36 @@ def _collectives(snap: Mapping[str, Any], plan: Mapping[str, Any]) -> list[str]:
         )
     if len(ranked) > MAX_COLLECTIVE_ROWS:
         out.append(f"  ... {len(ranked) - MAX_COLLECTIVE_ROWS} more (--json has them all)")
+    return out
+
+
+MAX_WHY_ROWS = 5
+
+
+def _why(snap: Mapping[str, Any]) -> list[str]:
+    """The costliest collectives' why (sharding_core.why), with the best fix each where one was searched."""
+    colls = [c for c in snap.get("collectives") or [] if c.get("why")]
+    if not colls:
+        return []
+    ranked = sorted(colls, key=lambda c: -int(c.get("bytes") or 0) * int(c.get("repeat", 1)))
+    out = ["why (the costliest collectives)"]
+    for c in ranked[:MAX_WHY_ROWS]:
+        why = c["why"]
+        out.append(f"  {c['op']} at {why.get('source') or 'no line'}: {why.get('explanation')}")
+        fixes = why.get("fixes") or []
+        if fixes:
+            f = fixes[0]
+            out.append(
+                f"    fix: {f['text']} -> {f['collectives_after']} collectives, {_b(f['bytes_after'])} "
+                f"(from {_b(f.get('bytes_before'))}), peak {_b(f.get('peak_after'))}"
+            )
+        elif why.get("fixes_note"):
+            out.append(f"    ({why['fixes_note']})")
+    search = snap.get("why_search") or {}
+    if search.get("searched"):
+        out.append(
+            f"  fix search: {search.get('recompiles')} programs compiled in {search.get('search_seconds', 0):.1f} s"
+        )
     return out
 
 

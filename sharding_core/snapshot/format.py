@@ -12,7 +12,8 @@ A snapshot (``"version": 1``)::
      "rules": [[logical, mesh axis | [mesh axes] | null], ...] | null,
      "layouts": [layout, ...], "leaves": [leaf, ...], "skipped": int,
      "collectives": [...] | null, "jit": {...} | null,
-     "target": {...}, "plan": {...}}   (both optional: inspect_jit and plans, sharding_core.planning)
+     "target": {...}, "plan": {...},   (both optional: inspect_jit and plans, sharding_core.planning)
+     "fixes": [snapshot, ...], "why_search": {...}}   (optional: sharding_core.explain, sharding_core.why)
 
 and a leaf::
 
@@ -49,6 +50,8 @@ MAX_SNAPSHOT_LEAVES = 100_000
 """Leaves in one snapshot (a large model with its optimizer state has a few thousand)."""
 
 MAX_LEAF_PATH_CHARS = 1024
+MAX_FIX_SNAPSHOTS = 64
+"""Recompiled programs an explained snapshot carries in ``fixes`` (one per fix kept: bounded by the budget)."""
 MAX_SNAPSHOT_NAME_CHARS = 256
 MAX_RUN_PROCESSES = 4096
 MAX_RULES = 256
@@ -143,6 +146,20 @@ def check_snapshot(snap: Mapping[str, Any]) -> None:
             raise bad(f"collectives[{c}] names devices that are not in the devices table")
     for i, leaf in enumerate(snap["leaves"]):
         _check_leaf(i, leaf, snap, known)
+    fixes = snap.get("fixes") or ()
+    for k, fixed in enumerate(fixes):
+        # A fix's program is a snapshot of its own (sharding_core.explain), never with fixes of its own.
+        if fixed.get("fixes"):
+            raise bad(f"fixes[{k}] carries fixes of its own: a fix's snapshot is one program")
+        try:
+            check_snapshot(fixed)
+        except ShardingError as e:
+            raise bad(f"fixes[{k}]: {e.message}", e.hint) from None
+    for c, coll in enumerate(snap.get("collectives") or ()):
+        for fix in (coll.get("why") or {}).get("fixes") or ():
+            result = fix.get("result")
+            if result is not None and not 0 <= result < len(fixes):
+                raise bad(f"collectives[{c}]: a fix names result {result}, but the snapshot has {len(fixes)} fixes")
 
 
 def flatten_ids(nested: Any, shape: Sequence[int], where: str) -> list[int]:

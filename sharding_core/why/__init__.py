@@ -1,0 +1,184 @@
+"""Why is this collective here, and which spec removes it.
+
+For every collective of a compiled program — a kernel-lab run, an ``inspect_jit`` capture, a plan — a ``why``::
+
+    {"source": "train.py:30", "op": "jit(block)/dot_general", "operands": [...], "leaves": [...],
+     "origin": [...], "partitioner": "shardy" | "gspmd", "explanation": "...",
+     "fixes": [{"leaf", "spec", "text", "collectives_after", "bytes_after", "seconds_after", "peak_after"}]}
+
+read from the optimized HLO's metadata and stack frames (:mod:`.frames`) and Shardy's module after
+propagation (:mod:`.sdy`, written by one compile option: :mod:`.dump`), explained by :mod:`.explain`, with
+fixes found by compiling candidates again (:mod:`.fixes`) — in the user's process for ``inspect_jit`` and
+plans (:mod:`.program`), in the kernel lab's worker for kernel runs (:mod:`sharding_core.kernels.runner`).
+
+:func:`attach` is what every caller shares: it gives each collective its ``line`` and ``why``, then searches
+fixes within a :class:`~.fixes.Budget`. Nothing here imports JAX at import time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from sharding_core.cost.collectives import repeat_of
+from sharding_core.why.explain import Leaf, View, explain
+from sharding_core.why.fixes import NO_FIXES, Budget, Candidate, Outcome, Recompile, Search, candidates
+from sharding_core.why.frames import instruction_sources
+from sharding_core.why.sdy import Dims
+
+__all__ = [
+    "NO_FIXES",
+    "Budget",
+    "Candidate",
+    "Leaf",
+    "Outcome",
+    "Recompile",
+    "View",
+    "attach",
+    "lines",
+    "with_fix_seconds",
+]
+
+EquationLookup = Callable[[str | None, str | None], str | None]
+"""(primitive, "file:line") -> the jaxpr equation's text, or None."""
+
+
+def lines(collectives: Sequence[dict[str, Any]], hlo: str, root: str | None = None) -> dict[str, Any]:
+    """Gives each collective its ``line`` ("file:line" of the user's frame, None without metadata); returns
+    the instruction sources by name for :func:`attach`."""
+    sources = instruction_sources(hlo, [str(c.get("name")) for c in collectives])
+    for c in collectives:
+        src = sources.get(str(c.get("name")))
+        frame = src.user_frame() if src is not None else None
+        c["line"] = frame.text(root) if frame is not None else None
+    return sources
+
+
+def _ranked(collectives: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Costliest first: by estimated seconds per step when every collective has an estimate, else by bytes."""
+    timed = all((c.get("estimate") or {}).get("seconds") is not None for c in collectives)
+
+    def cost(c: Mapping[str, Any]) -> float:
+        if timed:
+            return float(c["estimate"]["seconds"]) * repeat_of(c)
+        return float(c.get("bytes") or 0) * repeat_of(c)
+
+    return sorted(collectives, key=cost, reverse=True)
+
+
+def attach(
+    collectives: Sequence[dict[str, Any]],
+    view: View,
+    *,
+    fixable: Mapping[str, tuple[Dims, tuple[int, ...]]],
+    recompile: Recompile | None,
+    budget: Budget,
+    peak: int | None,
+    outputs_fixable: bool = True,
+    equation: EquationLookup | None = None,
+    note: str | None = None,
+) -> dict[str, Any]:
+    """Every collective gets ``line`` and ``why``; with a budget and ``recompile``, fixes. Returns the search's
+    summary and the results of the fixes kept (``results``: what each fix's ``result`` index points at)."""
+    t0 = time.perf_counter()
+    sources = lines(collectives, view.hlo, view.root)
+    taken: dict[tuple[str, str | None, str | None], list[tuple[int, int | None]]] = {}
+    for c in collectives:
+        why = explain(view, c, sources.get(str(c.get("name"))), taken)
+        if equation is not None and why.get("source"):
+            try:
+                why["jaxpr"] = equation(why.get("primitive"), why["source"])
+            except Exception:  # noqa: BLE001 - the equation is a nicety: a trace that fails leaves it out
+                why["jaxpr"] = None
+        if note:
+            why["note"] = note
+        c["why"] = why
+    explained = time.perf_counter() - t0
+    summary: dict[str, Any] = {
+        "partitioner": view.partitioner,
+        "budget": budget.json(),
+        "explain_seconds": explained,
+        "recompiles": 0,
+        "search_seconds": 0.0,
+        "not_tried": 0,
+        "searched": bool(recompile is not None and budget.recompiles > 0),
+    }
+    results: list[Any] = []
+    if recompile is None or budget.recompiles <= 0:
+        for c in collectives:
+            c["why"].setdefault("fixes_note", "fixes not searched (explain with a recompile budget to find them)")
+        return {"summary": summary, "results": results}
+    search = Search(recompile, collectives, peak, budget)
+    index: dict[tuple[str, str | None, str | None], int] = {}
+    for c in _ranked(collectives):
+        why = c["why"]
+        cands = candidates(why, c, fixable, view.mesh, outputs_fixable)
+        if not cands:
+            why["fixes_note"] = "no candidate: " + (
+                "the program asks for this collective itself"
+                if why.get("kind") == "explicit"
+                else "no input or output leaf of this program decided it"
+            )
+            continue
+        before = search.skipped
+        found = search.fixes_for(why, c, cands)
+        fixes = []
+        for t in found:
+            fix = search.fix_json(t, c, c.get("line"))
+            if t.outcome.result is not None:
+                key = t.candidate.key
+                if key not in index:
+                    index[key] = len(results)
+                    results.append(t.outcome.result)
+                fix["result"] = index[key]
+            fixes.append(fix)
+        why["fixes"] = fixes
+        tried = sum(1 for k in (x.key for x in cands) if k in search.tried)
+        refused = [
+            search.tried[x.key].outcome.error
+            for x in cands
+            if x.key in search.tried and search.tried[x.key].outcome.error
+        ]
+        why["tried"] = {"candidates": len(cands), "compiled": tried, "refused": len(refused), "improving": len(fixes)}
+        if search.skipped > before:
+            why["fixes_note"] = (
+                f"{search.skipped - before} candidate(s) not compiled: the budget "
+                f"({budget.recompiles} recompiles, {budget.seconds:g} s) was spent"
+            )
+        elif not fixes:
+            why["fixes_note"] = f"none of the {len(cands)} candidates made the program's collectives cheaper"
+    summary.update(recompiles=len(search.tried), search_seconds=search.spent, not_tried=search.skipped)
+    return {"summary": summary, "results": results}
+
+
+def outcome_of(
+    collectives: list[dict[str, Any]], hlo: str, peak: int | None, result: Any = None, root: str | None = None
+) -> Outcome:
+    """A recompile's :class:`~.fixes.Outcome`: its collectives with their ``line``."""
+    lines(collectives, hlo, root)
+    return Outcome(collectives, peak, result)
+
+
+def with_fix_seconds(
+    collectives: Sequence[Mapping[str, Any]], fixes: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """The collectives with each fix's ``seconds_before`` / ``seconds_after`` taken from the estimates they and
+    the fix's compiled program (``fixes[result]``) carry now: figures follow the hardware table, never the
+    day the snapshot was made."""
+    from sharding_core.why.fixes import Totals
+
+    before = Totals.of(collectives).seconds
+    out: list[dict[str, Any]] = []
+    for c in collectives:
+        why = c.get("why")
+        if not why or not why.get("fixes"):
+            out.append(dict(c))
+            continue
+        refreshed = []
+        for fix in why["fixes"]:
+            r = fix.get("result")
+            after = Totals.of(fixes[r].get("collectives") or []).seconds if r is not None and r < len(fixes) else None
+            refreshed.append({**fix, "seconds_before": before, "seconds_after": after})
+        out.append({**c, "why": {**why, "fixes": refreshed}})
+    return out
