@@ -28,7 +28,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from examples import llama
-from sharding_core.planning import baseline, loops, memory
+from sharding_core.planning import baseline, memory
 from sharding_core.planning.program import plan
 from sharding_core.planning.targets import mesh, strip_fields, target_of
 from sharding_core.snapshot.format import check_snapshot
@@ -317,89 +317,6 @@ def test_refusal_messages_parse() -> None:
     assert r["required_bytes"] == int(17.01 * 2**30) and r["over_bytes"] == int(1.26 * 2**30)
     assert [a["bytes"] for a in r["largest"]] == [4 * 2**30, 2**30]
     assert r["largest"][0]["source"] == "model.py:42" and r["largest"][0]["shape"] == "bf16[16,2048,65536]"
-
-
-# ---- the HLO reader's loops and flops on hand-written modules --------------------------------------------
-
-LOOP_HLO = """HloModule m, entry_computation_layout={()->f32[8,8]}
-
-%fused (p0: f32[8,16], p1: f32[16,8]) -> f32[8,8] {
-  %p0 = f32[8,16]{1,0} parameter(0)
-  %p1 = f32[16,8]{1,0} parameter(1)
-  ROOT %dot.1 = f32[8,8]{1,0} dot(%p0, %p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-}
-
-%inner_body (t: (s32[], f32[8,8])) -> (s32[], f32[8,8]) {
-  %t = (s32[], f32[8,8]{1,0}) parameter(0)
-  %i = s32[] get-tuple-element(%t), index=0
-  %x = f32[8,8]{1,0} get-tuple-element(%t), index=1
-  %y = f32[8,8]{1,0} add(%x, %x)
-  ROOT %r = (s32[], f32[8,8]{1,0}) tuple(%i, %y)
-}
-
-%inner_cond (t: (s32[], f32[8,8])) -> pred[] {
-  %t = (s32[], f32[8,8]{1,0}) parameter(0)
-  %i = s32[] get-tuple-element(%t), index=0
-  %n = s32[] constant(5)
-  ROOT %lt = pred[] compare(%i, %n), direction=LT
-}
-
-%outer_body (t: (s32[], f32[8,8])) -> (s32[], f32[8,8]) {
-  %t = (s32[], f32[8,8]{1,0}) parameter(0)
-  %a = f32[8,16]{1,0} constant({...})
-  %b = f32[16,8]{1,0} constant({...})
-  %f = f32[8,8]{1,0} fusion(%a, %b), kind=kOutput, calls=%fused
-  %z = s32[] constant(2)
-  %init = (s32[], f32[8,8]{1,0}) tuple(%z, %f)
-  %w = (s32[], f32[8,8]{1,0}) while(%init), condition=%inner_cond, body=%inner_body
-  ROOT %o = (s32[], f32[8,8]{1,0}) tuple(%z, %f)
-}
-
-%outer_cond (t: (s32[], f32[8,8])) -> pred[] {
-  %t = (s32[], f32[8,8]{1,0}) parameter(0)
-  ROOT %c = pred[] constant(true)
-}
-
-ENTRY %main () -> f32[8,8] {
-  %zero = s32[] constant(0)
-  %x0 = f32[8,8]{1,0} constant({...})
-  %s = (s32[], f32[8,8]{1,0}) tuple(%zero, %x0)
-  %w2 = (s32[], f32[8,8]{1,0}) while(%s), condition=%outer_cond, body=%outer_body,\
-backend_config={"known_trip_count":{"n":"7"}}
-  ROOT %out = f32[8,8]{1,0} get-tuple-element(%w2), index=1
-}
-"""
-
-
-def test_loop_multiplicities_and_flops() -> None:
-    counts = loops.count(LOOP_HLO)
-    trips = {loop.name: (loop.trip_count, loop.how) for loop in counts.loops}
-    assert trips == {"w2": (7, "backend_config"), "w": (3, "condition")}  # 5 - 2 from the counter's start
-    assert counts.multiplicity["outer_body"] == 7 and counts.multiplicity["inner_body"] == 21
-    assert counts.multiplicity["fused"] == 7
-    assert counts.multiplicity["inner_cond"] == 28  # a condition runs once more than its body
-    dot, add, compare = 2 * 8 * 8 * 16, 8 * 8, 1
-    assert counts.flops == 7 * dot + 21 * add + 28 * compare
-    assert counts.flops_once == dot + add + compare
-
-
-@pytest.mark.parametrize(
-    ("inp", "out", "kernel", "stride", "pad", "lhs", "rhs"),
-    [(8, 8, 3, 1, 1, 1, 1), (5, 3, 2, 2, 0, 1, 1), (4, 13, 3, 1, 2, 4, 1), (6, 4, 2, 1, 0, 1, 2)],
-)
-def test_conv_valid_positions_brute_force(
-    inp: int, out: int, kernel: int, stride: int, pad: int, lhs: int, rhs: int
-) -> None:
-    dilated = [None] * ((inp - 1) * lhs + 1)
-    for i in range(inp):
-        dilated[i * lhs] = i
-    want = 0
-    for o in range(out):
-        for k in range(kernel):
-            pos = o * stride - pad + k * rhs
-            if 0 <= pos < len(dilated) and dilated[pos] is not None:
-                want += 1
-    assert loops._valid_positions(inp, out, kernel, stride, pad, lhs, rhs) == want
 
 
 GPU_FRAMES = """HloModule jit_f
