@@ -363,6 +363,10 @@ function memoryText(mem) {
   return `arguments ${fmtBytes(mem.argument_bytes ?? 0)}, outputs ${fmtBytes(mem.output_bytes ?? 0)}, temporaries ${fmtBytes(mem.temp_bytes ?? 0)}${peak}`;
 }
 
+const COMPILE_ONLY = "the kernel was compiled for the device set's hardware on abstract inputs, at their real size: "
+  + "nothing was allocated and nothing ran, so there are no values and no error against the reference; the "
+  + "collectives, memory and cost are the compiled program's";
+
 /** @param {any} r */
 function renderSummary(r) {
   const m = r.mesh;
@@ -374,9 +378,11 @@ function renderSummary(r) {
       ["mesh", `${meshAxes(m)} ${m.axis_types.join("/")} over ${r.devices_key}`],
       ["device ids", r.device_assignment.length <= 64 ? JSON.stringify(m.device_ids) : "(see the mesh under Collectives)"],
       ["ran on", r.executed_on],
+      ...(r.compile_only ? [["compiled, not run", COMPILE_ONLY]] : []),
       ["compile", `${fmtMs(t.lower_ms + t.compile_ms)} (lower ${fmtMs(t.lower_ms)}, XLA ${fmtMs(t.compile_ms)})`],
-      ["run", fmtMs(t.run_ms)],
-      ["max |error|", `${fmtErr(r.max_abs_error)} vs ${r.reference}`],
+      ["run", r.compile_only ? "not run" : fmtMs(t.run_ms)],
+      ["max |error|", r.compile_only ? "none: nothing ran" : `${fmtErr(r.max_abs_error)} vs ${r.reference}`],
+      ...(r.figures_from ? [["figures from", r.figures_from.description]] : []),
       ["memory / device", memoryText(r.memory)],
       ["cost / device", [
         cost.flops !== null && cost.flops !== undefined ? `${fmtCount(cost.flops)} flops` : "no flops reported",
@@ -398,7 +404,7 @@ function renderArrays(container, arrays, output) {
     head.append(el("span", "array-name", a.name), " ", el("code", "", a.spec), " ", el("code", "typeof", a.typeof));
     const facts = [`shard ${JSON.stringify(a.shard_shape)}`, `${fmtBytes(a.bytes_per_device)} per device`,
       a.replication_factor > 1 ? `replicated ×${a.replication_factor} over ${a.replicated_axes.join(", ")}` : "no replication"];
-    if (output) facts.push(`max |error| ${fmtErr(a.max_abs_error)}`);
+    if (output) facts.push("max_abs_error" in a ? `max |error| ${fmtErr(a.max_abs_error)}` : "compiled, not run: no values");
     const host = el("div", "grid-wrap kernel-grid");
     card.append(head, el("p", "muted array-facts", facts.join(" · ")), host);
     container.appendChild(card);
