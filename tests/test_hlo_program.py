@@ -212,6 +212,18 @@ def test_cpu_widened_bf16_gathers_are_estimated_at_bf16() -> None:
     assert collectives(plain)[0]["widened"] is None
 
 
+def test_cpu_widened_gathers_with_a_fused_layout_change_are_estimated_at_bf16() -> None:
+    """The convert to f32 fused with a transposing copy (a gather along a 2-D mesh's minor axis): the CPU
+    stand-in of a gpu: set reshard showed 8 MiB where the GPU program gathers 4 MiB."""
+    mesh = jax.make_mesh((2, 4), ("x", "y"), axis_types=(AxisType.Auto,) * 2, devices=jax.devices()[:8])
+    x = jax.ShapeDtypeStruct((64, 128), jnp.bfloat16, sharding=NamedSharding(mesh, P("x", "y")))
+    c = jax.jit(lambda a: a, out_shardings=NamedSharding(mesh, P("x", None))).lower(x).compile()
+    ids = [int(d.id) for d in device_assignment(c)]
+    (ag,) = read_collectives(c.as_text(), [ids], np.arange(8).reshape(2, 4).tolist(), ("x", "y"))
+    assert ag["op"] == "all-gather" and ag["shape"] == "f32[32,128]"
+    assert ag["widened"] == {"dtype": "bf16", "bytes": 32 * 128 * 2}
+
+
 # ---- hand-written modules: loops read from their conditions, nested, unknown ---------------------------------
 
 LOOP_HLO = """HloModule m, entry_computation_layout={()->f32[8,8]}

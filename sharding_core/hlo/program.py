@@ -387,6 +387,8 @@ def _converted_from(module: Module, c: Op) -> str | None:
     if op.opcode == "fusion":
         fused = module.computations.get(next(iter(op.called("calls")), ""))
         op = fused.root if fused is not None else None
+        while fused is not None and op is not None and op.opcode in ("copy", "bitcast") and op.operands:
+            op = fused.by_name.get(op.operands[0])  # a layout change fused after the convert
         if fused is None or op is None or op.opcode != "convert" or not op.operands:
             return None
         inner = fused.by_name.get(op.operands[0])
