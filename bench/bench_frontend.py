@@ -112,7 +112,7 @@ def run(port: int, rounds: int) -> list[tuple[str, list[float], list[float], lis
                 times.append(last[0])
                 fetches.append(last[1])
                 builds.append(last[2])
-                renderers.add(page.get_attribute("#grid .layout-grid", "data-renderer") or "?")
+                renderers.add(page.get_attribute("[data-part=grid] .layout-grid", "data-renderer") or "?")
             rows.append((" + ".join(sorted(renderers, reverse=True)), times, fetches, builds))
         browser.close()
     return rows

@@ -88,7 +88,7 @@ def in_browser(port: int) -> tuple[dict[str, float], dict[str, list[float]]]:
             times = []
             for i in range(12):
                 count = int(page.get_attribute("body", "data-rendered") or "0")
-                page.locator(f"#axis-buttons input[value='{[*names, ''][i % (len(names) + 1)]}']").check()
+                page.locator(f"[data-part=axis-buttons] input[value='{[*names, ''][i % (len(names) + 1)]}']").check()
                 page.wait_for_selector(f"body[data-rendered='{count + 1}']", state="attached", timeout=60_000)
                 page.wait_for_timeout(50)
                 times.append(page.evaluate("() => performance.getEntriesByName('axis-switch').at(-1).duration"))

@@ -84,6 +84,20 @@ def inspect_jit(f: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, A
     return inspect_program(f, args, kwargs, detailed=False)
 
 
+def argument_names(f: Callable[..., Any], count: int) -> list[str | None]:
+    """The names of ``f``'s first ``count`` positional parameters (what ``inputs/args/N`` leaves were passed
+    as), None past them or when the signature cannot be read (a builtin, ``*args``)."""
+    import inspect
+
+    target = getattr(f, "__wrapped__", f)  # jax.jit keeps the function it wraps here
+    try:
+        params = list(inspect.signature(target).parameters.values())
+    except (TypeError, ValueError):
+        return [None] * count
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return [positional[i] if i < len(positional) else None for i in range(count)]
+
+
 def array_kind(x: Any) -> str:
     """What kind of array ``x`` is, in the terms of JAX's jax.Array migration guide.
 

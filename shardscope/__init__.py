@@ -5,7 +5,7 @@ Packages by audience: :mod:`sharding_core` is the domain a training script impor
 the command line (:mod:`shardscope.cli`), ``shardscope.show`` (the notebook host,
 :mod:`shardscope.notebook`) and the front end's files (:mod:`shardscope.assets`).
 
-``show`` and ``__version__`` are loaded on first use (PEP 562), so the CLI's start-up and a training
+``show``, ``link`` and ``__version__`` are loaded on first use (PEP 562), so the CLI's start-up and a training
 script's ``import shardscope`` stay light.
 """
 
@@ -14,12 +14,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from sharding_core.linking import link as link
     from sharding_core.planning.targets import mesh as mesh
     from shardscope.notebook import show as show
 
     __version__: str
 
-__all__ = ["__version__", "mesh", "show"]
+__all__ = ["__version__", "link", "mesh", "show"]
 
 
 def version() -> str:
@@ -34,7 +35,8 @@ def version() -> str:
 
 
 def __getattr__(name: str) -> Any:
-    # `shardscope.show(x)`: inline in a notebook, text elsewhere.
+    # `shardscope.show(x)`: inline in a notebook, text elsewhere; `shardscope.link(x)`: the dashboard's
+    # address of x's layout. Loaded on first use so the CLI's start-up stays light.
     if name == "show":
         from shardscope.notebook import show
 
@@ -44,6 +46,11 @@ def __getattr__(name: str) -> Any:
         from sharding_core.planning.targets import mesh as mesh
 
         return mesh
+    if name == "link":  # shardscope.link(x): the layout explorer's address of an array or a tree
+        from sharding_core.linking import link
+
+        globals()["link"] = link
+        return link
     if name == "__version__":
         value = version()
         globals()["__version__"] = value

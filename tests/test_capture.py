@@ -319,3 +319,18 @@ def test_the_api_is_importable_light() -> None:
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert r.stdout.strip() == "[]"
+
+
+def test_inspect_jit_names_the_parameters_its_arguments_were_passed_as() -> None:
+    # Regression (issue 21): inspect_jit named arguments by position only (inputs/args/0, inputs/args/1).
+    from sharding_core.capturing import argument_names
+
+    def step(state: Any, x: Any, *rest: Any) -> Any:
+        return state["w"] @ x
+
+    mesh = jax.make_mesh((8,), ("x",))
+    w = jax.device_put(jnp.ones((8, 8)), NamedSharding(mesh, P("x")))
+    snap = sharding_core.inspect_jit(step, {"w": w}, w)
+    assert snap["jit"]["arguments"] == ["state", "x"]
+    assert argument_names(jax.jit(step), 4) == ["state", "x", None, None]  # *rest has no names
+    assert argument_names(len, 1) in (["obj"], [None])  # a builtin: its signature when Python has one

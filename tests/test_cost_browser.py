@@ -44,24 +44,24 @@ def test_kernel_lab_shows_estimates_totals_and_rooflines(server: Server, watched
     page.goto(f"http://127.0.0.1:{server.port}/kernels.html?kernel=matmul_xxt&devices=tpu:v5e:4x4&mesh=4x4"
               "&axes=x,y&types=auto&in=16,256|P('x', 'y')|bfloat16")  # fmt: skip
     runs(page, 1)
-    table = page.locator("#collectives table")
+    table = page.locator("[data-part=collectives] table")
     expect(table.locator("th", has_text="estimate")).to_have_count(1)
     cells = table.locator("td.estimate")
     assert cells.count() >= 1
     for text in cells.all_text_contents():
         assert ESTIMATE.fullmatch(text), text
     assert "bound:" in (cells.first.get_attribute("title") or "")  # the formula on hover
-    expect(page.locator("#collective-total")).to_contain_text("Estimated communication: bound")
-    roofline = page.locator("#roofline .roofline")
+    expect(page.locator("[data-part=collective-total]")).to_contain_text("Estimated communication: bound")
+    roofline = page.locator("[data-part=roofline] .roofline")
     expect(roofline).to_contain_text("Roofline (estimate)")
     expect(roofline).to_contain_text("TPU v5e")
     expect(roofline.locator("dd.bound")).to_have_text(re.compile(r"(compute|memory|communication)-bound"))
     expect(roofline).to_contain_text("fits:")
     assert roofline.locator("svg.roofline-bars .bar").count() == 3
-    if page.locator("#tpu-box").is_visible():  # one roofline per result: the TPU compile's is the headline
+    if page.locator("[data-part=tpu-box]").is_visible():  # one roofline per result: the TPU compile's is the headline
         expect(roofline).to_contain_text("the TPU compile")
-        expect(page.locator("#tpu-roofline .roofline")).to_have_count(0)
-        expect(page.locator("#tpu-total")).to_contain_text("Estimated communication: bound")
+        expect(page.locator("[data-part=tpu-roofline] .roofline")).to_have_count(0)
+        expect(page.locator("[data-part=tpu-total]")).to_contain_text("Estimated communication: bound")
     shots(page, "cost-01-kernel-estimates")
     compare = page.get_by_role("link", name="Compare with…")
     assert "/compare.html?a=" in (compare.get_attribute("href") or "")
@@ -71,10 +71,10 @@ def test_cpu_sets_say_there_are_no_figures(server: Server, watched: Watched) -> 
     page = watched.page
     page.goto(f"http://127.0.0.1:{server.port}/kernels.html?kernel=sum_axis0&devices=cpu:8&types=auto")
     runs(page, 1)
-    cell = page.locator("#collectives td.estimate").first
+    cell = page.locator("[data-part=collectives] td.estimate").first
     expect(cell).to_have_text("no estimate")
     assert "no hardware figures for CPU device sets" in (cell.get_attribute("title") or "")
-    expect(page.locator("#roofline")).to_contain_text("no hardware figures for CPU device sets")
+    expect(page.locator("[data-part=roofline]")).to_contain_text("no hardware figures for CPU device sets")
 
 
 def test_layout_explorer_reshards_to_a_target(server: Server, watched: Watched) -> None:
@@ -106,15 +106,15 @@ def test_compare_two_reshards_side_by_side_and_share_it(server: Server, browser:
     page = w.page
     page.goto(f"http://127.0.0.1:{server.port}/compare.html?{query}")
     wait_counter(page, "compares")
-    verdict = page.locator("#verdict")
+    verdict = page.locator("[data-part=verdict]")
     expect(verdict).to_contain_text("estimates")
     expect(verdict).to_contain_text(re.compile(r"cheaper|about the same", re.I))
-    expect(page.locator("#sides")).to_contain_text("lower bound on run time")
-    assert page.locator("#rooflines .roofline").count() == 2
-    assert page.locator("#matched td.estimate").count() >= 1
-    matched = page.locator("#matched td.estimate").first
+    expect(page.locator("[data-part=sides]")).to_contain_text("lower bound on run time")
+    assert page.locator("[data-part=rooflines] .roofline").count() == 2
+    assert page.locator("[data-part=matched] td.estimate").count() >= 1
+    matched = page.locator("[data-part=matched] td.estimate").first
     expect(matched).to_have_text(ESTIMATE)
-    expect(page.locator("#sides")).to_contain_text(re.compile(r"bound [\d.]+ (s|ms|µs|ns) · expected"))
+    expect(page.locator("[data-part=sides]")).to_contain_text(re.compile(r"bound [\d.]+ (s|ms|µs|ns) · expected"))
     shots(page, "cost-03-compare")
     page.get_by_role("button", name="Copy link").click()
     share = page.get_by_label("Share link")
@@ -124,7 +124,7 @@ def test_compare_two_reshards_side_by_side_and_share_it(server: Server, browser:
     w2.page.goto(share.input_value())
     wait_counter(w2.page, "compares")
     assert "/compare.html" in w2.page.url
-    expect(w2.page.locator("#verdict")).to_have_text(verdict.text_content() or "")
+    expect(w2.page.locator("[data-part=verdict]")).to_have_text(verdict.text_content() or "")
     fresh.close()
     context.close()
     assert w.errors == [] and w2.errors == []

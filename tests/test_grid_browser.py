@@ -90,7 +90,7 @@ def test_the_grid_area_is_painted_in_tile_colours(server: Server, themed: Watche
     open_layout(page, server, state)
     layout = api(server, state)
     colours = tile_colours(layout, themed.scheme == "dark")
-    got = painted(page, page.locator("#grid .grid-plot").first, colours)
+    got = painted(page, page.locator("[data-part=grid] .grid-plot").first, colours)
     # outlines never cover a tile: nearly every pixel of the picture is some tile's colour
     assert got["fraction"] >= 0.85, got
     if len(colours) <= 256:  # every tile can be seen (thinner ones share screen pixels until zoomed)
@@ -102,7 +102,7 @@ def test_outlines_are_sized_by_the_smaller_side_and_dropped_when_tiny(server: Se
     page = watched.page
     open_layout(page, server, CASES["thin-8"])
     gaps = page.evaluate(
-        "async () => { const {tileGap} = await import('/js/components/grid.js');"
+        "async () => { const {tileGap} = await import('/js/components/grid/geometry.js');"
         " return [1, 2, 4, 4.9, 5, 8, 12, 24, 100].map((s) => [s, tileGap(s)]); }"
     )
     for side, gap in gaps:
@@ -116,11 +116,11 @@ def test_thin_rows_get_labels_inside_or_beside(server: Server, watched: Watched)
     open_layout(page, server, CASES["thin-8"])
     layout = api(server, CASES["thin-8"])
     want = sorted(f"CPU {ids[0]}" for ids in layout["tiles"])
-    assert sorted(page.locator("#grid .tile-label").all_text_contents()) == want
+    assert sorted(page.locator("[data-part=grid] .tile-label").all_text_contents()) == want
     # 256 rows: too thin for text inside, so a band list beside them names every k-th row's devices
     open_layout(page, server, STACKED)
     layout = api(server, STACKED)
-    bands = page.locator("#grid .band-label")
+    bands = page.locator("[data-part=grid] .band-label")
     assert bands.count() >= 16
     for i in range(bands.count()):
         k = int(bands.nth(i).get_attribute("data-tile") or "-1")
@@ -135,23 +135,23 @@ def test_6144_rows_reach_readable_labels_by_zooming_and_the_rulers_follow(server
     state = CASES["stacked-6144"]
     open_layout(page, server, state)
     layout = api(server, state)
-    plot = page.locator("#grid .grid-plot").first
-    left = page.locator("#grid .ruler-left").first
+    plot = page.locator("[data-part=grid] .grid-plot").first
+    left = page.locator("[data-part=grid] .ruler-left").first
     before = left.bounding_box()
-    assert page.locator("#grid .tile-label").count() == 0
+    assert page.locator("[data-part=grid] .tile-label").count() == 0
     plot.focus()
     for _ in range(30):
         page.keyboard.press("+")
-        if page.locator("#grid .tile-label").count():
+        if page.locator("[data-part=grid] .tile-label").count():
             break
-    labels = page.locator("#grid .tile-label")
+    labels = page.locator("[data-part=grid] .tile-label")
     expect(labels.first).to_be_visible()
     for i in range(min(labels.count(), 12)):
         k = int(labels.nth(i).get_attribute("data-tile") or "-1")
         assert labels.nth(i).text_content() == "TPU " + ",".join(map(str, sorted(layout["tiles"][k])))
     # the rulers stayed where they were and tick the rows in view
     assert left.bounding_box() == before
-    ticks = [int(t) for t in page.locator("#grid .ruler-left .tick").all_text_contents()]
+    ticks = [int(t) for t in page.locator("[data-part=grid] .ruler-left .tick").all_text_contents()]
     rows = sorted(layout["tiles"][int(labels.nth(i).get_attribute("data-tile") or 0)][0] for i in range(labels.count()))
     assert ticks and all(0 < t < 6144 for t in ticks), ticks
     assert min(ticks) <= max(rows) + 1 and max(ticks) >= min(rows)  # the ticks are around the labelled rows
@@ -164,8 +164,8 @@ def test_rulers_tick_rows_and_columns_and_stay_put_when_zoomed(server: Server, w
     state = {"devices": "tpu:v4:16x16x16", "mesh": "64x64", "axes": "x,y", "order": "iota", "shape": "4096,4096",
              "spec": "P('x','y')"}  # fmt: skip
     open_layout(page, server, state)
-    top = page.locator("#grid .ruler-top").first
-    left = page.locator("#grid .ruler-left").first
+    top = page.locator("[data-part=grid] .ruler-top").first
+    left = page.locator("[data-part=grid] .ruler-left").first
     boxes = (top.bounding_box(), left.bounding_box())
     for ruler in (top, left):
         ticks = [int(t) for t in ruler.locator(".tick").all_text_contents()]
@@ -251,33 +251,35 @@ def test_the_spec_box_comes_first_and_the_keyboard_reads_the_grid(server: Server
     open_layout(
         page, server, {"devices": "tpu:v5e:4x4", "mesh": "4x4", "axes": "x,y", "shape": "16,16", "spec": "P('x', None)"}
     )
-    assert page.evaluate("() => document.activeElement.id") == "spec"
+    assert page.evaluate("() => document.activeElement.dataset.part") == "spec"
     tab_stops = page.evaluate(
         """() => [...document.querySelectorAll('a[href], button, input, select, textarea, [tabindex]')]
               .filter((e) => e.tabIndex >= 0 && !e.disabled && e.offsetParent !== null)
-              .map((e) => e.id || e.textContent.trim())"""
+              .map((e) => e.dataset.part || e.textContent.trim())"""
     )
     views = page.locator("nav.views a").count()
     assert tab_stops.index("spec") == views, tab_stops[: views + 2]  # right after the view links
     box = spec_box(page).bounding_box()
     assert box is not None and box["y"] < 200 and box["width"] > 600  # above the fold, and wide
     # / jumps to the spec box from anywhere
-    page.locator("#summary").click()
+    page.locator("[data-part=summary]").click()
     page.keyboard.press("/")
-    assert page.evaluate("() => document.activeElement.id") == "spec"
+    assert page.evaluate("() => document.activeElement.dataset.part") == "spec"
     # Tab into the grid: arrows move between tiles and read their index ranges; Enter highlights
-    page.locator("#grid .grid-plot").focus()
+    page.locator("[data-part=grid] .grid-plot").focus()
     expect(page.locator("#tooltip")).to_contain_text("[0:4, 0:16]")
     page.keyboard.press("ArrowDown")
     expect(page.locator("#tooltip")).to_contain_text("[4:8, 0:16]")
-    expect(page.locator("#grid .sr-only")).to_contain_text("[4:8, 0:16]")
+    expect(page.locator("[data-part=grid] .sr-only")).to_contain_text("[4:8, 0:16]")
     page.keyboard.press("Enter")
-    expect(page.locator("#selection")).to_contain_text("TPU 4-7")
-    assert sorted(page.locator("#mesh td.hl").all_text_contents(), key=int) == ["4", "5", "6", "7"]
+    expect(page.locator("[data-part=selection]")).to_contain_text("TPU 4-7")
+    assert sorted(page.locator("[data-part=mesh] td.hl").all_text_contents(), key=int) == ["4", "5", "6", "7"]
     shot(page, "grid-keyboard")
     page.keyboard.press("Escape")
-    expect(page.locator("#selection")).to_have_text("")
-    assert page.locator("#mesh td.hl").count() == 0 and page.locator("#grid .tile.hl").count() == 0
+    expect(page.locator("[data-part=selection]")).to_have_text("")
+    assert (
+        page.locator("[data-part=mesh] td.hl").count() == 0 and page.locator("[data-part=grid] .tile.hl").count() == 0
+    )
 
 
 def test_an_error_speaks_once_per_pause_dims_everything_and_moves_nothing(server: Server, watched: Watched) -> None:
@@ -285,7 +287,7 @@ def test_an_error_speaks_once_per_pause_dims_everything_and_moves_nothing(server
     # and pushed the page down; on an error only the grid dimmed.
     page = watched.page
     open_layout(page, server, {"devices": "cpu:8", "mesh": "2x4", "axes": "x,y", "shape": "8,16", "spec": "P('x')"})
-    grid_top = page.locator("#grid").bounding_box()
+    grid_top = page.locator("[data-part=grid]").bounding_box()
     box = spec_box(page)
     box.fill("")
     box.press_sequentially("P('x', 'q')", delay=40)
@@ -293,15 +295,15 @@ def test_an_error_speaks_once_per_pause_dims_everything_and_moves_nothing(server
     expect(alert).to_contain_text("unknown_axis")
     page.wait_for_timeout(900)
     assert page.get_attribute("body", "data-error-shown") == "1"  # once, after typing paused
-    assert page.locator("#grid").bounding_box() == grid_top  # the explanation floats: nothing moved
-    for part in ("#grid", "#summary", "#mesh"):
+    assert page.locator("[data-part=grid]").bounding_box() == grid_top  # the explanation floats: nothing moved
+    for part in ("[data-part=grid]", "[data-part=summary]", "[data-part=mesh]"):
         opacity = page.locator(part).evaluate("(e) => getComputedStyle(e).opacity")
         assert float(opacity) < 0.5, part
-    expect(page.locator("#stale-note")).to_contain_text("last valid layout: P('x',)")
+    expect(page.locator("[data-part=stale-note]")).to_contain_text("last valid layout: P('x',)")
     shot(page, "grid-error-once")
     box.fill("P('x', 'y')")
     expect(alert).to_be_hidden()
-    expect(page.locator("#results")).not_to_have_class(re.compile("stale"))
+    expect(page.locator("[data-part=results]")).not_to_have_class(re.compile("stale"))
 
 
 def test_every_mesh_constructor_is_reachable(server: Server, watched: Watched) -> None:
@@ -320,14 +322,14 @@ def test_every_mesh_constructor_is_reachable(server: Server, watched: Watched) -
         "spec": "P('x')",
     }
     open_layout(page, server, state)
-    assert page.locator("#mesh td").all_text_contents() == ["0", "2", "1", "3"]
+    assert page.locator("[data-part=mesh] td").all_text_contents() == ["0", "2", "1", "3"]
     expect(page.get_by_label("Device ids in mesh order")).to_have_value("0,2,1,3")
     # iota against make_mesh on a v4 2x2x2: each as JAX orders it
     for order in ("iota", "make_mesh"):
         state = {"devices": "tpu:v4:2x2x2", "mesh": "8", "axes": "x", "order": order, "shape": "8", "spec": "P('x')"}
         open_layout(page, server, state)
         want = [str(i) for i in api(server, state)["mesh"]["device_ids"]]
-        assert page.locator("#mesh td").all_text_contents() == want
+        assert page.locator("[data-part=mesh] td").all_text_contents() == want
     # split physical axes: offered by the error, one click away
     state = {"devices": "tpu:v4:4x4x4", "mesh": "8x8", "axes": "x,y", "shape": "64,64", "spec": "P('x','y')"}
     page.goto(f"http://127.0.0.1:{server.port}/?{urlencode(state)}")
@@ -339,7 +341,9 @@ def test_every_mesh_constructor_is_reachable(server: Server, watched: Watched) -
         "devices": "tpu:v4:4x4x4", "spec": "P('x','y')", "shape": [64, 64],
         "mesh": {"shape": [8, 8], "axis_names": ["x", "y"], "allow_split_physical_axes": True}})  # fmt: skip
     assert status == 200
-    assert [int(t) for t in page.locator("#mesh td").all_text_contents()] == flat(want_split["mesh"]["device_ids"])
+    assert [int(t) for t in page.locator("[data-part=mesh] td").all_text_contents()] == flat(
+        want_split["mesh"]["device_ids"]
+    )
     # hybrid ICI x DCN across two slices: the error is short and offers the mesh JAX asks for
     state = {
         "devices": "tpu:v5e:4x4",
@@ -362,15 +366,17 @@ def test_every_mesh_constructor_is_reachable(server: Server, watched: Watched) -
         "devices": "tpu:v5e:4x4", "slices": 2, "spec": "P('x','y')", "shape": [8, 8],
         "mesh": {"shape": [8, 4], "axis_names": ["x", "y"], "order": "hybrid", "dcn_shape": [2, 1]}})  # fmt: skip
     assert status == 200
-    assert [int(t) for t in page.locator("#mesh td").all_text_contents()] == flat(hybrid["mesh"]["device_ids"])
+    assert [int(t) for t in page.locator("[data-part=mesh] td").all_text_contents()] == flat(
+        hybrid["mesh"]["device_ids"]
+    )
     shot(page, "grid-hybrid")
     # a single device, the first picture of JAX's parallelism tutorial
     open_layout(page, server, {"devices": "cpu:8", "mesh": "2x4", "axes": "x,y", "shape": "8,16", "spec": "P()"})
     order_box.select_option("single")
     page.get_by_label("Device id").fill("3")
     page.get_by_label("Device id").press("Tab")
-    expect(page.locator("#grid .tile-label")).to_have_text(["CPU 3"])
-    expect(page.locator("#summary")).to_contain_text("SingleDeviceSharding(CPU 3)")
+    expect(page.locator("[data-part=grid] .tile-label")).to_have_text(["CPU 3"])
+    expect(page.locator("[data-part=summary]")).to_contain_text("SingleDeviceSharding(CPU 3)")
     shot(page, "grid-single-device")
 
 
@@ -386,11 +392,11 @@ def test_pasting_what_jax_prints_sets_the_mesh_and_the_spec(server: Server, watc
     expect(page.get_by_label("Shape", exact=True)).to_have_value("2x4")
     expect(page.get_by_label("Axis names")).to_have_value("data,model")
     expect(spec_box(page)).to_have_value("PartitionSpec(None, 'model')")
-    expect(page.locator("#spec-note")).to_contain_text("NamedSharding")
+    expect(page.locator("[data-part=spec-note]")).to_contain_text("NamedSharding")
     layout = api(
         server, {"devices": "cpu:8", "mesh": "2x4", "axes": "data,model", "shape": "16,16", "spec": "P(None, 'model')"}
     )
-    assert sorted(page.locator("#grid .tile-label").all_text_contents()) == sorted(
+    assert sorted(page.locator("[data-part=grid] .tile-label").all_text_contents()) == sorted(
         "CPU " + ",".join(map(str, sorted(ids))) for ids in layout["tiles"]
     )
     shot(page, "grid-pasted-named-sharding")
@@ -401,16 +407,16 @@ def test_pasting_what_jax_prints_sets_the_mesh_and_the_spec(server: Server, watc
     )
     rendered(page, count + 2)
     expect(page.get_by_label("Axis types")).to_have_value("explicit")
-    expect(page.locator("#summary")).to_contain_text("a(4) × b(2)")
+    expect(page.locator("[data-part=summary]")).to_contain_text("a(4) × b(2)")
     # a single-device array's sharding
     spec_box(page).fill("SingleDeviceSharding(device=CpuDevice(id=5), memory_kind=device)")
     rendered(page, count + 3)
-    expect(page.locator("#grid .tile-label")).to_have_text(["CPU 5"])
+    expect(page.locator("[data-part=grid] .tile-label")).to_have_text(["CPU 5"])
     # curly quotes become straight ones
     spec_box(page).fill("P(\u2018a\u2019, None)")
     rendered(page, count + 4)
     expect(spec_box(page)).to_have_value("P('a', None)")
-    expect(page.locator("#spec-note")).to_contain_text("Curly quotes")
+    expect(page.locator("[data-part=spec-note]")).to_contain_text("Curly quotes")
 
 
 def test_logical_names_with_flax_rules(server: Server, watched: Watched) -> None:
@@ -427,7 +433,7 @@ def test_logical_names_with_flax_rules(server: Server, watched: Watched) -> None
     expect(rules).to_be_focused()
     rules.fill("('batch', 'data'), ('hidden', 'model'), ('embed', None)")
     rendered(page)
-    expect(page.locator("#summary")).to_contain_text("P(None, 'model')")
+    expect(page.locator("[data-part=summary]")).to_contain_text("P(None, 'model')")
     expect(alert).to_be_hidden()
     assert "rules=" in page.url
     shot(page, "grid-logical-rules")
@@ -443,7 +449,7 @@ def test_a_phone_sees_the_grid_under_the_spec_box(server: Server, browser: Brows
         open_layout(page, server, STACKED)
         assert page.evaluate("() => document.documentElement.scrollWidth") <= 390
         spec = spec_box(page).bounding_box()
-        grid = page.locator("#grid .grid-plot").first.bounding_box()
+        grid = page.locator("[data-part=grid] .grid-plot").first.bounding_box()
         assert spec is not None and grid is not None
         assert grid["y"] < 844 and grid["y"] - (spec["y"] + spec["height"]) < 300
         shot(page, "grid-phone")

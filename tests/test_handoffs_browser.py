@@ -44,7 +44,7 @@ def kernel_result(server: Server, kernel: str, devices: str, inputs: list[dict[s
 
 def open_topology_link(page: Page, row: int) -> dict[str, list[str]]:
     """Selects collective ``row`` and follows its "see it on the topology" link; returns the link's query."""
-    page.locator("#collectives tr.collective").nth(row).click()
+    page.locator("[data-part=collectives] tr.collective").nth(row).click()
     link = page.get_by_role("link", name="see it on the topology")
     query = parse_qs(urlsplit(link.get_attribute("href") or "").query)
     link.click()
@@ -70,15 +70,15 @@ def test_flax_collective_opens_on_the_topology_with_the_kernels_mesh(server: Ser
     assert (query["spec"], query["shape"]) == ([coloured_by["spec"]], [",".join(map(str, coloured_by["shape"]))])
     assert query["groups"] == [";".join(",".join(map(str, g)) for g in collective["groups"])]
     # the topology view lays the kernel's own output on the kernel's own mesh: no error, real colours
-    expect(page.locator("#spec-error")).to_be_hidden()
+    expect(page.locator("[data-part=spec-error]")).to_be_hidden()
     expect(page.get_by_label("PartitionSpec")).to_have_value(coloured_by["spec"])
-    expect(page.locator("#topo-summary")).to_contain_text("data(2) × model(4)")
-    expect(page.locator("#topo-summary")).to_contain_text(f"tiles of {coloured_by['spec']}")
-    fills = page.locator("#topo-view .device rect").evaluate_all("rs => rs.map(r => r.getAttribute('fill'))")
+    expect(page.locator("[data-part=topo-summary]")).to_contain_text("data(2) × model(4)")
+    expect(page.locator("[data-part=topo-summary]")).to_contain_text(f"tiles of {coloured_by['spec']}")
+    fills = page.locator("[data-part=topo-view] .device rect").evaluate_all("rs => rs.map(r => r.getAttribute('fill'))")
     assert len(set(fills)) == len(coloured_by["tiles"])  # one colour per block, none grey
     axis = f"⟨{collective['op']} over {collective['axes_text']}⟩"
-    expect(page.locator("#topo-view")).to_have_attribute("data-axis", axis)
-    assert page.locator("#hop-table tbody tr").count() == len(collective["groups"])
+    expect(page.locator("[data-part=topo-view]")).to_have_attribute("data-axis", axis)
+    assert page.locator("[data-part=hop-table] tbody tr").count() == len(collective["groups"])
     shot(page, "handoff-01-flax-collective-on-topology")
 
 
@@ -91,21 +91,21 @@ def test_collective_permute_pairs_reach_the_topology_as_source_target_groups(ser
     result = kernel_result(server, "ppermute", "tpu:v5e:2x4", [x])
     i, permute = next((i, c) for i, c in enumerate(result["collectives"]) if c["op"] == "collective-permute")
     pairs = permute["pairs"]
-    page.locator("#collectives tr.collective").nth(i).click()
-    expect(page.locator("#collective-mesh")).to_contain_text(f"{len(pairs)} source → target pairs")
+    page.locator("[data-part=collectives] tr.collective").nth(i).click()
+    expect(page.locator("[data-part=collective-mesh]")).to_contain_text(f"{len(pairs)} source → target pairs")
     query = open_topology_link(page, i)
     assert query["groups"] == [";".join(f"{a},{b}" for a, b in pairs)]
     assert query["devices"] == ["tpu:v5e:2x4"]
-    view = page.locator("#topo-view")
+    view = page.locator("[data-part=topo-view]")
     expect(view).to_have_attribute("data-axis", f"⟨collective-permute over {permute['axes_text']}, source → target⟩")
-    expect(page.locator("#hop-summary")).to_contain_text(f"2 devices per group, {len(pairs)} groups")
-    rows = page.locator("#hop-table tbody tr")
+    expect(page.locator("[data-part=hop-summary]")).to_contain_text(f"2 devices per group, {len(pairs)} groups")
+    rows = page.locator("[data-part=hop-table] tbody tr")
     assert rows.count() == len(pairs)
     members = [rows.nth(k).locator("td").nth(1).text_content() for k in range(len(pairs))]
     assert members == [f"{a} {b}" for a, b in pairs]
     # one drawn hop per pair, source to target (no ring to close)
-    assert page.locator("#topo-view .ring-hop").count() == len(pairs)
-    expect(page.locator("#spec-error")).to_be_hidden()
+    assert page.locator("[data-part=topo-view] .ring-hop").count() == len(pairs)
+    expect(page.locator("[data-part=spec-error]")).to_be_hidden()
     shot(page, "handoff-02-permute-pairs-on-topology")
 
 
@@ -163,7 +163,7 @@ def test_a_share_link_redirects_to_its_page_with_its_state(server: Server, watch
     else:
         page.wait_for_selector("body[data-loaded='1']", state="attached", timeout=30_000)
         assert address.path == "/snapshots.html" and len(query["snapshot"][0]) >= 22
-        expect(page.locator("#snap-title")).to_have_text("one leaf")
+        expect(page.locator("[data-part=snap-title]")).to_have_text("one leaf")
     assert reads == []  # the state came with the redirect: nothing reads the link again
     shot(page, f"handoff-03-redirect-{view}")
 

@@ -224,6 +224,44 @@ def test_a_repeated_run_comes_from_the_cache(client: TestClient) -> None:
     assert one == two
 
 
+def test_the_intros_psum_of_arange_32_shows_its_value(client: TestClient) -> None:
+    # Regression (issue 21): the kernel lab never showed an output's values. JAX's parallelism intro:
+    # shard_map(f, mesh=Mesh(jax.devices(), 'x'), in_specs=P('x'), out_specs=P()) with
+    # f = psum(x.sum(), 'x') on x = jnp.arange(32); JAX here runs the same cell.
+    mesh = jax.sharding.Mesh(np.array(jax.devices()), ("x",))
+    spec = jax.sharding.PartitionSpec
+
+    def f(x: jax.Array) -> jax.Array:
+        return jax.lax.psum(x.sum(), "x")
+
+    want = jax.shard_map(f, mesh=mesh, in_specs=spec("x"), out_specs=spec())(jax.numpy.arange(32))
+    r = run(client, body(kernel="psum_sum", mesh={"shape": [8], "axis_names": ["x"], "axis_types": ["auto"]},
+                         inputs=[{"shape": [32], "spec": "P('x')", "dtype": "int32"}], data="arange"))  # fmt: skip
+    assert r.status_code == 200, r.text
+    out = r.json()["outputs"][0]
+    assert out["values"] == {"flat": [int(want)], "size": 1} and int(want) == 496
+    assert out["max_abs_error"] == 0.0 and out["max_abs_reference"] == 496.0
+
+
+def test_outputs_carry_their_first_values_and_the_scale_of_their_error(client: TestClient) -> None:
+    # The intro's f_contract: arange(32.0).reshape(4, 8) with P('x', 'y') on a TPU v2-8, summed along axis 0.
+    x = np.arange(32.0, dtype=np.float32).reshape(4, 8)
+    inputs = [{"shape": [4, 8], "spec": "P('x', 'y')", "dtype": "float32"}]
+    r = run(client, body(devices="tpu:v2:2x2", inputs=inputs, data="arange"))
+    assert r.status_code == 200, r.text
+    out = r.json()["outputs"][0]
+    assert out["values"] == {"flat": x.sum(axis=0).tolist(), "size": 8}
+    assert out["max_abs_reference"] == float(np.abs(x.sum(axis=0)).max())
+    # seeded random values by default: no two runs of another data differ, and the values are not arange's
+    random = run(client, body(devices="tpu:v2:2x2", inputs=inputs)).json()["outputs"][0]
+    assert random["values"]["size"] == 8 and random["values"]["flat"] != out["values"]["flat"]
+    big = run(client, body(inputs=[{"shape": [8, 128], "spec": "P('x', 'y')", "dtype": "float32"}], data="arange"))
+    values = big.json()["outputs"][0]["values"]
+    want = np.arange(8 * 128, dtype=np.float32).reshape(8, 128).sum(axis=0)
+    assert values["size"] == 128 and values["flat"] == want[:64].tolist()  # the first 64, row-major
+    error(run(client, body(data="zeros")), 422, "validation_error")
+
+
 def test_local_devices_run_on_this_process_devices(client: TestClient) -> None:
     r = run(client, body(devices="local"))
     assert r.status_code == 200, r.text

@@ -76,15 +76,15 @@ def test_pick_a_kernel_run_it_and_see_grid_and_collectives(server: Server, watch
         "inputs": [{"shape": [8, 8], "spec": "P('x', 'y')", "dtype": "float32"}]})  # fmt: skip
     assert status == 200 and result["cached"] is True  # the page's run, from the cache
     out = result["outputs"][0]
-    labels = sorted(page.locator("#outputs svg .tile-label").all_text_contents())
+    labels = sorted(page.locator("[data-part=outputs] svg .tile-label").all_text_contents())
     assert labels == sorted("CPU " + ",".join(map(str, sorted(ids))) for ids in out["tiles"])
-    expect(page.locator("#outputs .array-head").first).to_contain_text(out["spec"])
-    rows = page.locator("#collectives tr.collective")
+    expect(page.locator("[data-part=outputs] .array-head").first).to_contain_text(out["spec"])
+    rows = page.locator("[data-part=collectives] tr.collective")
     expect(rows).to_have_count(len(result["collectives"]))
     expect(rows.first).to_contain_text("all-reduce")
     groups = " ".join("{" + ",".join(map(str, g)) + "}" for g in result["collectives"][0]["groups"])
     expect(rows.first).to_contain_text(groups)
-    expect(page.locator("#collective-mesh")).to_contain_text("all-reduce over x")
+    expect(page.locator("[data-part=collective-mesh]")).to_contain_text("all-reduce over x")
     topo = page.get_by_role("link", name="see it on the topology")
     # the link hands the topology view the run's whole state: devices, mesh, an output's layout and
     # the collective's own replica groups
@@ -97,10 +97,10 @@ def test_pick_a_kernel_run_it_and_see_grid_and_collectives(server: Server, watch
     assert query["groups"] == [expected_groups]
     assert query["glabel"] == ["all-reduce over x"]
     assert "kernel=sum_axis0" in page.url and "in=8%2C8" in page.url
-    page.locator("#stablehlo-box summary").click()
-    expect(page.locator("#stablehlo")).to_contain_text("sdy.sharding")
-    page.locator("#origins-box summary").click()
-    expect(page.locator("#origins")).to_contain_text("given here")
+    page.locator("[data-part=stablehlo-box] summary").click()
+    expect(page.locator("[data-part=stablehlo]")).to_contain_text("sdy.sharding")
+    page.locator("[data-part=origins-box] summary").click()
+    expect(page.locator("[data-part=origins]")).to_contain_text("given here")
     shot(page, f"01-sum-{watched.scheme}")
 
 
@@ -119,7 +119,7 @@ def test_an_explicit_axes_refusal_shows_jax_message_and_what_to_change(server: S
     page.get_by_role("button", name="Run").click()
     runs(page, 1)
     expect(alert).to_be_hidden()
-    expect(page.locator("#collectives")).to_contain_text("all-gather")
+    expect(page.locator("[data-part=collectives]")).to_contain_text("all-gather")
     shot(page, f"02-explicit-fixed-{watched.scheme}")
     context.close()
     assert watched.errors == []
@@ -140,7 +140,7 @@ def test_copied_link_reopens_the_run(server: Server, browser: Browser) -> None:
     w2.page.goto(url)
     runs(w2.page, 1)
     assert "/kernels.html" in w2.page.url and "kernel=ppermute" in w2.page.url
-    expect(w2.page.locator("#collectives")).to_contain_text("collective-permute")
+    expect(w2.page.locator("[data-part=collectives]")).to_contain_text("collective-permute")
     shot(w2.page, "03-shared-ppermute")
     fresh.close()
     context.close()
@@ -160,8 +160,8 @@ def test_collective_groups_get_colours_that_tell_them_apart(server: Server, watc
     page = watched.page
     page.goto(f"http://127.0.0.1:{server.port}/kernels.html?kernel=sum_axis0&types=auto")
     runs(page, 1)
-    page.locator("#collectives tr.collective").first.click()
-    cells = page.locator("#collective-mesh td[data-device]")
+    page.locator("[data-part=collectives] tr.collective").first.click()
+    cells = page.locator("[data-part=collective-mesh] td[data-device]")
     expect(cells).to_have_count(8)
     background = "(e) => getComputedStyle(e).backgroundColor"
     colour = {
@@ -182,7 +182,7 @@ def test_an_input_error_names_the_input_and_the_source_keeps_its_indentation(ser
     page = watched.page
     page.goto(f"http://127.0.0.1:{server.port}/kernels.html?kernel=matmul_xw&types=auto")
     runs(page, 1)
-    source = page.locator("#kernel-source").text_content() or ""
+    source = page.locator("[data-part=kernel-source]").text_content() or ""
     lines = source.splitlines()
     assert lines[0].startswith("def ") and all(line.startswith("    ") for line in lines[1:] if line.strip())
     w = page.get_by_label("w PartitionSpec")
@@ -194,8 +194,8 @@ def test_an_input_error_names_the_input_and_the_source_keeps_its_indentation(ser
     expect(w).to_have_attribute("aria-invalid", "true")
     expect(page.get_by_label("x PartitionSpec")).not_to_have_attribute("aria-invalid", "true")
     # the same kernel failed: its last results stay, dimmed and captioned as the previous run's
-    expect(page.locator("#results")).to_be_visible()
-    expect(page.locator("#results-note")).to_contain_text("previous run of matmul_xw")
+    expect(page.locator("[data-part=results]")).to_be_visible()
+    expect(page.locator("[data-part=results-note]")).to_contain_text("previous run of matmul_xw")
     shot(page, f"05-input-error-{watched.scheme}")
 
 
@@ -204,12 +204,12 @@ def test_a_refusal_of_another_kernel_does_not_leave_the_old_results(server: Serv
     page = watched.page
     page.goto(f"http://127.0.0.1:{server.port}/kernels.html?kernel=elementwise&types=auto")
     runs(page, 1)
-    expect(page.locator("#results")).to_be_visible()
+    expect(page.locator("[data-part=results]")).to_be_visible()
     page.get_by_label("Kernel", exact=True).select_option("matmul_xxt")
     page.get_by_label("Axis types").select_option("explicit")
     page.get_by_role("button", name="Run").click()
     expect(page.get_by_role("alert")).to_contain_text("Contracting dimensions are sharded", timeout=60_000)
-    expect(page.locator("#results")).to_be_hidden()
+    expect(page.locator("[data-part=results]")).to_be_hidden()
 
 
 def test_tall_grids_keep_readable_labels(server: Server, watched: Watched) -> None:
@@ -217,11 +217,11 @@ def test_tall_grids_keep_readable_labels(server: Server, watched: Watched) -> No
     page = watched.page
     page.goto(f"http://127.0.0.1:{server.port}/kernels.html?kernel=layer_shard_map")
     runs(page, 1)
-    labels = page.locator("#inputs-placed .tile-label")
+    labels = page.locator("[data-part=inputs-placed] .tile-label")
     expect(labels.first).to_be_visible()
     sizes = [float(labels.nth(i).get_attribute("font-size") or "0") for i in range(labels.count())]
     assert min(sizes) >= 9, sizes
-    heights = page.locator("#inputs-placed .grid-plot").evaluate_all(
+    heights = page.locator("[data-part=inputs-placed] .grid-plot").evaluate_all(
         "ps => ps.map(p => p.getBoundingClientRect().height)"
     )
     assert max(heights) <= 421

@@ -223,6 +223,9 @@ def test_a_pytree_shows_its_snapshot_with_memory_per_device() -> None:
         context=False
     )
     assert snap["memory"]["bytes"][0] == 8 * 16 * 4 // 8 + 3 * 4  # device 0 holds a's block and all of b
+    # Regression (issue 21): an unnamed tree's widget was titled "show"; it is named for what it is
+    assert payload(view_of({"a": x}))["name"] == "dict"
+    assert payload(view_of([x, x]))["name"] == "list"
 
 
 def test_an_inspect_jit_capture_shows_its_collectives() -> None:
@@ -266,35 +269,74 @@ def widget_class() -> Any:
     return ShardscopeWidget
 
 
-def test_the_spec_box_is_laid_out_in_the_kernel_with_the_apis_errors(widget_class: Any, client: TestClient) -> None:
+def ask(widget: Any, method: str, **params: Any) -> dict[str, Any]:
+    """What the page does: a request on the ``request`` trait; the kernel's answer for it."""
+    ident = int(widget.request.get("id", 0)) + 1
+    widget.request = {"id": ident, "method": method, "params": params}
+    answer: dict[str, Any] = json.loads(widget.answer)
+    assert answer["id"] == ident
+    return answer
+
+
+def test_the_spec_bar_is_laid_out_in_the_kernel_with_the_apis_errors(widget_class: Any, client: TestClient) -> None:
     view = view_of(None, devices="tpu:v5e:4x4", mesh="4x4", axes="x,y", spec="P('x', None)", shape=(16, 16))
     w = widget_class(view)
-    assert w.spec == "P('x', None)" and w.error == {} and w.dashboard == ""
-    w.spec = "P('x', 'w')"  # what the page sets while someone types
+    assert json.loads(w.payload)["spec_text"] == "P('x', None)" and w.dashboard == ""
+    bad = ask(
+        w, "layout", spec="P('x', 'w')", shape=[16, 16], dtype="float32"
+    )  # what the page asks while someone types
     api = client.post(
         "/api/layout",
         json={"devices": "tpu:v5e:4x4", "mesh": {"shape": [4, 4], "axis_names": ["x", "y"]}, "spec": "P('x', 'w')",
               "shape": [16, 16], "dtype": "float32"},
     )  # fmt: skip
-    assert api.status_code == 422 and w.error == api.json()["error"] and w.error["code"] == "unknown_axis"
-    w.spec = "P('x', 'y"
-    assert w.error["code"] == "parse_error" and "column" in w.error
-    w.spec = "P(None, 'y')"
-    assert w.error == {} and json.loads(w.payload)["layout"]["spec"] == "P(None, 'y')"
+    assert api.status_code == 422 and bad["error"] == api.json()["error"] and bad["error"]["code"] == "unknown_axis"
+    bad = ask(w, "layout", spec="P('x', 'y", shape=[16, 16], dtype="float32")
+    assert bad["error"]["code"] == "parse_error" and "column" in bad["error"]
+    good = ask(w, "layout", spec="P(None, 'y')", shape=[16, 16], dtype="float32")
+    assert good["result"]["spec"] == "P(None, 'y')"
     assert view.layout.spec == "P(None, 'y')" and view.spec_text == "P(None, 'y')"
-    w.spec = "P('x', None)"  # back to where it started: the first layout again
-    assert json.loads(w.payload)["layout"]["spec"] == "P('x', None)"
+    # the shape and dtype change too, with the API's checks (an indivisible shape is the API's error)
+    wider = ask(w, "layout", spec="P(None, 'y')", shape=[16, 32], dtype="bfloat16")["result"]
+    api = client.post(
+        "/api/layout",
+        json={"devices": "tpu:v5e:4x4", "mesh": {"shape": [4, 4], "axis_names": ["x", "y"]}, "spec": "P(None, 'y')",
+              "shape": [16, 32], "dtype": "bfloat16"},
+    )  # fmt: skip
+    assert api.status_code == 200 and wider["shards"] == api.json()["shards"] and wider["dtype"] == "bfloat16"
+    odd = ask(w, "layout", spec="P(None, 'y')", shape=[16, 30], dtype="float32")
+    assert odd["error"]["code"] == "indivisible"
+    assert ask(w, "layout", spec="P()", shape=["16"], dtype="float32")["error"]["code"] == "bad_shape"
+    assert ask(w, "nope")["error"]["code"] == "bad_request"
 
 
-def test_an_arrays_spec_box_previews_other_specs_on_its_mesh(widget_class: Any) -> None:
+def test_an_arrays_spec_bar_previews_other_specs_on_its_mesh(widget_class: Any) -> None:
     mesh = mesh_2x4()
     x = jax.device_put(jnp.zeros((8, 16)), NamedSharding(mesh, P("x", "y")))
     w = widget_class(view_of(x))
-    w.spec = "P('y')"
     expected = Layout.from_sharding(NamedSharding(mesh, P("y")), (8, 16), "float32").to_json()
-    assert json.loads(w.payload)["layout"] == expected
-    w.spec = "P('y', 'y')"
-    assert w.error["code"] == "duplicate_axis"
+    assert ask(w, "layout", spec="P('y')", shape=[8, 16], dtype="float32")["result"] == expected
+    assert ask(w, "layout", spec="P('y', 'y')", shape=[8, 16], dtype="float32")["error"]["code"] == "duplicate_axis"
+
+
+def test_a_snapshot_widget_answers_the_whatif_in_the_kernel(widget_class: Any, client: TestClient) -> None:
+    import flax.linen as nn
+
+    mesh = mesh_2x4()
+    rules = (("hidden", "y"), ("embed", None))
+    box = nn.LogicallyPartitioned(
+        jax.device_put(jnp.ones((16, 32)), NamedSharding(mesh, P(None, "y"))), ("embed", "hidden")
+    )
+    snap = capture({"w": box}, "boxed", rules=rules)
+    w = widget_class(view_of(snap))
+    other = [["hidden", "x"], ["embed", "y"]]
+    got = ask(w, "whatif", rules=other)["result"]
+    published = client.post("/api/snapshots", json=snap)
+    assert published.status_code == 201, published.text
+    api = client.post("/api/snapshots/whatif", json={"ref": {"snapshot": published.json()["id"]}, "rules": other})
+    assert api.status_code == 200 and got == api.json()
+    assert got["leaves"][0]["spec"] == "P('y', 'x')" and got["changed"] == 1
+    assert ask(w, "whatif", rules="nonsense")["error"]["code"]
 
 
 def test_the_publish_button_is_there_only_with_a_dashboard(widget_class: Any, monkeypatch: pytest.MonkeyPatch) -> None:

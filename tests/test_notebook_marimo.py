@@ -147,7 +147,7 @@ def test_the_array_grid_is_jaxs_layout(nb: Notebook) -> None:
     nb.shot(w, "array")
     expected = jax_tiles((2, 4), P("x", "y"), (8, 16))
     assert sorted(w.locator(".tile-label").all_text_contents()) == sorted(expected)
-    summary = w.locator(".ss-summary").inner_text()
+    summary = w.locator("[data-part=summary]").inner_text()
     assert "[4,4]" in summary and "1× (no replication)" in summary and "64 B" in summary
     assert w.get_by_role("button", name=re.compile("Publish")).count() == 0  # no dashboard URL: no button
     columns, width = columns_fit_the_width(w)
@@ -187,10 +187,10 @@ def test_typing_a_spec_relays_out_in_the_kernel(nb: Notebook) -> None:
     errors = count(w, "errors")
     box.fill("P('y', 'q')")
     counted(w, errors, "errors")
-    alert = w.locator(".ss-spec-error")
-    assert "unknown_axis" in alert.inner_text() and "'q'" in alert.inner_text()
-    for part in (".ss-grid", ".ss-summary", ".ss-mesh"):
-        assert "stale" in (w.locator(part).get_attribute("class") or ""), part
+    alert = w.locator("[data-part=spec-error]")
+    expect(alert).to_contain_text("unknown_axis")  # once typing has paused, as on the page
+    expect(alert).to_contain_text("'q'")
+    expect(w.locator("[data-part=results]")).to_have_class(re.compile("stale"))
     nb.shot(w, "spec-error")
     before = count(w)
     box.fill("P('x', 'y')")
@@ -206,9 +206,9 @@ def test_a_model_state_and_its_training_step(nb: Notebook) -> None:
     w.get_by_label("Filter leaves").fill("Dense_1 kernel")
     counted(w, before, "filtered")
     w.locator("tr.leaf button.leaf-open").first.click()
-    assert w.locator(".ss-leaf-title").inner_text().endswith("Dense_1/kernel")
+    assert w.locator("[data-part=leaf-title]").inner_text().endswith("Dense_1/kernel")
     expected = jax_tiles((2, 4), P("y", None), (64, 16))
-    assert sorted(w.locator(".ss-leaf .tile-label").all_text_contents()) == sorted(expected)
+    assert sorted(w.locator("[data-part=leaf-grid] .tile-label").all_text_contents()) == sorted(expected)
     step = nb.widget("step")
     rows = step.locator("tr.collective")
     assert rows.count() >= 1 and "all-reduce" in rows.first.inner_text()

@@ -37,9 +37,9 @@ VIEWS: dict[str, tuple[str, str]] = {
         "body[data-rendered]",
     ),
     "kernels": ("/kernels.html?kernel=sum_axis0&types=auto", "body[data-runs]"),
-    "snapshots": ("{snapshot}", "#memory-chart[data-plotted]"),
+    "snapshots": ("{snapshot}", "[data-part=memory-chart][data-plotted]"),
     "snapshots-empty": ("/snapshots.html", "body[data-loaded]"),
-    "compare-empty": ("/compare.html", "#compare-form"),
+    "compare-empty": ("/compare.html", "[data-part=compare-form]"),
 }
 SIZES = [(1440, 900), (390, 844)]
 

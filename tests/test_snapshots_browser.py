@@ -65,11 +65,11 @@ def published(server: Server) -> dict[str, Any]:
 
 def loaded(page: Page, count: int = 1) -> None:
     page.wait_for_selector(f"body[data-loaded='{count}']", state="attached", timeout=30_000)
-    page.wait_for_selector("#memory-chart[data-plotted]", state="attached", timeout=30_000)
+    page.wait_for_selector("[data-part=memory-chart][data-plotted]", state="attached", timeout=30_000)
 
 
 def leaf_rows(page: Page) -> list[str]:
-    return page.locator("#leaf-rows tr.leaf .leaf-open").all_text_contents()
+    return page.locator("[data-part=leaf-rows] tr.leaf .leaf-open").all_text_contents()
 
 
 def test_open_filter_grid_chart_whatif_diff_and_share(
@@ -79,34 +79,34 @@ def test_open_filter_grid_chart_whatif_diff_and_share(
     page.goto(published["first"])
     loaded(page)
     assert re.search(r"/snapshots\.html\?snapshot=[A-Za-z0-9_-]{22}", page.url)  # the long form
-    expect(page.locator("#snap-title")).to_have_text("mlp")
-    expect(page.locator("#leaf-count")).to_have_text("8 leaves")
+    expect(page.locator("[data-part=snap-title]")).to_have_text("mlp")
+    expect(page.locator("[data-part=leaf-count]")).to_have_text("8 leaves")
     # the memory chart: one bar per device, the lopsided device flagged
-    expect(page.locator("#memory-chart .main-svg").first).to_be_visible()
-    assert page.locator("#memory-chart .trace.bars .point").count() == 8
-    expect(page.locator("#memory-flag")).to_contain_text("imbalanced")
-    expect(page.locator("#memory-flag")).to_contain_text("CPU 6")
+    expect(page.locator("[data-part=memory-chart] .main-svg").first).to_be_visible()
+    assert page.locator("[data-part=memory-chart] .trace.bars .point").count() == 8
+    expect(page.locator("[data-part=memory-flag]")).to_contain_text("imbalanced")
+    expect(page.locator("[data-part=memory-flag]")).to_contain_text("CPU 6")
     shot(page, "snapshots-01-opened")
 
     # filter by axis name: the hidden→model weights and nothing else
     page.get_by_label("Filter").fill("w2_")
     page.wait_for_selector("body[data-filtered]", state="attached")
-    expect(page.locator("#leaf-count")).to_have_text("3 of 8 leaves match")
+    expect(page.locator("[data-part=leaf-count]")).to_have_text("3 of 8 leaves match")
     assert leaf_rows(page) == ["w2_0", "w2_1", "w2_2"]
     page.get_by_label("Sharded over").select_option("model")
-    expect(page.locator("#leaf-count")).to_have_text("3 of 8 leaves match")
+    expect(page.locator("[data-part=leaf-count]")).to_have_text("3 of 8 leaves match")
     shot(page, "snapshots-02-filtered")
 
     # a leaf's grid: the layout explorer's component, labelled with JAX's device ids per block
-    page.locator("#leaf-rows .leaf-open", has_text="w2_1").click()
-    page.wait_for_selector("#leaf-grid[data-path='params/w2_1']", state="attached")
+    page.locator("[data-part=leaf-rows] .leaf-open", has_text="w2_1").click()
+    page.wait_for_selector("[data-part=leaf-grid][data-path='params/w2_1']", state="attached")
     box = published["params"]["w2_1"].value
     blocks: dict[tuple[int, ...], list[int]] = {}
     for shard in box.addressable_shards:
         blocks.setdefault(tuple(s.start or 0 for s in shard.index), []).append(shard.device.id)
     want = sorted("CPU " + ",".join(map(str, sorted(ids))) for ids in blocks.values())
-    assert sorted(page.locator("#leaf-grid .tile-label").all_text_contents()) == want
-    expect(page.locator("#leaf-summary")).to_contain_text("('hidden', 'embed')")
+    assert sorted(page.locator("[data-part=leaf-grid] .tile-label").all_text_contents()) == want
+    expect(page.locator("[data-part=leaf-summary]")).to_contain_text("('hidden', 'embed')")
     assert "leaf=params%2Fw2_1" in page.url
     shot(page, "snapshots-03-leaf-grid")
 
@@ -114,20 +114,20 @@ def test_open_filter_grid_chart_whatif_diff_and_share(
     page.get_by_role("textbox", name="Rules").fill("('hidden', 'data'), ('embed', 'model')")
     page.get_by_role("button", name="Apply rules").click()
     page.wait_for_selector("body[data-whatif='1']", state="attached")
-    page.wait_for_selector("#memory-chart[data-plotted='2']", state="attached")
+    page.wait_for_selector("[data-part=memory-chart][data-plotted='2']", state="attached")
     spec = repr(nn.logical_to_mesh_axes(("hidden", "embed"), (("hidden", "data"), ("embed", "model"))))
-    expect(page.locator("#leaf-rows tr.selected td.changed")).to_have_text(spec)
-    expect(page.locator("#leaf-summary")).to_contain_text(spec)
-    assert page.locator("#memory-chart .trace.bars").count() == 2  # captured and what-if
-    expect(page.locator("#memory-flag")).to_contain_text("What-if")
+    expect(page.locator("[data-part=leaf-rows] tr.selected td.changed")).to_have_text(spec)
+    expect(page.locator("[data-part=leaf-summary]")).to_contain_text(spec)
+    assert page.locator("[data-part=memory-chart] .trace.bars").count() == 2  # captured and what-if
+    expect(page.locator("[data-part=memory-flag]")).to_contain_text("What-if")
     shot(page, "snapshots-04-whatif")
 
     # diff against the resharded snapshot: the batch moved
     page.get_by_label("Compare with").fill(published["second"])
     page.get_by_role("button", name="Compare").click()
     page.wait_for_selector("body[data-diffs='1']", state="attached")
-    expect(page.locator("#diff-result")).to_contain_text("1 changed")
-    expect(page.locator("#diff-result td.changed")).to_have_text("changed")
+    expect(page.locator("[data-part=diff-result]")).to_contain_text("1 changed")
+    expect(page.locator("[data-part=diff-result] td.changed")).to_have_text("changed")
     shot(page, "snapshots-05-diff")
 
     # Copy link restores the view (filter, leaf, rules, diff) in a fresh browser
@@ -138,10 +138,10 @@ def test_open_filter_grid_chart_whatif_diff_and_share(
     try:
         fresh.page.goto(share.input_value())
         loaded(fresh.page)
-        fresh.page.wait_for_selector("#leaf-grid[data-path='params/w2_1']", state="attached")
+        fresh.page.wait_for_selector("[data-part=leaf-grid][data-path='params/w2_1']", state="attached")
         fresh.page.wait_for_selector("body[data-diffs='1']", state="attached")
         expect(fresh.page.get_by_label("Filter")).to_have_value("w2_")
-        expect(fresh.page.locator("#leaf-rows tr.selected td.changed")).to_have_text(spec)
+        expect(fresh.page.locator("[data-part=leaf-rows] tr.selected td.changed")).to_have_text(spec)
         assert fresh.errors == []
     finally:
         fresh.context.close()
@@ -154,7 +154,7 @@ def test_an_unknown_snapshot_says_so(server: Server, watched: Watched) -> None:
     page.goto(f"http://127.0.0.1:{server.port}/snapshots.html?snapshot={'A' * 22}")
     page.wait_for_selector("body[data-loaded='1']", state="attached")
     expect(page.get_by_role("alert").first).to_contain_text("not_found")
-    expect(page.locator("#empty")).to_be_visible()
+    expect(page.locator("[data-part=empty]")).to_be_visible()
     # the 404 itself is logged by the browser as a failed resource; nothing else may be
     watched.errors[:] = [e for e in watched.errors if "404" not in e]
     shot(page, "snapshots-06-not-found")
@@ -171,7 +171,9 @@ def test_hostile_leaf_paths_and_names_render_as_text(server: Server, watched: Wa
     assert page.evaluate("() => window.XSS") is None
     assert page.locator("img[src='x'], script:not([src])").count() == 0
     # the path shows as text; "/" in a path separates tree levels, so the closing tag splits there
-    expect(page.locator("#leaf-rows")).to_contain_text('<img src=x onerror="window.XSS=1"><script>window.XSS=2<')
+    expect(page.locator("[data-part=leaf-rows]")).to_contain_text(
+        '<img src=x onerror="window.XSS=1"><script>window.XSS=2<'
+    )
     shot(page, "snapshots-07-hostile-names")
 
 
@@ -183,7 +185,7 @@ def test_a_snapshots_platform_is_text_in_the_memory_chart(server: Server, watche
     snap["platform"] = '<a href="https://evil.example/">click</a>'
     page.goto(publish(snap, "platform", f"http://127.0.0.1:{server.port}"))
     loaded(page)
-    chart = page.locator("#memory-chart")
+    chart = page.locator("[data-part=memory-chart]")
     expect(chart).to_contain_text('<A HREF="HTTPS://EVIL.EXAMPLE/">CLICK</A> 0')  # the view upper-cases platforms
     assert chart.locator("a[href*='evil']").count() == 0
     shot(page, "snapshots-08-platform-as-text")
@@ -199,8 +201,8 @@ def test_inspect_jit_collectives_use_the_kernel_labs_collectives_table(server: S
     assert snap["collectives"], "the sum over a sharded dimension compiles to an all-reduce"
     page.goto(publish(snap, "sum over data", f"http://127.0.0.1:{server.port}"))
     loaded(page)
-    expect(page.locator("#collectives-section")).to_be_visible()
-    rows = page.locator("#collectives table.collectives tbody tr")
+    expect(page.locator("[data-part=collectives-section]")).to_be_visible()
+    rows = page.locator("[data-part=collectives] table.collectives tbody tr")
     expect(rows).to_have_count(len(snap["collectives"]))
     expect(rows.first.locator("td.op")).to_have_text(snap["collectives"][0]["op"])
     groups = snap["collectives"][0]["groups"]
@@ -223,8 +225,8 @@ def sharded_params() -> Any:
 
 
 def open_leaf(page: Page, name: str) -> None:
-    page.locator("#leaf-rows .leaf-open", has_text=name).click()
-    page.wait_for_selector(f"#leaf-grid[data-path='params/{name}']", state="attached")
+    page.locator("[data-part=leaf-rows] .leaf-open", has_text=name).click()
+    page.wait_for_selector(f"[data-part=leaf-grid][data-path='params/{name}']", state="attached")
 
 
 def test_the_declared_note_only_when_truly_different_and_never_under_a_whatif(server: Server, watched: Watched) -> None:
@@ -236,8 +238,8 @@ def test_the_declared_note_only_when_truly_different_and_never_under_a_whatif(se
     page.goto(publish({"params": params}, "as the README shows", url))
     loaded(page)
     open_leaf(page, "w1_0")
-    expect(page.locator("#leaf-summary")).to_contain_text("('embed', 'hidden')")
-    expect(page.locator("#leaf-summary")).not_to_contain_text("declares")
+    expect(page.locator("[data-part=leaf-summary]")).to_contain_text("('embed', 'hidden')")
+    expect(page.locator("[data-part=leaf-summary]")).not_to_contain_text("declares")
     # with its rules, and one leaf moved off its declaration: only that one is marked
     m = mesh()
     moved = dict(params)
@@ -247,14 +249,14 @@ def test_the_declared_note_only_when_truly_different_and_never_under_a_whatif(se
     page.goto(publish({"params": moved}, "one leaf moved", url, rules=RULES))
     loaded(page)
     open_leaf(page, "w1_0")
-    expect(page.locator("#leaf-summary")).not_to_contain_text("declares")
+    expect(page.locator("[data-part=leaf-summary]")).not_to_contain_text("declares")
     open_leaf(page, "w2_0")
-    expect(page.locator("#leaf-summary")).to_contain_text("not as the box declares (P('model', None))")
+    expect(page.locator("[data-part=leaf-summary]")).to_contain_text("not as the box declares (P('model', None))")
     shot(page, "snapshots-09-declared-note")
     page.get_by_role("textbox", name="Rules").fill("('hidden', 'data'), ('embed', 'model')")
     page.get_by_role("button", name="Apply rules").click()
     page.wait_for_selector("body[data-whatif='1']", state="attached")
-    expect(page.locator("#leaf-summary")).not_to_contain_text("declares")
+    expect(page.locator("[data-part=leaf-summary]")).not_to_contain_text("declares")
 
 
 def test_the_leaf_grid_opens_in_view_and_the_diff_fits_the_page(
@@ -267,10 +269,10 @@ def test_the_leaf_grid_opens_in_view_and_the_diff_fits_the_page(
     try:
         page.goto(published["first"])
         loaded(page)
-        page.locator("#leaf-rows .leaf-open", has_text="w2_1").click()
-        page.wait_for_selector("#leaf-grid[data-path='params/w2_1']", state="attached")
-        grid = page.locator("#leaf-grid").bounding_box()
-        table = page.locator("#leaf-table").bounding_box()
+        page.locator("[data-part=leaf-rows] .leaf-open", has_text="w2_1").click()
+        page.wait_for_selector("[data-part=leaf-grid][data-path='params/w2_1']", state="attached")
+        grid = page.locator("[data-part=leaf-grid]").bounding_box()
+        table = page.locator("[data-part=leaf-table]").bounding_box()
         assert grid is not None and table is not None
         assert grid["y"] < 900 and grid["x"] > table["x"] + table["width"]  # beside the table, above the fold
         page.get_by_label("Compare with").fill(published["second"])
@@ -278,10 +280,10 @@ def test_the_leaf_grid_opens_in_view_and_the_diff_fits_the_page(
         page.wait_for_selector("body[data-diffs='1']", state="attached")
         assert page.evaluate("() => document.documentElement.scrollWidth") <= 1440
         # the chart's axis says the unit the text says
-        flag = page.locator("#memory-flag").text_content() or ""
+        flag = page.locator("[data-part=memory-flag]").text_content() or ""
         unit = re.search(r"max [\d.]+ (B|KiB|MiB|GiB)", flag)
         assert unit is not None
-        expect(page.locator("#memory-chart .ytitle")).to_have_text(f"{unit.group(1)} per device")
+        expect(page.locator("[data-part=memory-chart] .ytitle")).to_have_text(f"{unit.group(1)} per device")
         shot(page, "snapshots-10-leaf-beside-diff-fits")
         assert w.errors == []
     finally:
@@ -299,9 +301,9 @@ def test_the_snapshot_page_without_an_id_lists_recent_snapshots(
     page.wait_for_selector("body[data-loaded='1']", state="attached")
     expect(page.locator(".snap-leaves")).to_be_hidden()
     expect(page.locator(".snap-memory")).to_be_hidden()
-    recent = page.locator("#recent a")
+    recent = page.locator("[data-part=recent] a")
     expect(recent).to_have_text(["mlp"])
     shot(page, "snapshots-11-recent")
     recent.first.click()
     loaded(page)
-    expect(page.locator("#snap-title")).to_have_text("mlp")
+    expect(page.locator("[data-part=snap-title]")).to_have_text("mlp")

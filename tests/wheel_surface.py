@@ -247,9 +247,11 @@ def check_widget() -> None:
     assert payload["kind"] == "layout"
     assert got_shards(payload["layout"]) == expected_shards(x.sharding, x.shape), "the widget payload differs"
     assert payload["layout"] == Layout.from_sharding(x.sharding, x.shape, "float32").to_json()
-    widget.spec = "P('y')"  # the spec box, laid out in the kernel
+    # the spec bar, laid out in the kernel: a request on the request trait, the layout on the answer trait
+    widget.request = {"id": 1, "method": "layout", "params": {"spec": "P('y')", "shape": [8, 16], "dtype": "float32"}}
+    answer = json.loads(widget.answer)
     relaid = NamedSharding(x.sharding.mesh, P("y"))
-    assert got_shards(json.loads(widget.payload)["layout"]) == expected_shards(relaid, x.shape)
+    assert answer["id"] == 1 and got_shards(answer["result"]) == expected_shards(relaid, x.shape)
     ok("widget payload")
 
 

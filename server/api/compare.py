@@ -62,6 +62,7 @@ class CompareRequest(Request):
 class CompareCollective(Reply):
     op: str | None
     name: str | None
+    source: str | None = Field(None, description="The op of the program it came from (jit(f)/dot_general)")
     shape: str | None
     bytes: int | None
     axes_text: str | None

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, NotRequired
 from fastapi import APIRouter
 from pydantic import Field, with_config
 from starlette.responses import Response
+from typing_extensions import TypedDict
 
 from server.api.deps import KERNEL_MEANING, RUN_ERRORS, RunsDep, responses
 from server.api.schema import (
@@ -37,6 +38,7 @@ from server.api.schema import (
 from server.jsonio import OrjsonResponse, OrjsonRoute
 from server.pool import JOB_STATES
 from sharding_core.kernels.catalog import MODES, PARAM_KINDS
+from sharding_core.kernels.plan import MAX_VALUES_SHOWN
 
 if TYPE_CHECKING:
     KernelState = str
@@ -109,6 +111,14 @@ class KernelCatalogResponse(Reply):
 
 
 @with_config(CLOSED)
+class KernelValues(TypedDict):
+    flat: Annotated[
+        list[float | int | bool | None], Field(max_length=MAX_VALUES_SHOWN, description="The first values, row-major")
+    ]
+    size: Annotated[int, Field(ge=0, description="How many values the output has")]
+
+
+@with_config(CLOSED)
 class KernelArray(Layout):
     """An input as placed or an output: its layout exactly as POST /api/layout gives it, and more."""
 
@@ -117,6 +127,10 @@ class KernelArray(Layout):
     max_abs_error: NotRequired[
         Annotated[float | None, Field(description="Outputs: max |sharded - unsharded| (null when not comparable)")]
     ]
+    max_abs_reference: NotRequired[
+        Annotated[float | None, Field(description="Outputs: max |unsharded|, the scale of the error (null: none)")]
+    ]
+    values: NotRequired[Annotated[KernelValues | None, Field(description="Outputs: the first values, row-major")]]
 
 
 class KernelOrigin(Reply):

@@ -22,6 +22,7 @@ from sharding_core.cost.collectives import FABRICS
 from sharding_core.devices import MAX_DEVICES, MAX_SLICES
 from sharding_core.hlo.text import COLLECTIVE_OPS
 from sharding_core.kernels.catalog import KERNEL_DTYPES
+from sharding_core.kernels.plan import INPUT_DATA
 from sharding_core.layout import DTYPES, MAX_ARRAY_ELEMENTS, MAX_RANK
 from sharding_core.mesh import AXIS_TYPES, MAX_AXIS_NAME_CHARS, MAX_MESH_AXES, ORDERS, MeshSpec
 from sharding_core.snapshot.format import AXIS_TYPE_NAMES, MAX_RUN_PROCESSES
@@ -391,8 +392,10 @@ class SnapshotRef(TypedDict):
 
 if TYPE_CHECKING:
     KernelDType = str
+    InputData = str
 else:
     KernelDType = vocab(KERNEL_DTYPES)
+    InputData = vocab(INPUT_DATA)
 
 MAX_KERNEL_ARRAYS = 16  # inputs, out_specs and params per run; the catalog's kernels take at most 3
 KernelName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
@@ -421,6 +424,7 @@ class KernelRunRequest(Request):
     )
     slices: Slices = 1
     chips_per_host: ChipsPerHost = None
+    data: InputData = Field("random", description="What the inputs hold: seeded random values, or 0, 1, 2, … (arange)")
     compile_only: CompileOnly = None
 
 

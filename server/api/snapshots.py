@@ -140,6 +140,12 @@ class SnapshotJit(TypedDict):
     function: ShortText
     memory_per_device: Annotated[dict[Annotated[str, Field(max_length=64)], ByteCount], Field(max_length=16)] | None
     donated_inputs: Annotated[int, Field(ge=0, le=MAX_SNAPSHOT_LEAVES)]
+    arguments: NotRequired[
+        Annotated[
+            list[ShortText | None],
+            Field(max_length=MAX_SNAPSHOT_LEAVES, description="The parameter each inputs/args/N leaf was passed as"),
+        ]
+    ]
     flops: NotRequired[Annotated[float, Field(ge=0)] | None]
     loop_corrected_flops: NotRequired[Annotated[float, Field(ge=0)] | None]
     loops: NotRequired[Annotated[list[SnapshotLoop], Field(max_length=MAX_COLLECTIVES)]]

@@ -50,6 +50,7 @@ class KernelRuns:
             inputs,
             body.out_specs,
             body.params,
+            data=body.data,
             **self._limits(body.slices, body.chips_per_host, body.compile_only),
         )
 

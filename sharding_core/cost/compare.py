@@ -42,6 +42,7 @@ def _slim(c: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "op": c.get("op"),
         "name": c.get("name"),
+        "source": c.get("source"),
         "shape": c.get("shape"),
         "bytes": c.get("bytes"),
         "axes_text": c.get("axes_text"),

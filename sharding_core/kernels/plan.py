@@ -103,6 +103,7 @@ class KernelJob:
     tpu: TpuTarget | None = None  # a simulated tpu: set, also compiled for libtpu's topology when installed
     max_bytes: int | None = None  # the run's memory budget, checked again with XLA's figures after compiling
     estimate: tuple[tuple[str, int], ...] = ()  # the parent's estimate, part by part (what the worker adds to)
+    data: str = "random"  # the inputs' values: INPUT_DATA
     compile_only: bool = False  # compiled for the set's hardware on abstract inputs; nothing runs
 
     @property
@@ -162,6 +163,12 @@ class RunInput:
 
 
 UNKNOWN_KERNEL = "unknown_kernel"
+BAD_INPUT_DATA = "bad_input_data"
+INPUT_DATA = ("random", "arange")
+"""What the inputs hold: seeded standard-normal draws (small integers for integer dtypes), or 0, 1, 2, … in
+row-major order (``jnp.arange(n).reshape(shape)``, as JAX's tutorials build their arrays)."""
+MAX_VALUES_SHOWN = 64
+"""An output's first values (row-major) a run's result carries: the intro's psum is one number, 496."""
 
 
 def unknown_kernel(name: str) -> ShardingError:
@@ -446,16 +453,19 @@ def plan_run(
     max_bytes: int | None = None,
     compile_only: bool | None = None,
     max_compile_seconds: float | None = None,
+    data: str = "random",
 ) -> KernelPlan:
     """Validates a run request on the simulated devices and returns the worker's job.
 
-    ``inputs`` None takes the catalog's defaults. ``compile_only``: True compiles the kernel for the set's hardware
-    only (libtpu for ``tpu:`` sets, XLA's GPU compiler for ``gpu:`` sets) on abstract inputs — nothing is
-    allocated for them and nothing runs, so ``max_kernel_elements`` does not apply and ``max_compile_seconds``
-    bounds the run; False runs on CPU; None (the default) runs on CPU unless the run is past the CPU run's limits
-    on a set whose compiler is installed. Raises :class:`ShardingError` for anything a worker would refuse that
-    can be known here.
+    ``inputs`` None takes the catalog's defaults; ``data`` is what they hold (:data:`INPUT_DATA`).
+    ``compile_only``: True compiles the kernel for the set's hardware only (libtpu for ``tpu:`` sets, XLA's GPU
+    compiler for ``gpu:`` sets) on abstract inputs — nothing is allocated for them and nothing runs, so
+    ``max_kernel_elements`` does not apply and ``max_compile_seconds`` bounds the run; False runs on CPU; None (the
+    default) runs on CPU unless the run is past the CPU run's limits on a set whose compiler is installed. Raises
+    :class:`ShardingError` for anything a worker would refuse that can be known here.
     """
+    if data not in INPUT_DATA:
+        raise ShardingError(BAD_INPUT_DATA, f"input data is one of {', '.join(INPUT_DATA)}, got {data[:40]!r}")
     kernel = _kernel(kernel_name)
     _check_mesh_size(mesh_spec, max_devices)
     devset = _simulated(devices, slices, chips_per_host)
@@ -508,6 +518,7 @@ def plan_run(
         tpu=_tpu_target(devset),
         max_bytes=max_bytes,
         estimate=tuple(memory.parts.items()),
+        data=data,
         compile_only=only,
     )
     budget = max_compile_seconds if only and max_compile_seconds is not None else None
@@ -549,8 +560,9 @@ def result_json(plan: KernelPlan, raw: Mapping[str, Any]) -> dict[str, Any]:
         out = layout.json
         out["name"] = entry["name"]
         out["typeof"] = entry["typeof"]
-        if "max_abs_error" in entry:
-            out["max_abs_error"] = entry["max_abs_error"]
+        for key in ("max_abs_error", "max_abs_reference", "values"):  # outputs only
+            if key in entry:
+                out[key] = entry[key]
         return out
 
     outputs = [array(e) for e in raw["outputs"]]

@@ -29,7 +29,7 @@ from sharding_core.hlo.collectives import device_assignment, read_collectives
 from sharding_core.hlo.program import ProgramFacts, program_facts
 from sharding_core.kernels.catalog import Built, Kernel, KernelContext, KernelInputError, get_kernel
 from sharding_core.kernels.memory import Estimate, fmt_bytes, resident_bytes
-from sharding_core.kernels.plan import KernelJob
+from sharding_core.kernels.plan import MAX_VALUES_SHOWN, KernelJob
 from sharding_core.spec import canonical_spec, parse_spec
 
 KERNEL_ERROR = "kernel_error"
@@ -189,10 +189,14 @@ def _clip(text: str, limit: int) -> tuple[str, bool]:
     return (text, False) if len(text) <= limit else (text[:limit], True)
 
 
-def _host_input(i: int, shape: tuple[int, ...], dtype: str) -> np.ndarray:
-    """Deterministic input data: standard normal floats, small integers."""
+def _host_input(i: int, shape: tuple[int, ...], dtype: str, data: str = "random") -> np.ndarray:
+    """Deterministic input data: standard normal floats and small integers, or (``data="arange"``) 0, 1,
+    2, … in row-major order, as JAX's tutorials build their arrays (``jnp.arange(32.0).reshape(4, 8)``)."""
     import jax.numpy as jnp
 
+    if data == "arange":
+        counted: np.ndarray = np.arange(math.prod(shape)).reshape(shape).astype(np.dtype(jnp.dtype(dtype)))
+        return counted
     rng = np.random.default_rng(1000 + i)
     if dtype.startswith("int"):
         ints: np.ndarray = rng.integers(-4, 5, size=shape, dtype=np.int32).astype(dtype)
@@ -236,15 +240,33 @@ def _spec_text(sharding: Any) -> str:
     )
 
 
-def _max_abs_error(got: Any, want: Any) -> float | None:
+OutputCheck = dict[str, Any]
+"""An output's ``max_abs_error`` (max |sharded - unsharded|, None when not comparable), ``max_abs_reference``
+(max |unsharded|: the scale the error is of) and ``values`` (``{"flat": first values, "size": n}``)."""
+
+
+def _values(a: np.ndarray) -> dict[str, Any] | None:
+    """An array's first values, row-major, as JSON numbers (complex arrays: none)."""
+    if a.dtype.kind == "c":
+        return None
+    flat = a.reshape(-1)[:MAX_VALUES_SHOWN]
+    items = flat.tolist() if a.dtype.kind in "iub" else flat.astype(np.float64).tolist()
+    return {"flat": items, "size": int(a.size)}
+
+
+def _check(got: Any, want: Any) -> OutputCheck:
     a = np.asarray(got)
+    check: OutputCheck = {"max_abs_error": None, "max_abs_reference": None, "values": _values(a)}
+    if want is None:
+        return check
     b = np.asarray(want)
     if a.shape != b.shape:
-        return None
+        return check
     if a.size == 0:
-        return 0.0
-    diff = np.abs(a.astype(np.float64) - b.astype(np.float64))
-    return float(np.max(diff))
+        return {**check, "max_abs_error": 0.0, "max_abs_reference": 0.0}
+    wide = np.complex128 if "c" in (a.dtype.kind, b.dtype.kind) else np.float64
+    diff = np.abs(a.astype(wide) - b.astype(wide))
+    return {**check, "max_abs_error": float(np.max(diff)), "max_abs_reference": float(np.max(np.abs(b.astype(wide))))}
 
 
 def _memory(compiled: Any) -> dict[str, int | None]:
@@ -411,7 +433,7 @@ def _run(job: KernelJob, progress: Progress, max_text_chars: int) -> dict[str, A
         _refuse_past_budget(job, compiled)
 
         progress("running")
-        host = [_host_input(k, i.shape, i.dtype) for k, i in enumerate(job.inputs)]
+        host = [_host_input(k, i.shape, i.dtype, job.data) for k, i in enumerate(job.inputs)]
         args = [jax.device_put(h, NamedSharding(mesh, spec)) for h, spec in zip(host, in_specs, strict=True)]
         t3 = time.perf_counter()
         result = compiled(*args, *built.extra_args)
@@ -422,7 +444,7 @@ def _run(job: KernelJob, progress: Progress, max_text_chars: int) -> dict[str, A
     if kernel.outputs is not None and len(kernel.outputs) == len(outputs):
         outputs = [(name, leaf) for name, (_, leaf) in zip(kernel.outputs, outputs, strict=True)]
     t5 = time.perf_counter()
-    errors = _reference_errors(job, kernel, ctx, host, [leaf for _, leaf in outputs])
+    checks = _reference_errors(job, kernel, ctx, host, [leaf for _, leaf in outputs])
     t6 = time.perf_counter()
 
     assignment = [sim_of_real[d.id] for d in device_assignment(compiled)]
@@ -434,7 +456,7 @@ def _run(job: KernelJob, progress: Progress, max_text_chars: int) -> dict[str, A
     input_names = [i.name for i in job.inputs] + [name for name, _ in extra]
     origin_report = origins.report_json(origins.parse_origins(mlir, input_names)) if mlir else None
 
-    def described(name: str, arr: Any, error: float | None = None, with_error: bool = False) -> dict[str, Any]:
+    def described(name: str, arr: Any, check: OutputCheck | None = None) -> dict[str, Any]:
         entry: dict[str, Any] = {
             "name": name,
             "shape": list(arr.shape),
@@ -442,16 +464,14 @@ def _run(job: KernelJob, progress: Progress, max_text_chars: int) -> dict[str, A
             "spec": _spec_text(arr.sharding),
             "typeof": str(jax.typeof(arr)),
         }
-        if with_error:
-            entry["max_abs_error"] = error
+        if check is not None:
+            entry.update(check)
         return entry
 
     return {
         "inputs": [described(i.name, a) for i, a in zip(job.inputs, args, strict=True)]
         + [described(name, leaf) for name, leaf in extra],
-        "outputs": [
-            described(name, leaf, err, with_error=True) for (name, leaf), err in zip(outputs, errors, strict=True)
-        ],
+        "outputs": [described(name, leaf, check) for (name, leaf), check in zip(outputs, checks, strict=True)],
         "collectives": collectives,
         "memory": _memory(compiled),
         "cost": _cost(compiled, facts),
@@ -507,8 +527,8 @@ def _gpu_section(job: KernelJob, kernel: Kernel, built: Built, max_text_chars: i
 
 def _reference_errors(
     job: KernelJob, kernel: Kernel, ctx: KernelContext, host: list[np.ndarray], outputs: list[Any]
-) -> list[float | None]:
-    """Max |sharded - unsharded| per output."""
+) -> list[OutputCheck]:
+    """Per output: max |sharded - unsharded|, the unsharded values' scale, and its first values."""
     import jax
 
     if kernel.reference is not None:
@@ -517,8 +537,8 @@ def _reference_errors(
     else:
         want = [leaf for _, leaf in _leaves(_single_device(job, kernel, host))]
     if len(want) != len(outputs):
-        return [None] * len(outputs)
-    return [_max_abs_error(jax.device_get(got), w) for got, w in zip(outputs, want, strict=True)]
+        return [_check(jax.device_get(got), None) for got in outputs]
+    return [_check(jax.device_get(got), w) for got, w in zip(outputs, want, strict=True)]
 
 
 def _single_device(job: KernelJob, kernel: Kernel, host: list[np.ndarray]) -> Any:

@@ -83,7 +83,7 @@ def inspect_program(
     """
     import jax
 
-    from sharding_core.capturing import capture
+    from sharding_core.capturing import argument_names, capture
     from sharding_core.cost.annotate import snapshot_with_estimates
     from sharding_core.hlo.collectives import device_assignment, read_collectives
     from sharding_core.hlo.program import program_facts
@@ -156,7 +156,12 @@ def inspect_program(
     breakdown = mem.argument_breakdown(in_avals, in_shardings)
     stats = mem.memory_stats(compiled) if compiled is not None else None
     donated = [bool(getattr(a, "donated", False)) for a in jax.tree.leaves(lowered.args_info)]
-    snap["jit"] = {"function": name, "memory_per_device": stats, "donated_inputs": sum(donated)}
+    snap["jit"] = {
+        "function": name,
+        "memory_per_device": stats,
+        "donated_inputs": sum(donated),
+        "arguments": argument_names(f, len(args)),
+    }
     snap["plan"] = plan_facts(
         compiled=compiled,
         facts=facts,

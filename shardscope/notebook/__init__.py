@@ -45,9 +45,10 @@ class View:
     """What the widget draws, as data, and what it can do in the kernel.
 
     ``kind`` is ``"layout"`` (``layout``: a :class:`Layout`) or ``"snapshot"`` (``snapshot``: a
-    snapshot dict). ``relayout`` recomputes the layout for another spec text (the spec box: the widget
-    then replaces ``layout`` and ``spec_text``); ``publish(view, url, token, timeout)`` sends the view
-    as it is now to a dashboard and returns the link.
+    snapshot dict). ``relayout(spec_text, shape, dtype)`` recomputes the layout for another spec, array
+    shape or dtype on the same mesh (the widget's spec bar: the widget then replaces ``layout`` and
+    ``spec_text``); ``publish(view, url, token, timeout)`` sends the view as it is now to a dashboard
+    and returns the link.
     """
 
     kind: str
@@ -55,7 +56,7 @@ class View:
     layout: Any = None
     snapshot: dict[str, Any] | None = None
     spec_text: str | None = None
-    relayout: Callable[[str], Any] | None = None
+    relayout: Callable[[str, tuple[int, ...], str], Any] | None = None
     publish: Callable[[View, str, str | None, float], str] | None = None
     dims: Sequence[int] | None = None
 
@@ -223,7 +224,8 @@ def view_of(
         return _of_sharding(name or type(obj).__name__, obj, tuple(shape), dtype or "float32", dims, None)
     from sharding_core.capturing import capture
 
-    snap = capture(obj, name or "show", rules=rules, mesh=mesh)
+    # unnamed: what it is (TrainState, dict, ...), never the name of the function that showed it
+    snap = capture(obj, name or type(obj).__name__, rules=rules, mesh=mesh)
     return View("snapshot", snap["name"], snapshot=snap, publish=_publisher(snap))
 
 
@@ -241,17 +243,18 @@ def _of_sharding(name: str, sharding: Any, shape: tuple[int, ...], dtype: Any, d
     if isinstance(sharding, jax.sharding.NamedSharding) and isinstance(sharding.mesh, jax.sharding.Mesh):
         concrete = sharding.mesh
 
-        def relayout(text: str) -> Any:
-            return layout_on_mesh(concrete, text, shape, layout.dtype)
+        def relayout(text: str, new_shape: tuple[int, ...], new_dtype: str) -> Any:
+            return layout_on_mesh(concrete, text, new_shape, new_dtype)
 
     original = value if value is not None else jax.ShapeDtypeStruct(shape, layout.dtype, sharding=sharding)
 
     def publish(view: View, url: str, token: str | None, timeout: float) -> str:
         if view.layout is layout:
             return _send(original, name, url, token, timeout)
-        # the spec box changed it: what is published is the array planned with the spec on show
+        # the spec bar changed it: what is published is the array planned as it is on show
+        now = view.layout
         planned = jax.ShapeDtypeStruct(
-            shape, layout.dtype, sharding=jax.sharding.NamedSharding(sharding.mesh, layout_spec(view.layout))
+            tuple(now.shape), now.dtype, sharding=jax.sharding.NamedSharding(sharding.mesh, layout_spec(now))
         )
         return _send(planned, name, url, token, timeout)
 
@@ -283,25 +286,28 @@ def _hypothetical(
     if isinstance(mesh, jax.sharding.Mesh):
         concrete = mesh
 
-        def relayout(text: str) -> Any:
-            return layout_on_mesh(concrete, text, shape_t, dtype_name)
+        def relayout(text: str, new_shape: tuple[int, ...], new_dtype: str) -> Any:
+            return layout_on_mesh(concrete, text, new_shape, new_dtype)
 
-        layout = relayout(spec_text)
+        layout = relayout(spec_text, shape_t, dtype_name)
         title = name or f"{layout.spec} on {' × '.join(f'{a}({s})' for a, s in concrete.shape.items())}"
 
         def publish_planned(view: View, url: str, token: str | None, timeout: float) -> str:
-            sharding = jax.sharding.NamedSharding(concrete, layout_spec(view.layout))
-            return _send(jax.ShapeDtypeStruct(shape_t, dtype_name, sharding=sharding), title, url, token, timeout)
+            now = view.layout
+            sharding = jax.sharding.NamedSharding(concrete, layout_spec(now))
+            return _send(
+                jax.ShapeDtypeStruct(tuple(now.shape), now.dtype, sharding=sharding), title, url, token, timeout
+            )
 
         return View("layout", title, layout=layout, spec_text=spec_text, relayout=relayout, dims=dims,
                     publish=publish_planned)  # fmt: skip
     mesh_spec = mesh_spec_of(mesh, axes, order)
     devset = parse_devices(devices or "local", slices=slices)
 
-    def relayout_named(text: str) -> Any:
-        return Layout.from_named(devset, mesh_spec, text, shape_t, dtype_name)
+    def relayout_named(text: str, new_shape: tuple[int, ...], new_dtype: str) -> Any:
+        return Layout.from_named(devset, mesh_spec, text, new_shape, new_dtype)
 
-    layout = relayout_named(spec_text)
+    layout = relayout_named(spec_text, shape_t, dtype_name)
     title = name or f"{layout.spec} over {devset.key}"
     state = {
         "devices": devices or "local",
@@ -319,7 +325,9 @@ def _hypothetical(
         from sharding_core.publishing import _base_url, post_json
 
         base = _base_url(url)
-        body = {"view": "layout", "state": {**state, "spec": view.spec_text or spec_text}}
+        now = view.layout
+        shown = {"spec": view.spec_text or spec_text, "shape": ",".join(map(str, now.shape)), "dtype": now.dtype}
+        body = {"view": "layout", "state": {**state, **shown}}
         return base + str(post_json(base, "/api/links", body, token=token, timeout=timeout)["url"])
 
     return View(

@@ -100,7 +100,7 @@ def jax_tiles(mesh_shape: tuple[int, int], spec: Any, shape: tuple[int, ...]) ->
 def columns_fit_the_width(widget: Any) -> tuple[int, float]:
     """The number of columns of a widget's layout (grid | summary and mesh) and its content width: one
     column at 760 px or less (the widget's container query), two above."""
-    tracks, width = widget.locator(".ss-layout").first.evaluate(
+    tracks, width = widget.locator("[data-part=layout-pair]").first.evaluate(
         """e => {
             const root = e.closest('.shardscope-nb'), style = getComputedStyle(root);
             const width = root.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);

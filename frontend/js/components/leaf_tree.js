@@ -21,8 +21,9 @@ const COLUMNS = ["path", "shape", "dtype", "spec", "shard shape", "bytes / devic
  * @param {HTMLElement} container
  * @param {any[]} leaves the snapshot's leaves ({path "a/b/c", shape, dtype, logical_axes, kind, array_kind})
  * @param {{now: (i: number) => LeafNow, kind: (leaf: any) => string, onOpen: (i: number) => void,
- *   onRows?: () => void}} opts now: leaf i's spec and layout; kind: its kind column; onOpen: a leaf
- *   was clicked; onRows: rows were drawn
+ *   onRows?: () => void, name?: (key: string) => string | null}} opts now: leaf i's spec and layout; kind:
+ *   its kind column; onOpen: a leaf was clicked; onRows: rows were drawn; name: what a path (a group's or a
+ *   leaf's) stands for, shown beside its label (an inspect_jit argument's parameter name)
  * @returns {{body: HTMLTableSectionElement, filter: (keep: (i: number) => boolean) => number,
  *   select: (path: string) => void}} filter: shows the leaves `keep` keeps (and their groups), says
  *   how many; select: marks the leaf at `path`
@@ -68,9 +69,11 @@ export function leafTree(container, leaves, opts) {
     const tr = el("tr");
     const name = el("td", "path");
     name.style.paddingLeft = `${0.4 + r.depth * 1.1}rem`;
+    const named = opts.name?.(r.key);
+    const label = named ? `${r.label} · ${named}` : r.label;
     if (r.type === "group") {
       tr.className = "group";
-      const b = el("button", "link tree-toggle", `${collapsed.has(r.key) ? "▸" : "▾"} ${r.label}`);
+      const b = el("button", "link tree-toggle", `${collapsed.has(r.key) ? "▸" : "▾"} ${label}`);
       b.type = "button";
       b.setAttribute("aria-expanded", String(!collapsed.has(r.key)));
       b.dataset.group = r.key;
@@ -84,7 +87,7 @@ export function leafTree(container, leaves, opts) {
     tr.className = "leaf";
     tr.dataset.index = String(r.index);
     if (leaf.path === selected) tr.classList.add("selected");
-    const b = el("button", "link leaf-open", r.label);
+    const b = el("button", "link leaf-open", label);
     b.type = "button";
     b.title = leaf.path;
     name.appendChild(b);

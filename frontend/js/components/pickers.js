@@ -43,7 +43,8 @@ function select(options) {
  * @param {any} catalog /api/platforms ({tpu: [{name, device_kind, topologies}], gpu: [{name, device_kind}]})
  * @param {Listeners & {kinds?: string[], note?: string}} opts kinds: the kinds offered, in order;
  *   note: said after the devices string
- * @returns {{value: () => DeviceValue, set: (v: DeviceValue) => void}}
+ * @returns {{value: () => DeviceValue, set: (v: DeviceValue) => void, first: HTMLElement}} first: the
+ *   control an error about the devices is marked on
  */
 export function devicePicker(container, catalog, opts = {}) {
   const kinds = opts.kinds || ["tpu", "gpu", "cpu", "local"];
@@ -129,7 +130,7 @@ export function devicePicker(container, catalog, opts = {}) {
   for (const c of [kind, tpuGen, tpuTopo, gpuKind]) c.addEventListener("change", () => set(value()));
   for (const c of [tpuSlices, gpuHosts, gpuPerHost, cpuCount]) c.addEventListener("input", () => showString(value()));
   for (const c of [kind, tpuGen, tpuTopo, tpuSlices, gpuKind, gpuHosts, gpuPerHost, cpuCount]) listen(c, opts);
-  return { value, set };
+  return { value, set, first: kind };
 }
 
 /**
@@ -140,7 +141,8 @@ export function devicePicker(container, catalog, opts = {}) {
  *   orders offered ([value, label, what it does]; default jax.make_mesh and iota). Orders "devices",
  *   "hybrid" and "single" bring their own fields (device ids, DCN shape, the device), and
  *   make_mesh and hybrid the allow_split_physical_axes switch.
- * @returns {{value: () => MeshValue & {split: string, dcn: string, ids: string}, set: (v: MeshValue & {split?: string, dcn?: string, ids?: string}) => void}}
+ * @returns {{value: () => MeshValue & {split: string, dcn: string, ids: string}, set: (v: MeshValue & {split?: string, dcn?: string, ids?: string}) => void,
+ *   shape: HTMLInputElement, types: HTMLSelectElement | null}} shape, types: the controls errors are marked on
  */
 export function meshPicker(container, opts = {}) {
   const orders = opts.orders || [["make_mesh", "jax.make_mesh", ""], ["iota", "iota (reshape of the device list)", ""]];
@@ -187,6 +189,8 @@ export function meshPicker(container, opts = {}) {
   for (const c of [shape, axes, order, split, dcn, ids, ...(types ? [types] : [])]) listen(c, opts);
   showFields();
   return {
+    shape,
+    types,
     value: () => ({
       mesh: shape.value.trim(),
       axes: axes.value.trim(),
@@ -224,8 +228,9 @@ export function meshPicker(container, opts = {}) {
  *   fields: state key -> the control showing it (e.g. {shape: …, dtype: …}); their typing and
  *   changes reach the listeners too. types: the axis-type choices (none: the state's are kept as
  *   they are, not shown)
- * @returns {{write: (s: import("../model/state.js").State) => void, read: (s: import("../model/state.js").State) => void}}
- *   write: shows a state; read: copies what the controls show into one
+ * @returns {{write: (s: import("../model/state.js").State) => void, read: (s: import("../model/state.js").State) => void,
+ *   mark: (field: string) => void}} write: shows a state; read: copies what the controls show into one;
+ *   mark: marks the control of "devices", "mesh" or "types" invalid (an error is about it)
  */
 export function layoutControls(container, catalog, opts) {
   const devices = devicePicker(container, catalog, opts);
@@ -241,6 +246,10 @@ export function layoutControls(container, catalog, opts) {
       const { types, ...rest } = mesh.value();
       Object.assign(s, devices.value(), rest, opts.types ? { types } : {});
       for (const [k, c] of Object.entries(opts.fields)) /** @type {any} */ (s)[k] = c.value;
+    },
+    mark(field) {
+      const control = field === "devices" ? devices.first : field === "types" ? mesh.types || mesh.shape : mesh.shape;
+      control.setAttribute("aria-invalid", "true");
     },
   };
 }

@@ -2,7 +2,6 @@
 // the collectives, their estimates and total, the TPU compile-only program's for tpu: sets), and a link
 // that compares two targets side by side (compare.html).
 
-import { postJSON } from "../lib/api.js";
 import { codeInput, el, labelled } from "../lib/dom.js";
 import { showError } from "../lib/errors.js";
 import { fmtBytes } from "../lib/format.js";
@@ -11,12 +10,13 @@ import { estimateTotal, fmtSeconds, rooflinePanel } from "./estimates.js";
 
 /**
  * The box: a target spec field, a Reshard button, and the results. `request()` gives the layout's
- * POST /api/layout body (devices, mesh, spec, shape, dtype, slices?); `onTarget` hears the target when a
- * reshard is asked for (the view keeps it in its URL); `address(target)` is the view's own address with
- * that target (for the comparison link).
+ * POST /api/layout body (devices, mesh, spec, shape, dtype, slices?); `reshard(body)` answers a POST
+ * /api/reshard body (the panel's host); `onTarget` hears the target when a reshard is asked for (the
+ * view keeps it in its URL); `address(target)` is the view's own address with that target (for the
+ * comparison link).
  * @param {HTMLElement} container
- * @param {{target: string, request: () => Record<string, any>, onTarget: (target: string) => void,
- *   address: (target: string) => string, onDone?: () => void}} opts
+ * @param {{target: string, request: () => Record<string, any>, reshard: (body: Record<string, any>) => Promise<any>,
+ *   onTarget: (target: string) => void, address: (target: string) => string, onDone?: () => void}} opts
  * @returns {{run: () => Promise<void>, set: (target: string) => void, stale: () => void}}
  */
 export function reshardBox(container, opts) {
@@ -58,7 +58,7 @@ export function reshardBox(container, opts) {
       const req = opts.request();
       const body = { devices: req.devices, mesh: req.mesh, shape: req.shape, dtype: req.dtype, from: req.spec, to: target };
       if (req.slices) /** @type {any} */ (body).slices = req.slices;
-      const r = await postJSON("/api/reshard", body);
+      const r = await opts.reshard(body);
       if (t !== token) return;
       render(r, target);
       status.textContent = r.cached ? "done (cached)" : "done";

@@ -424,14 +424,28 @@ function lattice3d(container, topo, opts) {
       lines(near, RING_NEAR, 3, 0.9);
       lines(far, RING_FAR, 3, 0.9);
     }
-    // axes along the lattice's edges, ticked at every chip coordinate that has room
+    // axes along the lattice's edges, ticked at every chip coordinate that has room; after rotation a
+    // tick can land on the lattice, so each label sits on a chip of the background, over the rings
     ctx.font = `10px ${FONT}`;
     ctx.fillStyle = fg;
     ctx.strokeStyle = fg;
     ctx.lineWidth = 1;
+    const bg = dark ? "#171a20" : "#ffffff";
     const base = [-ox - 0.8, -oy - 0.8, -oz - 0.8];
     /** @type {string[]} the ticks drawn, per axis (the canvas's data-ticks, for tests) */
     const drawnTicks = [];
+    /** @type {number[][]} each label's box [x, y, w, h] in CSS px (data-labels, for tests) */
+    const labelBoxes = [];
+    /** A label centred at (x, y) on its background chip. @param {string} text @param {number} x @param {number} y @param {number} size */
+    const label = (text, x, y, size) => {
+      const w = ctx.measureText(text).width + 4;
+      const h = size + 4;
+      ctx.fillStyle = bg;
+      ctx.fillRect(x - w / 2, y - h / 2, w, h);
+      ctx.fillStyle = fg;
+      ctx.fillText(text, x, y);
+      labelBoxes.push([x - w / 2, y - h / 2, w, h].map((v) => Math.round(v * 10) / 10));
+    };
     /** @param {number} axis @param {number} count @param {string} name */
     const axisTicks = (axis, count, name) => {
       const at = (/** @type {number} */ v) => {
@@ -454,7 +468,7 @@ function lattice3d(container, topo, opts) {
       const values = [];
       for (let v = 0; v < count; v += step) {
         const p = at((axis === 0 ? -ox : axis === 1 ? -oy : -oz) + v);
-        ctx.fillText(String(v), p[0], p[1]);
+        label(String(v), p[0], p[1], 10);
         values.push(v);
       }
       drawnTicks.push(`${name}:${values.join(",")}`);
@@ -462,7 +476,7 @@ function lattice3d(container, topo, opts) {
       const mid = at((axis === 0 ? -ox : axis === 1 ? -oy : -oz) + (count - 1) / 2);
       const away = Math.hypot(mid[0] - midX, mid[1] - midY) || 1;
       ctx.font = `bold 12px ${FONT}`;
-      ctx.fillText(name, mid[0] + ((mid[0] - midX) / away) * 22, mid[1] + ((mid[1] - midY) / away) * 22);
+      label(name, mid[0] + ((mid[0] - midX) / away) * 22, mid[1] + ((mid[1] - midY) / away) * 22, 12);
       ctx.font = `10px ${FONT}`;
     };
     axisTicks(0, slices > 1 ? spanX : X, "x");
@@ -470,6 +484,7 @@ function lattice3d(container, topo, opts) {
     axisTicks(2, Z, "z");
     canvas.dataset.yaw = yaw.toFixed(3);
     canvas.dataset.ticks = drawnTicks.join(";");
+    canvas.dataset.labels = JSON.stringify(labelBoxes);
   }
 
   /** The device nearest the point (canvas px), within its square and a little; -1: none. @param {number} x @param {number} y */

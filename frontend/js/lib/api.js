@@ -53,10 +53,10 @@ export function isAbort(e) {
 /**
  * A debounced job whose newest run wins: `schedule(delay)` (re)starts the wait, and a run that starts
  * aborts the one in flight (through the signal handed to `work`). Errors other than the abort go to
- * `onError`.
+ * `onError`; `stop()` cancels the wait and aborts what is in flight (a panel going away).
  * @param {(signal: AbortSignal) => Promise<void>} work
  * @param {(e: unknown) => void} onError
- * @returns {(delay: number) => void} schedule, delay in ms
+ * @returns {{schedule: (delay: number) => void, stop: () => void}} delay in ms
  */
 export function newestWins(work, onError) {
   /** @type {AbortController | null} */
@@ -74,24 +74,14 @@ export function newestWins(work, onError) {
       if (inflight === ctrl) inflight = null;
     }
   };
-  return (delay) => {
-    clearTimeout(timer);
-    timer = window.setTimeout(run, delay);
+  return {
+    schedule(delay) {
+      clearTimeout(timer);
+      timer = window.setTimeout(run, delay);
+    },
+    stop() {
+      clearTimeout(timer);
+      inflight?.abort();
+    },
   };
-}
-
-/**
- * The pickers' catalog (GET /api/platforms): TPU generations and slices, GPU kinds. A page draws
- * from its address first and fills its pickers when this arrives; on failure the error is shown and
- * the pickers are built empty.
- * @param {(e: unknown) => void} onError
- * @returns {Promise<any>}
- */
-export async function platformsCatalog(onError) {
-  try {
-    return await getJSON("/api/platforms");
-  } catch (e) {
-    onError(e);
-    return { tpu: [], gpu: [] };
-  }
 }

@@ -20,6 +20,47 @@ export function el(tag, cls, text) {
 }
 
 /**
+ * @typedef {Node | string | null | undefined | false} Child a node, text (set as text, never markup), or
+ *   nothing (skipped)
+ */
+
+/**
+ * An element built in one expression: `h("p", {class: "muted", part: "note"}, "text", el("code"))`.
+ * Props: `class`; `part` (the element's name within its panel, `data-part`: what hosts, tests and
+ * styles address it by; panels never use page ids); `hidden`; anything else is an attribute. Children
+ * are nodes or text (text goes in as text, never as markup); null, undefined and false are skipped.
+ * @template {keyof HTMLElementTagNameMap} K
+ * @param {K} tag
+ * @param {Record<string, string | number | boolean | null | undefined>} [props]
+ * @param {(Child | Child[])[]} children
+ * @returns {HTMLElementTagNameMap[K]}
+ */
+export function h(tag, props = {}, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(props)) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k === "class") e.className = String(v);
+    else if (k === "part") e.dataset.part = String(v);
+    else if (k === "hidden") e.hidden = true;
+    else e.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const c of children.flat()) if (c !== null && c !== undefined && c !== false) e.append(c);
+  return e;
+}
+
+/**
+ * The element named `name` (`data-part`) inside a panel's root.
+ * @param {Element} root
+ * @param {string} name
+ * @returns {HTMLElement}
+ */
+export function partOf(root, name) {
+  const found = root.querySelector(`[data-part="${name}"]`);
+  if (!found) throw new Error(`no part ${name} in this panel`);
+  return /** @type {HTMLElement} */ (found);
+}
+
+/**
  * An SVG element with attributes, appended to `parent` when one is given.
  * @param {string} tag
  * @param {Record<string, string | number>} attrs

@@ -1,5 +1,5 @@
-// Page chrome every view shares: the header's view links and JAX version, the colour scheme, page
-// element lookup, and the body data-* counters the browser tests and benchmarks wait on.
+// Page chrome every page shares (the page host's, hosts/page.js): the header's view links and JAX
+// version, and the colour scheme.
 
 import { getJSON } from "./api.js";
 import { el } from "./dom.js";
@@ -12,15 +12,6 @@ export const VIEWS = [
   { name: "kernels", label: "Kernels", href: "/kernels.html" },
   { name: "compare", label: "Compare", href: "/compare.html" },
 ];
-
-/**
- * The page's own element `id` (views only: components get their containers handed to them).
- * @param {string} id
- * @returns {HTMLElement}
- */
-export function byId(id) {
-  return /** @type {HTMLElement} */ (document.getElementById(id));
-}
 
 /**
  * Fills the page's <header class="top">: links to every view after the title (the current one
@@ -48,15 +39,4 @@ export function bootPage(current) {
 /** Whether the dark colour scheme is on. @returns {boolean} */
 export function isDark() {
   return window.matchMedia("(prefers-color-scheme: dark)").matches;
-}
-
-/** Calls `fn` when the colour scheme changes (pictures are drawn in the scheme's colours). @param {() => void} fn */
-export function onThemeChange(fn) {
-  window.matchMedia("(prefers-color-scheme: dark)").addEventListener("change", fn);
-}
-
-/** Counts one more `name` event on <body data-name="n"> (tests and benchmarks wait on them). @param {string} name */
-export function bump(name) {
-  const data = document.body.dataset;
-  data[name] = String(Number(data[name] || 0) + 1);
 }

@@ -1,40 +1,46 @@
-// "Copy link": stores the view's state as a share link (POST /api/links), shows the short /s/<id>
-// link in a box and tries the clipboard (it may be refused; the box is there either way). Opening
-// the link, the server redirects to the view's page with the state in its query.
+// The share button: asks the panel's host for a link to what is on screen (the page stores the state
+// as a share link, POST /api/links; the notebook widget publishes to its dashboard), shows the link in
+// a box with a link to open it, and tries the clipboard (it may be refused; the box is there either way).
 
-import { postJSON } from "./api.js";
 import { el } from "./dom.js";
 
 /**
- * Adds the Copy link button and the box for the link to `container`.
+ * Adds the button, the box for the link and the link that opens it to `container`.
  * @param {HTMLElement} container
- * @param {{view: string, state: () => Record<string, unknown>, onStatus: (text: string) => void,
- *   onError: (e: unknown) => void}} opts `view` and `state()` are stored; `onStatus` hears "link
- *   copied" or where to copy it from
+ * @param {{label: string, make: () => Promise<string>, onStatus: (text: string) => void,
+ *   onError: (e: unknown) => void}} opts label: the button's text; make: the link (a full URL);
+ *   onStatus hears "link copied", where to copy it from, or that it is being made
  */
 export function shareControl(container, opts) {
-  const button = el("button", "", "Copy link");
+  const button = el("button", "", opts.label);
   button.type = "button";
   const out = el("input", "share-url");
   out.type = "text";
   out.readOnly = true;
   out.hidden = true;
   out.setAttribute("aria-label", "Share link");
+  const open = el("a", "share-open", "open");
+  open.target = "_blank";
+  open.rel = "noopener noreferrer";
+  open.hidden = true;
   button.addEventListener("click", async () => {
+    opts.onStatus("making the link…");
     try {
-      const res = await postJSON("/api/links", { view: opts.view, state: opts.state() });
-      out.value = `${location.origin}${res.url}`;
-      out.hidden = false;
+      const url = await opts.make();
+      out.value = url;
+      open.href = url;
+      out.hidden = open.hidden = false;
       out.select();
       try {
-        await navigator.clipboard.writeText(out.value);
+        await navigator.clipboard.writeText(url);
         opts.onStatus("link copied");
       } catch {
         opts.onStatus("link ready: copy it from the box");
       }
     } catch (e) {
+      opts.onStatus("");
       opts.onError(e);
     }
   });
-  container.append(button, out);
+  container.append(button, out, open);
 }

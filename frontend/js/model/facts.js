@@ -1,33 +1,69 @@
-// The facts a view lists about a layout or a snapshot leaf, as [label, text] rows (the layout
-// explorer's summary, the snapshot view's leaf panel, the notebook widget's): one wording everywhere.
+// The facts a view lists about a layout, a snapshot or one of its leaves, as [label, text] rows (the
+// layout explorer's summary, the snapshot view's header and leaf panel, a kernel run's array cards):
+// one wording everywhere, replication included.
 
-import { fmtBytes, meshAxes } from "../lib/format.js";
+import { compactIds, fmtBytes, meshAxes } from "../lib/format.js";
+import { rulesText } from "./rules.js";
 
 /** @typedef {import("./layout.js").Layout} Layout */
+/** @typedef {[string, string | null | undefined]} Row a fact; rows without a value are left out */
+
+/**
+ * How many copies of each block there are and along which mesh axes: "2× (replicated over y)",
+ * "1× (no replication)", and "; unreduced over z" when partial sums are pending along z.
+ * @param {{replication_factor: number, replicated_axes?: string[], unreduced_axes?: string[]}} j a
+ *   layout's JSON (an /api/layout answer, a kernel array, a snapshot's layout entry)
+ * @returns {string}
+ */
+export function replicationText(j) {
+  const over = j.replicated_axes || [];
+  const unreduced = j.unreduced_axes || [];
+  const how = j.replication_factor > 1 ? `replicated over ${over.length ? over.join(", ") : "every device"}` : "no replication";
+  return `${j.replication_factor}× (${how})${unreduced.length ? `; unreduced over ${unreduced.join(", ")}` : ""}`;
+}
+
+/** "x.dims[0]: 16 / x(2) → 8"-style rows, one per array dimension, the first labelled "split". @param {{dims: {text: string}[]}} j */
+function splitRows(j) {
+  return j.dims.map((d, i) => /** @type {Row} */ ([i === 0 ? "split" : " ", d.text]));
+}
 
 /**
  * A layout's summary rows: spec, mesh, array, shard shape, replication, bytes, and each dimension's split.
  * @param {Layout} l
  * @param {{spec?: string, single?: boolean}} [opts] spec: the spec as the view words it (e.g. with its
  *   logical names); single: a single-device sharding (the mesh is one device)
- * @returns {[string, string][]}
+ * @returns {Row[]}
  */
 export function layoutFacts(l, opts = {}) {
   const j = l.json;
   const single = Boolean(opts.single);
-  /** @type {[string, string][]} */
+  /** @type {Row[]} */
   const rows = [["spec", opts.spec ?? l.spec]];
   if (single) rows.push(["sharding", `SingleDeviceSharding(${l.platform} ${l.meshIds[0]})`]);
   rows.push(
     ["mesh", single ? `one device: ${l.platform} ${l.meshIds[0]} of ${l.devicesKey}` : `${meshAxes(l.mesh)} over ${l.devicesKey}`],
     ["array", `${JSON.stringify(l.shape)} ${l.dtype}`],
     ["shard shape", JSON.stringify(l.shardShape)],
-    ["replication", `${j.replication_factor}×` + (j.replicated_axes.length ? ` (replicated over ${j.replicated_axes.join(", ")})` : " (no replication)") + (j.unreduced_axes.length ? `; unreduced over ${j.unreduced_axes.join(", ")}` : "")],
+    ["replication", replicationText(j)],
     ["per device", fmtBytes(j.bytes_per_device)],
-    ["total", `${fmtBytes(j.total_bytes)} across ${l.shards.length} device${l.shards.length > 1 ? "s" : ""} vs ${fmtBytes(j.logical_bytes)} logical`],
+    ["total", totalText(j)],
+    ...splitRows(j),
   );
-  l.dims.forEach((d, i) => rows.push([i === 0 ? "split" : "", d.text]));
   return rows;
+}
+
+/** "2.00 KiB across 8 devices vs 512 B logical". @param {any} j a layout's JSON */
+function totalText(j) {
+  return `${fmtBytes(j.total_bytes)} across ${j.shards.length} device${j.shards.length > 1 ? "s" : ""} vs ${fmtBytes(j.logical_bytes)} logical`;
+}
+
+/**
+ * A kernel run's array in one line: shard shape, bytes per device, replication.
+ * @param {any} a a kernel run's input or output (an /api/layout answer with a name)
+ * @returns {string[]}
+ */
+export function arrayFacts(a) {
+  return [`shard ${JSON.stringify(a.shard_shape)}`, `${fmtBytes(a.bytes_per_device)} per device`, replicationText(a)];
 }
 
 const KIND_LABEL = /** @type {Record<string, string>} */ ({
@@ -48,22 +84,21 @@ export function kindText(leaf) {
 }
 
 /** The kind, and on how many devices. @param {any} leaf */
-export function kindOnDevices(leaf) {
+function kindOnDevices(leaf) {
   return kindText(leaf) + (leaf.num_devices ? ` on ${leaf.num_devices} device${leaf.num_devices > 1 ? "s" : ""}` : "");
 }
 
 /** Flax logical axis names as Python writes the tuple: ('hidden', None). @param {(string | null)[] | null} axes */
-export function logicalAxesText(axes) {
+function logicalAxesText(axes) {
   return axes ? `(${axes.map((n) => (n === null ? "None" : `'${n}'`)).join(", ")})` : null;
 }
 
 /**
  * A snapshot's summary rows: leaves by kind, devices, meshes, process, rules, when captured, jit memory.
  * @param {any} snap a stored snapshot (or a merged run)
- * @param {(rules: any) => string} rulesText how rules are written (model/rules.js)
- * @returns {[string, string | null][]}
+ * @returns {Row[]}
  */
-export function snapshotFacts(snap, rulesText) {
+export function snapshotFacts(snap) {
   /** @type {Record<string, number>} */
   const counts = {};
   for (const l of snap.leaves) counts[kindText(l)] = (counts[kindText(l)] || 0) + 1;
@@ -81,4 +116,44 @@ export function snapshotFacts(snap, rulesText) {
     ["captured", snap.created ? `${new Date(snap.created * 1000).toLocaleString()} with JAX ${snap.jax_version}` : null],
     ["jit", jit ? `${jit.function}: per device ${perDevice.join(", ")}` : null],
   ];
+}
+
+/**
+ * One leaf's rows: what it is, its spec now (a what-if's, with the captured one beside it when they
+ * differ), its mesh, bytes, replication, the processes that reported it and the devices whose shard
+ * nobody here holds, and each dimension's split.
+ * @param {any} snap
+ * @param {any} leaf
+ * @param {import("./leaves.js").LeafNow} v the leaf now
+ * @param {Set<number>} held devices whose shard is not held (model/leaves.js notHeld)
+ * @returns {Row[]}
+ */
+export function leafFacts(snap, leaf, v, held) {
+  const lay = v.layout;
+  const mesh = leaf.mesh !== null && leaf.mesh !== undefined ? snap.meshes[leaf.mesh] : null;
+  /** @type {Row[]} */
+  const rows = [
+    ["type", leaf.box ? `${leaf.box} of ${leaf.type}` : leaf.type],
+    ["kind", kindOnDevices(leaf)],
+    ["array", leaf.shape ? `(${leaf.shape.join(", ")}) ${leaf.dtype}` : null],
+    ["spec", v.spec || (leaf.sharding ? leaf.sharding : null)],
+    ["captured spec", v.changed || v.error ? v.captured : null],
+    ["what-if error", v.error ? `${v.error.code}: ${v.error.message}` : null],
+    // under a what-if the box's declaration is the what-if's spec: what the capture noted about it is moot
+    ["declared", leaf.declared_spec && leaf.declared_spec !== v.spec && !v.underWhatif ? leaf.declared_spec : null],
+    ["logical axes", logicalAxesText(leaf.logical_axes)],
+    ["rules", leaf.rules ? rulesText(leaf.rules) : null],
+    ["mesh", mesh ? `${meshAxes(mesh)} — devices ${JSON.stringify(mesh.device_ids)}` : null],
+    ["memory kind", leaf.memory_kind],
+    ["shard shape", lay ? `(${lay.shard_shape.join(", ")})` : null],
+    ["per device", lay ? fmtBytes(lay.bytes_per_device) : null],
+    ["total", lay ? totalText(lay) : null],
+    ["replication", lay ? replicationText(lay) : null],
+    ["processes", leaf.processes ? `reported by ${leaf.processes.join(", ")}` : null],
+    ["not held", held.size ? `${String(snap.platform).toUpperCase()} ${compactIds([...held])}` : null],
+    ["conflict", leaf.conflict],
+    ["note", v.underWhatif ? null : leaf.note],
+  ];
+  if (lay) rows.push(...splitRows(lay));
+  return rows;
 }

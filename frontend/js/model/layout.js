@@ -51,6 +51,16 @@ export function noTileColour(dark) {
   return dark ? "#3a3f47" : "#c9ced6";
 }
 
+/**
+ * The mesh a layout without one is drawn on (a single-device array, a snapshot leaf or a capture with
+ * no mesh): one axis, "devices", of the given ids in order. The one 1-D fallback every view uses.
+ * @param {number[]} ids
+ * @returns {Mesh}
+ */
+export function deviceRow(ids) {
+  return { shape: [ids.length], axis_names: ["devices"], axis_types: ["Auto"], device_ids: ids };
+}
+
 /** Devices by id from a columnar table {id: [...], process_index: [...], ...}. @param {any} cols */
 function devicesFromColumns(cols) {
   /** @type {Map<number, Device>} */
@@ -123,12 +133,16 @@ export class Layout {
   }
 
   /**
-   * From an /api/layout answer, or a kernel run's output or input (the same fields, plus a name).
+   * From an /api/layout answer, a kernel run's output or input (the same fields, plus a name), or a
+   * notebook's layout (``Layout.to_json``: no mesh for a program's own single-device array, no
+   * devices_key for its own devices).
    * @param {any} json
    * @returns {Layout}
    */
   static fromApi(json) {
-    return new Layout(json, json.mesh, devicesFromColumns(json.devices));
+    const ids = json.devices.id;
+    const key = json.devices_key || `${ids.length} ${json.device_kind || json.platform} devices`;
+    return new Layout({ ...json, devices_key: key }, json.mesh || deviceRow(ids), devicesFromColumns(json.devices));
   }
 
   /**
@@ -142,10 +156,7 @@ export class Layout {
    */
   static fromSnapshot(snap, entry, meshIndex) {
     const order = entry.shards.map((/** @type {{device_id: number}} */ s) => s.device_id);
-    const mesh =
-      meshIndex !== null && meshIndex !== undefined
-        ? snap.meshes[meshIndex]
-        : { shape: [order.length], axis_names: ["devices"], axis_types: ["Auto"], device_ids: order };
+    const mesh = meshIndex !== null && meshIndex !== undefined ? snap.meshes[meshIndex] : deviceRow(order);
     const all = devicesFromColumns(snap.devices);
     /** @type {Map<number, Device>} */
     const devices = new Map();

@@ -3,7 +3,6 @@
 // COMPLETE state: views hand each other everything the next one needs, never half of it.
 
 import { parseDims, parseIds } from "../lib/format.js";
-import { VIEWS } from "../lib/page.js";
 import { parseRules } from "./rules.js";
 
 /** @typedef {{devices: string, slices: number, mesh: string, axes: string, order: string,
@@ -124,17 +123,62 @@ export function layoutRequest(s) {
   return req;
 }
 
-/** @param {string} name a view's name @returns {string} its page */
-function pageOf(name) {
-  return /** @type {{href: string}} */ (VIEWS.find((v) => v.name === name)).href;
+/** The layout explorer's query at this state (what only the topology view reads is left out). @param {State} s */
+export function layoutQuery(s) {
+  return toQuery({ ...s, axis: "", groups: "", glabel: "" });
 }
 
-/** The layout explorer at this state (what only the topology view reads is left out). @param {State} s */
-export function layoutHref(s) {
-  return `${pageOf("layout")}?${toQuery({ ...s, axis: "", groups: "", glabel: "" })}`;
+/** The topology view's query at this state (the layout explorer's reshard target stays behind). @param {State} s */
+export function topologyQuery(s) {
+  return toQuery({ ...s, reshard: "" });
 }
 
-/** The topology view at this state (the layout explorer's reshard target stays behind). @param {State} s */
-export function topologyHref(s) {
-  return `${pageOf("topology")}?${toQuery({ ...s, reshard: "" })}`;
+/**
+ * How many devices a device set has, when the page can tell: cpu:N, gpu:KIND:HxG, tpu:GEN:TOPO (chips
+ * times the generation's devices per chip, from the platforms catalog); null for `local` and unknown sets.
+ * @param {string} devices
+ * @param {number} slices
+ * @param {any} catalog GET /api/platforms
+ * @returns {number | null}
+ */
+export function deviceCount(devices, slices, catalog) {
+  const [kind, a, b] = devices.split(":");
+  if (kind === "cpu") return parseDims(a || "") ? Number(a) : null;
+  if (kind === "gpu") {
+    const hg = parseDims(b || "");
+    return hg && hg.length === 2 ? hg[0] * hg[1] : null;
+  }
+  if (kind === "tpu") {
+    const gen = (catalog?.tpu || []).find((/** @type {any} */ g) => g.name === a);
+    const topo = parseDims(b || "");
+    return gen && topo ? topo.reduce((x, y) => x * y, 1) * gen.cores_per_chip * Math.max(1, slices) : null;
+  }
+  return null;
+}
+
+/**
+ * Device sets of exactly `n` devices to offer for a mesh of `n` (a pasted repr names no devices): a TPU
+ * slice of the current set's generation (else of any generation) whose topology has `n` devices, a GPU
+ * set of the current kind, and `cpu:n` (what JAX numbers 0..n-1 with --xla_force_host_platform_device_count).
+ * @param {number} n
+ * @param {string} current the device set on screen
+ * @param {any} catalog GET /api/platforms
+ * @returns {string[]}
+ */
+export function deviceSetsFor(n, current, catalog) {
+  const [kind, name] = current.split(":");
+  /** @type {string[]} */
+  const out = [];
+  const tpus = catalog?.tpu || [];
+  const gens = kind === "tpu" ? [...tpus.filter((/** @type {any} */ g) => g.name === name), ...tpus.filter((/** @type {any} */ g) => g.name !== name)] : tpus;
+  for (const gen of gens) {
+    const topo = gen.topologies.find((/** @type {string} */ t) => t.split("x").reduce((x, y) => x * Number(y), 1) * gen.cores_per_chip === n);
+    if (topo) {
+      out.push(`tpu:${gen.name}:${topo}`);
+      break;
+    }
+  }
+  if (kind === "gpu" && n % 8 === 0) out.push(`gpu:${name}:${n / 8}x8`);
+  if (n <= (catalog?.cpu?.max_devices ?? 16384)) out.push(`cpu:${n}`);
+  return out;
 }
