@@ -290,6 +290,8 @@ def test_nested_loops_from_xlas_annotation_and_from_a_condition() -> None:
     dot, add, counter, compare = 2 * 8 * 8 * 16, 8 * 8, 1, 1
     assert facts.work.flops == 7 * dot + 21 * (add + counter) + 28 * compare
     assert facts.work.flops_once == dot + add + counter + compare
+    # the book's arithmetic-intensity denominator: a matmul reads its operands and writes its result, per run
+    assert facts.matmul_traffic() == 7 * (2 * 8 * 16 * 4 + 8 * 8 * 4)
     assert facts.enclosing_loops("inner_body") == [
         {"loop": "w2", "trip_count": 7, "how": "backend_config"},
         {"loop": "w", "trip_count": 3, "how": "condition"},

@@ -22,6 +22,7 @@ from typing import Any
 
 import jax
 import numpy as np
+import orjson
 import pytest
 from fastapi.testclient import TestClient
 from jax.sharding import NamedSharding
@@ -658,3 +659,82 @@ def test_missing_compilers_say_which_extra(monkeypatch: pytest.MonkeyPatch) -> N
     with pytest.raises(ShardingError, match="no GPU target config for 'l4'"):
         mesh("gpu:l4:1x4", (4,), ("x",))
     targets._target.cache_clear()
+
+
+# ---- facts, then figures: a plan is stored with its facts and read with today's figures ---------------------
+
+
+@pytest.mark.tpu
+def test_a_plan_is_stored_with_facts_and_read_with_todays_figures(v5p_plan: Any, client: TestClient) -> None:
+    from sharding_core.cost.annotate import PLAN_FIGURES, facts_only, snapshot_with_estimates
+
+    _, _, _, snap = v5p_plan
+    stored = facts_only(snap)
+    assert not set(PLAN_FIGURES) & set(stored["plan"]) and stored["plan"]["work"] == snap["plan"]["work"]
+    assert all("estimate" not in c for c in stored["collectives"])
+    assert snapshot_with_estimates(stored)["plan"] == snap["plan"]  # inspect_jit's caller reads as the server does
+    created = client.post("/api/snapshots", json=snap)
+    assert created.status_code == 201, created.text
+    raw = client.app.state.store.get("snapshots", created.json()["id"])  # type: ignore[attr-defined]
+    assert b'"verdict"' not in raw and b'"step_time"' not in raw and b'"roofline"' not in raw  # facts only
+    got = client.get(f"/api/snapshots/{created.json()['id']}").json()
+    assert got["plan"]["verdict"] == snap["plan"]["verdict"] and got["plan"]["step_time"] == snap["plan"]["step_time"]
+
+
+@pytest.mark.tpu
+def test_a_plan_stored_with_old_figures_opens_with_todays(v5p_plan: Any, client: TestClient) -> None:
+    """A plan stored by an older server: its figures frozen (a verdict, a roofline with XLA's bytes as the memory
+    term), its work without the facts this one adds (matmul traffic, unknown trip counts), its loops without
+    ``how``. It opens, with the figures the cost model gives today."""
+    import copy
+
+    _, _, _, snap = v5p_plan
+    old = copy.deepcopy(snap)
+    old["plan"].update(verdict="fits: an old verdict", roofline={"bound": "memory", "memory_seconds": 9.0},
+                       step_time={"bound": "memory", "lower_bound_seconds": 9.0}, capacity_bytes=1)  # fmt: skip
+    for key in ("matmul_traffic_bytes", "unknown_trip_counts"):
+        del old["plan"]["work"][key]
+    for c in old["collectives"]:
+        c["estimate"] = {"seconds": 42.0, "formula": "old", "inputs": {}, "fabric": "ici"}
+        for loop in c["loops"]:
+            del loop["how"]
+    stored = client.app.state.store.put("snapshots", orjson.dumps(old))  # type: ignore[attr-defined]
+    got = client.get(f"/api/snapshots/{stored}").json()["plan"]
+    assert got["capacity_bytes"] == snap["plan"]["capacity_bytes"] > 2**30  # v5p's 95 GiB, from the table
+    assert got["verdict"].startswith("fits: ") and "old" not in got["verdict"]
+    assert got["roofline"]["memory_seconds"] != 9.0 and got["step_time"]["lower_bound_seconds"] != 9.0
+    # without the matmul traffic fact the HBM traffic rule has XLA's arguments and outputs to go on
+    assert got["roofline"]["inputs"]["hbm_traffic_from"] == "arguments + outputs"
+    assert got["communication"]["seconds_per_step"] == snap["plan"]["communication"]["seconds_per_step"]
+    # a plan with no collectives (one device's program, or a refusal) is figured too
+    lone = client.app.state.store.put("snapshots", orjson.dumps({**old, "collectives": []}))  # type: ignore[attr-defined]
+    assert client.get(f"/api/snapshots/{lone}").json()["plan"]["capacity_bytes"] == got["capacity_bytes"]
+
+
+@pytest.mark.tpu
+def test_the_plans_memory_term_is_the_cost_models_hbm_traffic_rule(v5p_plan: Any) -> None:
+    """One rule, not two: HBM traffic = max(XLA's arguments + outputs, every matmul's operands and result per
+    run) over the chip's HBM bandwidth (the book's arithmetic-intensity denominator), not the reader's bytes
+    accessed; the kernel lab's roofline reads the same facts the same way."""
+    from sharding_core.cost.annotate import PLAN_ROOFLINE
+    from sharding_core.cost.context import context_for
+    from sharding_core.cost.roofline import roofline
+    from sharding_core.devices import parse_devices
+    from sharding_core.hardware import TPU_FIGURES, hbm_bandwidth_per_device
+
+    _, step, args, snap = v5p_plan
+    stats = step.lower(*args).compile().memory_analysis()  # XLA's own figures, compiled again here
+    work, line = snap["plan"]["work"], snap["plan"]["roofline"]
+    traffic = max(stats.argument_size_in_bytes + stats.output_size_in_bytes, work["matmul_traffic_bytes"])
+    bandwidth = hbm_bandwidth_per_device(TPU_FIGURES["v5p"]).value
+    assert line["inputs"]["hbm_traffic_bytes"] == traffic
+    assert line["memory_seconds"] == pytest.approx(traffic / bandwidth)
+    assert line["memory_seconds"] != pytest.approx(work["bytes_accessed"] / bandwidth)
+    kernel_lab = roofline(
+        {"flops": work["flops_xla"], "loop_corrected_flops": work["flops"],
+         "matmul_traffic_bytes": work["matmul_traffic_bytes"], "bytes_accessed": work["bytes_accessed"]},
+        {"argument_bytes": stats.argument_size_in_bytes, "output_bytes": stats.output_size_in_bytes,
+         "peak_bytes": stats.peak_memory_in_bytes},
+        snap["collectives"], context_for(parse_devices("tpu:v5p:2x2x4")), "bfloat16", PLAN_ROOFLINE,
+    )  # fmt: skip
+    assert kernel_lab["memory_seconds"] == line["memory_seconds"]

@@ -173,6 +173,14 @@ def inspect_program(
     )
     if unread is not None and snap["plan"].get("work") is not None:
         snap["plan"]["work"]["note"] = unread
+    work = snap["plan"].get("work")
+    if work is not None and facts is not None:  # inspect_jit's loop facts, where issue 19 put them
+        snap["jit"].update(
+            flops=work["flops_xla"],
+            loop_corrected_flops=work["flops"],
+            loops=work["loops"],
+            unknown_trip_counts=work["unknown_trip_counts"],
+        )
     if hlo and int((snap.get("target") or {}).get("slices") or 1) > 1:
         # libtpu's multi-slice program sends what crosses slices over DCN as megascale host transfers,
         # which name no devices: listed apart, not in the collectives or the communication term.
