@@ -179,10 +179,9 @@ def section(job: KernelJob, kernel: Kernel, built: Built, max_text_chars: int) -
 
 
 def describe_target(target: Target, job: KernelJob, device_kind: str) -> str:
-    return (
-        f"nothing: compiled only, for {target.source} ({job.size} {device_kind} device{'s' if job.size != 1 else ''}); "
-        "not run"
-    )
+    """``executed_on`` of a compile-only run: where it was compiled for, and that it did not run."""
+    plural = "s" if job.size != 1 else ""
+    return f"not run: compiled only, for {target.source} ({job.size} {device_kind} device{plural})"
 
 
 def compile_only(
