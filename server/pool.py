@@ -22,8 +22,11 @@ is replaced the same way. The parent turns the worker's answer into the response
 :meth:`Task.result`, encodes it once, and caches the bytes.
 
 Memory: one budget for all the workers (``total_memory``, ``max_kernel_memory``) besides each worker's
-(``memory_limit``, ``max_worker_memory``). A job starts only when its estimate fits beside the jobs running
-and the idle workers' baselines; a watchdog thread sums the workers' resident memory every 0.1 s and stops
+(``memory_limit``, ``max_worker_memory``). A job starts only when its estimate fits beside what the other workers
+hold or are estimated to reach (a running job's estimate, and once compiled what XLA's figures say it needs; an
+idle worker's baseline; or the resident memory the
+watchdog last saw, whichever is more: a worker keeps some of its last run's heap); a watchdog thread sums the
+workers' resident memory every 0.1 s and stops
 the largest past the total; and the workers live in one parent memory cgroup capped at the total, each in a
 child capped at its own limit, where the server may make them (:mod:`server.memcap`).
 """
@@ -135,6 +138,7 @@ class Job:
     failure: ShardingError | None = None  # why it failed: code, message, hint and details
     cached: bool = False
     peak_memory: int | None = None  # the worker's largest resident memory seen while it ran (bytes)
+    needs: int | None = None  # the bytes the run needs by XLA's figures, once its worker has compiled it
     owners: int = 1  # requests waiting for it (a compare withdraws its claim when its other side failed)
     future: concurrent.futures.Future[None] = dataclasses.field(default_factory=concurrent.futures.Future)
 
@@ -198,6 +202,8 @@ class _Slot:
         self.cgroup: CgroupCap | None = None
         self.cgroup_tried = False
         self.killed_for_total: int | None = None  # the workers' sum when the total's watchdog killed this one
+        self.job: Job | None = None  # the job it took last (running while the pool still counts it running)
+        self.resident = 0  # its worker's resident bytes at the total's watchdog's last look
         self.thread = threading.Thread(target=self._loop, name=f"{pool.name}-slot-{index}", daemon=True)
 
     # -- process lifecycle
@@ -349,6 +355,11 @@ class _Slot:
                 continue
             kind, data = message
             if kind == "state":
+                if isinstance(data, tuple):  # ("running", bytes): what the run needs by XLA's figures
+                    data, needs = data
+                    with pool._lock:
+                        job.needs = int(needs)
+                        pool._lock.notify_all()
                 job.state = str(data)
                 continue
             if kind == "retiring":
@@ -518,6 +529,10 @@ class WorkerPool:
             time.sleep(WATCH_S)
             sizes = [(resident_bytes(pid) or 0, pid, slot) for slot in self._slots if (pid := slot.pid()) is not None]
             used = sum(size for size, _, _ in sizes)
+            with self._lock:
+                for slot in self._slots:
+                    slot.resident = next((size for size, _, s in sizes if s is slot), 0)
+                self._lock.notify_all()  # a worker that gave memory back may make room for a waiting run
             self.peak_total = max(self.peak_total, used)
             if used <= self.total_memory or not sizes:
                 continue
@@ -664,6 +679,7 @@ class WorkerPool:
                 self._lock.wait()
             self._queue.remove(pick)
             self._running.add(pick)
+            slot.job = pick
             return pick
 
     def _admissible(self, slot: _Slot) -> Job | None:
@@ -679,10 +695,15 @@ class WorkerPool:
         pick = next((j for j in self._queue if j.task.affinity == slot.affinity), oldest)
         if self.total_memory is None or not self._running:
             return pick
-        others = sum(max(task_memory(j.task), WORKER_BASELINE_BYTES) for j in self._running)
-        others += WORKER_BASELINE_BYTES * max(0, self.workers - len(self._running) - 1)  # idle workers
+        others = 0  # what the other workers hold or are estimated to reach, whichever is more
+        for other in self._slots:
+            if other is not slot:
+                running = other.job if other.job in self._running else None
+                estimate = 0 if running is None else max(task_memory(running.task), running.needs or 0)
+                floor = max(estimate, WORKER_BASELINE_BYTES)
+                others += max(floor, other.resident)  # an idle worker keeps some of its last run's heap
         for job in dict.fromkeys((pick, oldest)):
-            if others + task_memory(job.task) <= self.total_memory:
+            if others + max(task_memory(job.task), slot.resident) <= self.total_memory:
                 return job
         return None
 

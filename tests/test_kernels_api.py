@@ -317,6 +317,23 @@ def test_outputs_over_the_element_limit_are_refused_before_compiling() -> None:
     assert e.value.code == "too_large" and "81 elements" in e.value.message
 
 
+def test_a_compiled_run_reports_what_xlas_figures_say_it_needs() -> None:
+    """With the running state the worker tells the pool the run's total by XLA's figures (its outputs and
+    temporaries on every device besides the estimate's parts), which the server's budget then reserves."""
+    mesh = MeshSpec((2, 4), ("x", "y"))
+    plan = plan_run("elementwise", "cpu:8", mesh, [RunInput((512, 512), "P('x', 'y')")], max_bytes=8 * 1024**3)
+    states: list[tuple[str, int | None]] = []
+    result = runner.run_job(plan.job, lambda state, needs: states.append((state, needs)))
+    assert [state for state, _ in states] == ["compiling", "running"] and states[0][1] is None
+    stats = result["memory"]
+    program = (stats["output_bytes"] + stats["temp_bytes"] - stats["alias_bytes"]) * 8
+    parts = dict(plan.job.estimate)
+    without_worker = parts["inputs_on_host"] + parts["inputs_on_devices"] + program + parts["reference"]
+    needs = states[1][1]
+    assert needs is not None and program >= 512 * 512 * 4  # the output, on 8 devices, at least
+    assert 0 < needs - without_worker < 2 * 1024**3  # plus the worker's own resident memory now
+
+
 def test_long_hlo_text_is_cut_and_flagged() -> None:
     plan = plan_run("elementwise", "cpu:8", MeshSpec((2, 4), ("x", "y")), None)
     result = runner.run_job(plan.job, max_text_chars=100)

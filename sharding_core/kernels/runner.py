@@ -39,7 +39,8 @@ MAX_TEXT_CHARS = 256 * 1024
 MAX_LOG_LINES = 40
 _LOG_LINE = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ [^\]]+\] ?(.*)$")
 
-Progress = Callable[[str], None]
+Progress = Callable[[str, int | None], None]
+"""Told each state (``compiling``, ``running``) and, from ``running`` on, the bytes the run needs by XLA's figures."""
 
 
 class KernelRunError(ShardingError):
@@ -323,11 +324,12 @@ def _refuse_large(what: str, shape: Sequence[int], limit: int) -> None:
         )
 
 
-def _refuse_past_budget(job: KernelJob, compiled: Any) -> None:
+def _refuse_past_budget(job: KernelJob, compiled: Any) -> int | None:
     """Before anything is allocated: this process now, plus the inputs, XLA's program on every device and
-    the reference, against the run's memory budget (the parent's estimate, checked with XLA's figures)."""
+    the reference, against the run's memory budget (the parent's estimate, checked with XLA's figures).
+    Returns that total (what the server's budget then reserves for the run), or None without a budget."""
     if job.max_bytes is None:
-        return
+        return None
     stats = _memory(compiled)
     per_device = (stats.get("output_bytes") or 0) + (stats.get("temp_bytes") or 0) - (stats.get("alias_bytes") or 0)
     parts = dict(job.estimate)
@@ -350,6 +352,7 @@ def _refuse_past_budget(job: KernelJob, compiled: Any) -> None:
             limit=job.max_bytes,
             parts=worker,
         )
+    return total.total
 
 
 def run_job(
@@ -360,7 +363,7 @@ def run_job(
     Raises :class:`KernelRunError` for everything that stops a run, JAX's refusals included.
     """
     try:
-        return _run(job, progress or (lambda state: None), max_text_chars)
+        return _run(job, progress or (lambda state, needs: None), max_text_chars)
     except KernelRunError:
         raise
     except Exception as e:  # noqa: BLE001 - JAX's refusals are many types; each becomes data
@@ -408,7 +411,7 @@ def _run(job: KernelJob, progress: Progress, max_text_chars: int) -> dict[str, A
     in_specs = tuple(parse_spec(i.spec) for i in job.inputs)
     ctx = _context(job, kernel, mesh, in_specs)
 
-    progress("compiling")
+    progress("compiling", None)
     with set_mesh(mesh):
         built = kernel.build(ctx)
         extra: list[tuple[str, Any]] = []
@@ -430,9 +433,9 @@ def _run(job: KernelJob, progress: Progress, max_text_chars: int) -> dict[str, A
             compiled = lowered.compile(compiler_options={"xla_dump_to": dump, "xla_dump_hlo_pass_re": "shardy-verbose"})
             t2 = time.perf_counter()
             mlir = origins.read_dump(dump)
-        _refuse_past_budget(job, compiled)
+        needs = _refuse_past_budget(job, compiled)
 
-        progress("running")
+        progress("running", needs)
         host = [_host_input(k, i.shape, i.dtype, job.data) for k, i in enumerate(job.inputs)]
         args = [jax.device_put(h, NamedSharding(mesh, spec)) for h, spec in zip(host, in_specs, strict=True)]
         t3 = time.perf_counter()

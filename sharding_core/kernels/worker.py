@@ -67,7 +67,9 @@ def _run(conn: Connection, job: Any, options: Mapping[str, Any], runner: Any) ->
     try:
         runner.use_cpu_devices(job.size)
         result = runner.run_job(
-            job, lambda state: conn.send(("state", state)), max_text_chars=int(options["max_text_chars"])
+            job,
+            lambda state, needs: conn.send(("state", state if needs is None else (state, needs))),
+            max_text_chars=int(options["max_text_chars"]),
         )
         return ("result", result)
     except runner.KernelRunError as e:

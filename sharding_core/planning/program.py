@@ -143,6 +143,7 @@ def inspect_program(
         except (HloParseError, ValueError, KeyError, IndexError) as e:
             facts = None
             unread = f"the loop reader could not read this HLO ({str(e)[:200]}): no loop-corrected figures"
+    facts = None
     if compiled is not None and hlo is not None:
         slices = int(snap.get("target", {}).get("slices") or 1) if target is not None else 1
         ids = [int(d.id) for d in devices]
@@ -161,6 +162,7 @@ def inspect_program(
         "memory_per_device": stats,
         "donated_inputs": sum(donated),
         "arguments": argument_names(f, len(args)),
+        **(facts.json() if facts is not None else {}),  # the loops XLA annotated, with their trip counts
     }
     snap["plan"] = plan_facts(
         compiled=compiled,
