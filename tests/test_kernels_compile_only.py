@@ -68,6 +68,16 @@ def test_a_tpu_run_past_the_element_limit_compiles_only_at_the_limit_and_one_pas
     assert "compile_only" not in (e.value.hint or "")
 
 
+def test_a_compile_only_run_tells_the_pool_no_needs() -> None:
+    """A compile-only run allocates nothing (its inputs stay abstract, nothing runs): it reports compiling only,
+    with no bytes for the server's budget to reserve (main's worker protocol: needs come with "running")."""
+    plan = plan_run("elementwise", "tpu:v5e:2x4", MESH, PAST, max_compile_seconds=60, max_bytes=8 * 1024**3)
+    assert plan.job.compile_only
+    states: list[tuple[str, int | None]] = []
+    result = runner.run_job(plan.job, lambda state, needs: states.append((state, needs)))
+    assert states == [("compiling", None)] and result["compile_only"] is True
+
+
 def test_compile_only_needs_a_compiler_for_the_set(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ShardingError) as e:
         plan_run("elementwise", "cpu:8", MESH, None, compile_only=True)

@@ -143,7 +143,6 @@ def inspect_program(
         except (HloParseError, ValueError, KeyError, IndexError) as e:
             facts = None
             unread = f"the loop reader could not read this HLO ({str(e)[:200]}): no loop-corrected figures"
-    facts = None
     if compiled is not None and hlo is not None:
         slices = int(snap.get("target", {}).get("slices") or 1) if target is not None else 1
         ids = [int(d.id) for d in devices]
