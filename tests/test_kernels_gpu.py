@@ -10,10 +10,6 @@ The oracles: the same programs compiled by JAX alone for the same GPU topology (
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,24 +19,13 @@ from sharding_core.kernels import runner
 from sharding_core.kernels.compiled import NO_GPU_COMPILER, gpu_compiler_available
 from sharding_core.kernels.plan import plan_run
 from sharding_core.mesh import MeshSpec
-from tests.test_planning import hlo_collectives, hlo_groups
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.test_planning import hlo_collectives, hlo_groups, run_in_gpu_env
 
 
 @pytest.fixture(scope="module")
 def gpu_runs() -> dict[str, Any]:
     """tests/gpu_kernels.py in the gpu extra's environment (``make gpu-env``: ``build/gpu``)."""
-    r = subprocess.run(["make", "-s", "gpu-env"], cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, f"make gpu-env failed:\n{r.stdout}\n{r.stderr}"
-    done = subprocess.run(
-        [str(ROOT / "build" / "gpu" / "bin" / "python"), str(ROOT / "tests" / "gpu_kernels.py")],
-        capture_output=True, text=True, timeout=600, env={**os.environ, "JAX_PLATFORMS": "cpu"},
-    )  # fmt: skip
-    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    assert done.returncode == 0 and lines, done.stderr[-4000:]
-    result: dict[str, Any] = json.loads(lines[-1][len("RESULT ") :])
-    return result
+    return run_in_gpu_env("gpu_kernels.py")
 
 
 def _same_collectives(run: dict[str, Any], hlo: str, assignment: list[int]) -> None:

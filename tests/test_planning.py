@@ -147,20 +147,25 @@ def test_strip_fields_drops_lines_and_blocks() -> None:
     assert out == "a {\n  x: 1\n  y: 2\n}\n"
 
 
-@pytest.fixture(scope="module")
-def gpu_plans() -> dict[str, Any]:
-    """tests/gpu_plan.py run in the gpu extra's environment (``make gpu-env``: XLA's CUDA compiler plugin
-    lives apart from .venv, where it would log "no CUDA driver" from every JAX process)."""
+def run_in_gpu_env(script: str) -> dict[str, Any]:
+    """``tests/<script>`` run in the gpu extra's environment (``make gpu-env``: XLA's CUDA compiler plugin lives
+    apart from .venv, where it would log "no CUDA driver" from every JAX process); its last ``RESULT`` line."""
     r = subprocess.run(["make", "-s", "gpu-env"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, f"make gpu-env failed:\n{r.stdout}\n{r.stderr}"
     done = subprocess.run(
-        [str(ROOT / "build" / "gpu" / "bin" / "python"), str(ROOT / "tests" / "gpu_plan.py")],
+        [str(ROOT / "build" / "gpu" / "bin" / "python"), str(ROOT / "tests" / script)],
         capture_output=True, text=True, timeout=600, env={**os.environ, "JAX_PLATFORMS": "cpu"},
     )  # fmt: skip
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     assert done.returncode == 0 and lines, done.stderr[-4000:]
     result: dict[str, Any] = json.loads(lines[-1][len("RESULT ") :])
     return result
+
+
+@pytest.fixture(scope="module")
+def gpu_plans() -> dict[str, Any]:
+    """tests/gpu_plan.py run in the gpu extra's environment."""
+    return run_in_gpu_env("gpu_plan.py")
 
 
 @pytest.mark.gpu
