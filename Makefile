@@ -16,7 +16,7 @@ OLDEST_ENV := build/oldest-jax
 WHEEL_DIR := build/dist
 GPU_ENV := build/gpu
 
-.PHONY: serve install install-dev chromium lint typecheck test bench wheel oldest-jax gpu-env
+.PHONY: serve install install-dev chromium lint typecheck docs docs-gen test bench wheel oldest-jax gpu-env
 
 $(UV):
 	$(PYTHON) -m venv .tools
@@ -52,6 +52,16 @@ lint: install-dev
 typecheck: install-dev
 	.venv/bin/mypy
 
+# The docs site (Sphinx + MyST, docs/conf.py), offline and strict: a link to a missing page, heading or file, a
+# page no table of contents lists, or any other warning fails the build; -E reads every page each time, so an
+# earlier build cannot hide a warning. A few seconds.
+docs: install-dev
+	.venv/bin/sphinx-build -E -W --keep-going -n -q -b html docs build/docs
+
+# The reference pages (docs/reference/) from the code that owns each; tests/test_docs.py fails when they drift.
+docs-gen: install-dev
+	.venv/bin/python docs/gen_reference.py
+
 # The wheel users install: sharding_core, server, shardscope and the front end inside it.
 wheel: $(UV)
 	rm -rf $(WHEEL_DIR)
@@ -65,7 +75,7 @@ oldest-jax: wheel
 	$(UV) pip install --quiet --no-config --python $(OLDEST_ENV)/bin/python --reinstall-package shardscope \
 	  "$$(ls $(WHEEL_DIR)/shardscope-*.whl)[notebook]" "jax==$(OLDEST_JAX)" "jaxlib==$(OLDEST_JAX)"
 
-test: install-dev chromium lint typecheck
+test: install-dev chromium lint typecheck docs
 	.venv/bin/python -m pytest
 
 bench: install-dev

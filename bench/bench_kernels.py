@@ -9,7 +9,7 @@ on an 8x8 or 64 mesh with the same axis names), against a server whose workers a
   server reports. Both workers have run a kernel and imported Flax before (one-time costs);
 * cached: the same request again, answered from the result cache; median of ``--warm`` rounds.
 
-The Flax kernels run at the guide's width (1024). Prints a markdown table (the README has one run).
+The Flax kernels run at the guide's width (1024). Prints a markdown table (docs/benchmarks.md has one run).
 
     .venv/bin/python bench/bench_kernels.py [--cold 3] [--warm 20]
 """

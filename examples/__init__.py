@@ -1,1 +1,1 @@
-"""Examples of capturing and publishing a program's shardings (README, Capture your own program)."""
+"""Examples of capturing and publishing a program's shardings (docs/snapshots.md)."""

@@ -5,8 +5,8 @@
 against the table (:meth:`Settings.with_values`). The limits that ``sharding_core`` owns (device
 strings, mesh axes, rank, spec text, snapshot shapes) are read from it so the HTTP layer and the
 domain can never disagree; those that the domain enforces for the CLI and ``capture`` alike are
-*fixed* (the request models carry them as ``Field`` bounds) and ``--setting`` says so. The README
-documents each row; a test fails when one is missing there.
+*fixed* (the request models carry them as ``Field`` bounds) and ``--setting`` says so. The docs'
+settings page (docs/reference/settings.md) is generated from this table; a test fails when it is stale.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from sharding_core.errors import ShardingError
 from sharding_core.layout import ARRAY_FIELDS, Layout
 from sharding_core.mesh import MeshSpec
 from sharding_core.publishing import PublishError
-from sharding_core.snapshot.rules import check_rules, logical_to_mesh_axes
+from sharding_core.snapshot.rules import check_rules, logical_spec, logical_to_mesh_axes
 
 AUTO = (AxisType.Auto, AxisType.Auto)
 
@@ -234,6 +234,17 @@ def test_logical_to_mesh_axes_is_flaxs(names: list[str | None], rules: list[tupl
     rules_t = tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in rules)
     ours = logical_to_mesh_axes(tuple(names), check_rules(rules_t))
     assert P(*ours) == nn.logical_to_mesh_axes(tuple(names), rules_t)
+
+
+def test_a_pasted_logical_spec_maps_as_flax_maps_its_names() -> None:
+    """The layout route's rules, now in sharding_core: a pasted spec of logical names (None kept), as Flax maps it."""
+    rules = [["batch", "data"], ["embed", ["fsdp", "tensor"]], ["mlp", None]]
+    flax_rules = (("batch", "data"), ("embed", ("fsdp", "tensor")), ("mlp", None))
+    assert logical_spec("P('batch', None, 'embed')", rules) == nn.logical_to_mesh_axes(
+        ("batch", None, "embed"), flax_rules
+    )
+    with pytest.raises(ShardingError, match="one logical axis"):
+        logical_spec("P(('batch', 'embed'))", rules)
 
 
 def test_logical_names_used_twice_are_refused_like_flax() -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter
-from jax.sharding import PartitionSpec
 from pydantic import Field
 from starlette.responses import Response
 
@@ -28,12 +27,9 @@ from server.api.schema import (
     SpecText,
 )
 from server.jsonio import OrjsonResponse, OrjsonRoute
-from sharding_core.compat import spec_entries
-from sharding_core.errors import ShardingError
 from sharding_core.layout import MAX_RANK, Layout
 from sharding_core.snapshot.format import MAX_RULES
-from sharding_core.snapshot.rules import BAD_RULES, check_rules, logical_to_mesh_axes
-from sharding_core.spec import parse_spec
+from sharding_core.snapshot.rules import logical_spec
 
 router = APIRouter(route_class=OrjsonRoute, default_response_class=OrjsonResponse)
 
@@ -52,20 +48,6 @@ class LayoutRequest(Request):
         description="Flax logical → mesh axis rules, in precedence; the spec then names logical axes, one per "
         "dimension (or None), laid out as flax.linen.logical_to_mesh_axes maps them",
     )
-
-
-def logical_spec(text: str, rules: list[Any]) -> PartitionSpec:
-    """The mesh PartitionSpec of a spec naming logical axes, under Flax's rules."""
-    names: list[str | None] = []
-    for entry in spec_entries(parse_spec(text)):
-        if isinstance(entry, tuple):
-            raise ShardingError(
-                BAD_RULES,
-                f"with logical rules each dimension names one logical axis or None, got the tuple {entry!r}",
-                hint="write the logical names as Flax does: ('batch', 'embed'), one per dimension",
-            )
-        names.append(entry if isinstance(entry, str) else None)
-    return PartitionSpec(*logical_to_mesh_axes(names, check_rules(rules)))
 
 
 @router.post("/api/layout", response_model=schema.Layout, responses=POST_ERRORS)

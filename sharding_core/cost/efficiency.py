@@ -385,21 +385,6 @@ def markdown_table(result: Mapping[str, Any] | None = None) -> str:
     return "\n".join(lines)
 
 
-def compact_table(result: Mapping[str, Any] | None = None) -> str:
-    """The measurement table as the README's cost section prints it: each row's errors, then the summary."""
-    from sharding_core.units import fmt_seconds
-
-    result = result if result is not None else evaluate()
-    lines = ["| # | measurement | measured | bound | expected |", "|---:|---|---:|---:|---:|"]
-    for k, r in enumerate(result["rows"], start=1):
-        lines.append(
-            f"| {k} | [{r['name']}]({r['url']}) | {fmt_seconds(r['measured_seconds'])} | "
-            f"{rel(r['bound_error'])} | {rel(r['expected_error'])} |"
-        )
-    lines += ["", summary_line(result)]
-    return "\n".join(lines)
-
-
 SUMMARIES = (("bound", "bound"), ("expected", "expected"), ("expected, leave-one-out", "expected_leave_one_out"))
 
 

@@ -5,8 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from jax.sharding import PartitionSpec
+
+from sharding_core.compat import spec_entries
 from sharding_core.errors import TOO_LARGE, ShardingError
 from sharding_core.snapshot.format import MAX_RULES, clip, kind_name
+from sharding_core.spec import parse_spec
 
 BAD_RULES = "bad_rules"
 
@@ -79,3 +83,18 @@ def logical_to_mesh_axes(names: Sequence[str | None], rules: Sequence[Rule]) -> 
 def rules_json(rules: Sequence[Rule]) -> list[list[Any]]:
     """Rules as JSON: ``[[logical, mesh axis | [mesh axes] | null], ...]``."""
     return [[k, list(v) if isinstance(v, tuple) else v] for k, v in rules]
+
+
+def logical_spec(text: str, rules: list[Any]) -> PartitionSpec:
+    """The mesh PartitionSpec of a spec naming logical axes (``"P('batch', 'embed')"``), under Flax's rules
+    (what ``POST /api/layout`` lays out when given ``rules``)."""
+    names: list[str | None] = []
+    for entry in spec_entries(parse_spec(text)):
+        if isinstance(entry, tuple):
+            raise ShardingError(
+                BAD_RULES,
+                f"with logical rules each dimension names one logical axis or None, got the tuple {entry!r}",
+                hint="write the logical names as Flax does: ('batch', 'embed'), one per dimension",
+            )
+        names.append(entry if isinstance(entry, str) else None)
+    return PartitionSpec(*logical_to_mesh_axes(names, check_rules(rules)))
