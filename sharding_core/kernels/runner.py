@@ -417,7 +417,9 @@ def _run(job: KernelJob, progress: Progress, max_text_chars: int) -> dict[str, A
         extra: list[tuple[str, Any]] = []
         for name, arg in zip(built.extra_names, built.extra_args, strict=True):
             extra.extend(_leaves(arg, name))
-        if job.compile_only:  # the inputs stay abstract: compiled for the set's hardware, nothing runs here
+        # Compile-only: the inputs stay abstract, compiled for the set's hardware; nothing runs or is allocated
+        # here, so it never reaches "running" and reports no needs for the server's budget to reserve.
+        if job.compile_only:
             from sharding_core.kernels.compiled import compile_only
 
             return compile_only(job, kernel, built, extra, max_text_chars)
