@@ -23,6 +23,7 @@ from sharding_core.errors import ShardingError
 from sharding_core.hlo.collectives import device_assignment
 from sharding_core.kernels import runner
 from sharding_core.kernels.plan import MAX_KERNEL_ELEMENTS, RunInput, plan_run
+from sharding_core.kernels.reshard import plan_reshard
 from sharding_core.mesh import MeshSpec
 from sharding_core.planning.targets import mesh
 from tests.conftest import ClientFactory
@@ -76,6 +77,29 @@ def test_a_compile_only_run_tells_the_pool_no_needs() -> None:
     states: list[tuple[str, int | None]] = []
     result = runner.run_job(plan.job, lambda state, needs: states.append((state, needs)))
     assert states == [("compiling", None)] and result["compile_only"] is True
+
+
+def test_a_tpu_run_past_the_budget_by_xlas_figures_compiles_only_instead_of_refusing() -> None:
+    """Regression: the estimate counts no program, so a reshard whose gathered result fits the estimate could be
+    refused after the CPU compile (XLA's figures past max_worker_memory) where a compile-only run would answer.
+    Here the estimate (780 MiB) fits 1 GiB; XLA's program (128 MiB on each of 8 devices: the replicated result
+    and its gather), the inputs and the reference come to 1.44 GiB before the worker's own memory."""
+    move = ("tpu:v5e:2x4", MESH, (4096, 4096), "bfloat16", "P('x', 'y')", "P()")
+    budget = 1024**3
+    plan = plan_reshard(*move, max_bytes=budget)
+    assert not plan.job.compile_only and plan.job.compile_only_fallback and plan.job.max_bytes == budget
+    assert sum(dict(plan.job.estimate).values()) <= budget
+    states: list[tuple[str, int | None]] = []
+    result = runner.run_job(plan.job, lambda state, needs: states.append((state, needs)))
+    assert states == [("compiling", None)]  # nothing ran or was allocated: no needs to reserve
+    assert result["compile_only"] is True and "setting max_worker_memory" in result["executed_on"]
+    assert result["memory"] == result["tpu"]["memory"] and result["outputs"][0]["spec"] == "P()"
+    # asked to run on CPU, it is refused with XLA's figures, as before
+    cpu = plan_reshard(*move, max_bytes=budget, compile_only=False)
+    assert not cpu.job.compile_only_fallback
+    with pytest.raises(runner.KernelRunError, match="setting max_worker_memory") as e:
+        runner.run_job(cpu.job)
+    assert e.value.code == "too_large"
 
 
 def test_compile_only_needs_a_compiler_for_the_set(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -105,6 +105,9 @@ class KernelJob:
     estimate: tuple[tuple[str, int], ...] = ()  # the parent's estimate, part by part (what the worker adds to)
     data: str = "random"  # the inputs' values: INPUT_DATA
     compile_only: bool = False  # compiled for the set's hardware on abstract inputs; nothing runs
+    # Not said either way, on a set whose compiler is installed: when XLA's figures after the CPU compile put the
+    # run past max_bytes (the estimate said it fits), it is compiled for the set's hardware instead of refused.
+    compile_only_fallback: bool = False
 
     @property
     def size(self) -> int:
@@ -520,6 +523,7 @@ def plan_run(
         estimate=tuple(memory.parts.items()),
         data=data,
         compile_only=only,
+        compile_only_fallback=compile_only is None and not only and compiler_for(devset) is None,
     )
     budget = max_compile_seconds if only and max_compile_seconds is not None else None
     return KernelPlan(job, kernel, devset, mesh_spec, tuple(layouts), budget)
