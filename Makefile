@@ -16,7 +16,7 @@ OLDEST_ENV := build/oldest-jax
 WHEEL_DIR := build/dist
 GPU_ENV := build/gpu
 
-.PHONY: serve install install-dev chromium lint typecheck docs docs-gen test bench wheel oldest-jax gpu-env
+.PHONY: serve install install-dev chromium services lint typecheck docs docs-gen test bench wheel oldest-jax gpu-env
 
 $(UV):
 	$(PYTHON) -m venv .tools
@@ -44,6 +44,15 @@ chromium:
 	@command -v chromium >/dev/null 2>&1 || { \
 	  SUDO=$$(if [ "$$(id -u)" -ne 0 ]; then echo sudo; fi); \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium >/dev/null; }
+
+# Debian's PostgreSQL and Caddy: the store's tests run against a real PostgreSQL (tests/plugins/postgres.py
+# starts its own cluster: initdb + pg_ctl on a free port), and the replica tests put docker-compose.yml's
+# Caddyfile, run by the real caddy, in front of two replicas.
+services:
+	@{ command -v caddy >/dev/null 2>&1 && ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; } || { \
+	  SUDO=$$(if [ "$$(id -u)" -ne 0 ]; then echo sudo; fi); \
+	  $$SUDO apt-get update -qq && \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql caddy >/dev/null; }
 
 lint: install-dev
 	.venv/bin/ruff check .
@@ -75,7 +84,7 @@ oldest-jax: wheel
 	$(UV) pip install --quiet --no-config --python $(OLDEST_ENV)/bin/python --reinstall-package shardscope \
 	  "$$(ls $(WHEEL_DIR)/shardscope-*.whl)[notebook]" "jax==$(OLDEST_JAX)" "jaxlib==$(OLDEST_JAX)"
 
-test: install-dev chromium lint typecheck docs
+test: install-dev chromium services lint typecheck docs
 	.venv/bin/python -m pytest
 
 bench: install-dev

@@ -37,7 +37,7 @@ def build(db: Path, parts: int, mib: float) -> str:
     from jax.sharding import Mesh, NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    from server.store import Store
+    from server.store import SqliteStore
     from sharding_core import capture, new_run_id
     from sharding_core.snapshot.memory import enrich
     from sharding_core.snapshot.merge import part_keys
@@ -52,7 +52,7 @@ def build(db: Path, parts: int, mib: float) -> str:
     }
     snap = capture(tree, "bench")
     secret = new_run_id()
-    with Store(db, max_bytes=None) as store:
+    with SqliteStore(db, max_bytes=None) as store:
         read_id = store.run_read_id(secret)
         for p in range(parts):
             snap["process_index"], snap["process_count"] = p, parts
@@ -69,10 +69,10 @@ def measure(db: str, read_id: str, mode: str) -> None:
 
     from server.services.snapshots import SnapshotRepository
     from server.settings import Settings
-    from server.store import Store
+    from server.store import SqliteStore
     from sharding_core.snapshot.merge import merge_run
 
-    store = Store(db, max_bytes=None)
+    store = SqliteStore(db, max_bytes=None)
     parts = store.run_parts(read_id)
     Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current RSS
     before = _status("VmRSS")

@@ -8,7 +8,12 @@ what a leak would show; the first round fills the bounded caches), with its kern
 A kernel run answered 429 ``busy`` (every worker busy and the queue full) is counted apart: it is
 the documented answer under load, not an error. Prints a markdown table.
 
-Run: ``.venv/bin/python bench/load.py [--seconds 30] [--clients 32]``.
+``--replicas``: the same load against two replicas behind a proxy, as docker-compose.yml's ``replicas`` profile
+runs them — a PostgreSQL cluster of its own (Debian's ``postgresql``, as the tests start it), two ``shardscope
+serve --db postgresql://...`` and Debian's ``caddy`` with the compose file's Caddyfile in front; the RSS
+figures are the two replicas' together.
+
+Run: ``.venv/bin/python bench/load.py [--seconds 30] [--clients 32] [--replicas]``.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -138,40 +144,74 @@ def run_round(port: int, seconds: float, clients: int) -> tuple[dict[str, list[f
     return lat, sum(len(v) for v in lat.values()), errors[0]
 
 
+def serve(port: int, db: str, log: Path) -> subprocess.Popen[bytes]:
+    cli = Path(sys.executable).parent / "shardscope"
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [str(cli), "serve", "--port", str(port), "--db", db],
+            env={**os.environ, "JAX_PLATFORMS": "cpu"}, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    for _ in range(600):
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
+            c.request("GET", "/api/health")
+            if c.getresponse().status == 200:
+                break
+        except OSError:
+            time.sleep(0.1)
+    return proc
+
+
+@contextlib.contextmanager
+def servers(tmp: str, replicas: bool) -> Iterator[tuple[int, list[int]]]:
+    """The port to load and the server processes behind it: one on SQLite, or two on PostgreSQL behind caddy."""
+    if not replicas:
+        port = free_port()
+        proc = serve(port, f"{tmp}/links.db", Path(tmp) / "server.log")
+        try:
+            yield port, [proc.pid]
+        finally:
+            proc.terminate()
+            proc.wait(10)
+        return
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tests.plugins.live import caddy
+    from tests.plugins.postgres import cluster
+
+    with cluster() as postgres:
+        url = postgres.url()
+        procs = [serve(free_port(), url, Path(tmp) / f"replica-{i}.log") for i in (1, 2)]
+        ports = [int(p.args[3]) for p in procs]  # type: ignore[index]
+        try:
+            with caddy(ports, Path(tmp)) as port:
+                yield port, [p.pid for p in procs]
+        finally:
+            for p in procs:
+                p.terminate()
+                p.wait(10)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=30)
     parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--replicas", action="store_true", help="two replicas on PostgreSQL behind caddy")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        cli = Path(sys.executable).parent / "shardscope"
-        log = open(Path(tmp) / "server.log", "wb")  # noqa: SIM115 - closed below
-        proc = subprocess.Popen(
-            [str(cli), "serve", "--port", str(port), "--db", f"{tmp}/links.db"],
-            env={**os.environ, "JAX_PLATFORMS": "cpu"}, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-        try:
-            for _ in range(600):
-                try:
-                    c = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
-                    c.request("GET", "/api/health")
-                    if c.getresponse().status == 200:
-                        break
-                except OSError:
-                    time.sleep(0.1)
-            before = rss_mib(proc.pid)
-            lat1, n1, err1 = run_round(port, args.seconds, args.clients)
-            after1, workers1 = rss_mib(proc.pid), worker_rss_mib(proc.pid)
-            lat2, n2, err2 = run_round(port, args.seconds, args.clients)
-            after2, workers2 = rss_mib(proc.pid), worker_rss_mib(proc.pid)
-        finally:
-            proc.terminate()
-            proc.wait(10)
-            log.close()
-    print(f"{args.clients} clients, 2 rounds of {args.seconds:.0f} s, loopback")
+    with tempfile.TemporaryDirectory() as tmp, servers(tmp, args.replicas) as (port, pids):
+        before = sum(rss_mib(p) for p in pids)
+        lat1, n1, err1 = run_round(port, args.seconds, args.clients)
+        after1, workers1 = sum(rss_mib(p) for p in pids), sum(worker_rss_mib(p) for p in pids)
+        lat2, n2, err2 = run_round(port, args.seconds, args.clients)
+        after2, workers2 = sum(rss_mib(p) for p in pids), sum(worker_rss_mib(p) for p in pids)
+    where = "two replicas on PostgreSQL behind caddy" if args.replicas else "one server on SQLite"
+    print(f"{args.clients} clients, 2 rounds of {args.seconds:.0f} s, loopback, {where}")
     print()
     print("| round | requests | req/s | errors | p50 | p99 | server RSS after |")
     print("|---:|---:|---:|---:|---:|---:|---:|")

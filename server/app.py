@@ -44,10 +44,11 @@ from server.middleware import (
 )
 from server.pool import WorkerPool
 from server.quota import WriteQuota
+from server.services.jobs import JobBoard
 from server.services.kernels import KernelRuns
 from server.services.snapshots import SnapshotRepository
 from server.settings import Settings
-from server.store import Store
+from server.store import open_store
 from sharding_core import cache
 from sharding_core.errors import ShardingError
 from sharding_core.kernels import worker
@@ -120,7 +121,8 @@ def create_app(
 ) -> FastAPI:
     """The dashboard app.
 
-    ``db_path``: the SQLite file for share links (None: ``links.db`` in the user data directory).
+    ``db_path``: the store, ``--db``: a SQLite file (None: ``links.db`` in the user data directory) or a
+    ``postgresql://`` URL that replicas share (:func:`server.store.open_store`).
     ``bind_host``: where the server listens; on a loopback address the ``Host`` header must be a
     loopback name (DNS-rebinding defence). ``allowed_hosts`` replaces that list (e.g. a reverse
     proxy's name); on a non-loopback bind without it, any Host is accepted. ``token``: when set,
@@ -135,12 +137,14 @@ def create_app(
     if problem is not None:
         raise ShardingError("bad_token", problem, hint=TOKEN_HINT)
     cache.configure(settings.max_cache_bytes)
-    store = Store(
+    store = open_store(
         db_path,
         max_bytes=settings.max_store_bytes,
         max_days={"links": settings.max_link_days, "snapshots": settings.max_snapshot_days},
+        max_connections=settings.max_db_connections,
     )
     kernels = kernel_pool if kernel_pool is not None else kernel_worker_pool(settings)
+    jobs = JobBoard(store, kernels, settings)
     frontend = Path(frontend_dir) if frontend_dir is not None else FRONTEND_DIR
 
     @asynccontextmanager
@@ -153,10 +157,12 @@ def create_app(
         # request builds a 6144-device topology (halves that request's time).
         gc.freeze()
         kernels.open()
+        jobs.start()
         try:
             yield
         finally:
-            kernels.close()
+            kernels.close()  # its last jobs' states (shutting down) reach the store before it closes
+            jobs.stop()
             store.close()
 
     app = FastAPI(
@@ -175,7 +181,8 @@ def create_app(
     app.state.settings = settings
     app.state.quota = quota = WriteQuota(settings.max_client_store_bytes_per_hour)
     app.state.snapshots = SnapshotRepository(store, settings, quota)
-    app.state.runs = KernelRuns(kernels, settings)
+    app.state.jobs = jobs
+    app.state.runs = KernelRuns(kernels, settings, jobs)
     app.state.sessions = sessions = Sessions(settings.max_sessions, settings.max_session_seconds)
     # The connection layer's limits and what readers hold (server/http.py): `shardscope serve` gives uvicorn
     # a protocol class on this guard, so what ChunkedSend holds for a reader counts there.

@@ -80,6 +80,9 @@ KERNEL_ERROR = "kernel_error"
 JOB_STATES = ("queued", "compiling", "running", "done", "error")
 """A job's states as the page polls them (a worker reports the middle two as progress)."""
 
+Listener = Callable[["Job", bool], None]
+"""Told of a job's every change of state (``job``, and whether its answer just went into the cache), from the
+thread that changed it, outside the pool's lock: what shares a pool's jobs and results beyond its process."""
 WorkerEntry = Callable[[Connection, Sequence[str]], None]
 """A worker process's main function: the pipe to the pool, and ``"module:function"`` set-up hooks."""
 
@@ -361,6 +364,7 @@ class _Slot:
                         job.needs = int(needs)
                         pool._lock.notify_all()
                 job.state = str(data)
+                pool.notify(job)
                 continue
             if kind == "retiring":
                 retiring = True
@@ -490,6 +494,7 @@ class WorkerPool:
         self._cgroup_tried = False
         self._watchdog: threading.Thread | None = None
         self.peak_total = 0  # the largest sum of the workers' resident memory the watchdog saw
+        self.listeners: list[Listener] = []
 
     # -- lifecycle
 
@@ -731,16 +736,41 @@ class WorkerPool:
             if self._jobs.get(job.id) is job:
                 self._job_bytes += _held(result)
                 self._forget_old(keep=job)
-            if cache and self.cache_entries and _held(result) <= self.max_result_bytes:
-                old = self._cache.pop(job.key, None)
-                self._cache_bytes += _held(result) - (_held(old[0]) if old else 0)
-                self._cache[job.key] = (result, failure)
-                while len(self._cache) > self.cache_entries or self._cache_bytes > self.max_result_bytes:
-                    _, (dropped, _) = self._cache.popitem(last=False)
-                    self._cache_bytes -= _held(dropped)
+            cached = cache and self._cache_put(job.key, result, failure)
             self.stats["done" if result is not None else failure.code if failure is not None else "error"] += 1
+        self.notify(job, cached)
         if not job.future.done():
             job.future.set_result(None)
+
+    def _cache_put(self, key: Hashable, result: bytes | None, failure: ShardingError | None) -> bool:
+        """Caches an answer (under the lock), dropping the least recently used past the limits; False when it
+        is not kept (no cache, or larger than the whole budget)."""
+        if not self.cache_entries or _held(result) > self.max_result_bytes:
+            return False
+        old = self._cache.pop(key, None)
+        self._cache_bytes += _held(result) - (_held(old[0]) if old else 0)
+        self._cache[key] = (result, failure)
+        while len(self._cache) > self.cache_entries or self._cache_bytes > self.max_result_bytes:
+            _, (dropped, _) = self._cache.popitem(last=False)
+            self._cache_bytes -= _held(dropped)
+        return True
+
+    def seed(self, task: Task, result: bytes | None, failure: ShardingError | None) -> bool:
+        """Caches an answer computed elsewhere (another replica's, from the shared store), so the next
+        :meth:`submit` of ``task`` is a cache hit. False when the task is cached already or nothing is kept."""
+        with self._lock:
+            if task.key in self._cache:
+                return False
+            return self._cache_put(task.key, result, failure)
+
+    def notify(self, job: Job, cached: bool = False) -> None:
+        """Tells the listeners of a job's change (outside the lock; a listener's failure is logged, never the
+        job's)."""
+        for listener in list(self.listeners):
+            try:
+                listener(job, cached)
+            except Exception:
+                log.exception("%s: a job listener failed", self.name)
 
     def total_failure(self, used: int | None) -> ShardingError:
         """The run's worker was stopped because the workers together passed ``total_memory``."""

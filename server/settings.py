@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from server.memcap import available_ram
-from server.store import MAX_LINK_DAYS, MAX_SNAPSHOT_DAYS, MAX_STORE_BYTES, RECORD_OVERHEAD
+from server.store import MAX_DB_CONNECTIONS, MAX_LINK_DAYS, MAX_SNAPSHOT_DAYS, MAX_STORE_BYTES, RECORD_OVERHEAD
 from sharding_core.cache import MAX_CACHE_BYTES
 from sharding_core.cost.efficiency import MAX_NCCL_TEXT_CHARS
 from sharding_core.devices import MAX_DEVICES, MAX_SLICES, DeviceSet, parse_devices
@@ -51,6 +51,7 @@ MAX_COMPILE_SECONDS = 120
 MAX_KERNEL_CACHE_ENTRIES = 128
 MAX_KERNEL_JOBS = 1024
 MAX_KERNEL_RESULT_BYTES = 256 * 1024 * 1024
+MAX_KERNEL_JOB_SILENCE_SECONDS = 15
 MAX_SNAPSHOT_BYTES = 64 * 1024 * 1024
 SNAPSHOT_CACHE_BYTES = 256 * 1024 * 1024
 """What the server's caches of parsed snapshots, and of merged runs, each hold at most (the largest
@@ -178,6 +179,14 @@ class Settings:
         minimum=0,
         maximum=36500,
     )
+    max_db_connections: int = _setting(
+        MAX_DB_CONNECTIONS,
+        "Connections this server holds to PostgreSQL at most (--db postgresql://...), its own pool: each replica "
+        "has its own, so the database sees replicas × this (keep it under the server's max_connections). A "
+        "request that waits 10 s for one gets 503 store_unavailable. A SQLite store ignores it",
+        minimum=2,
+        maximum=1000,
+    )
     # ---- the kernel lab (server/pool.py, sharding_core/kernels)
     max_kernel_workers: int = _setting(
         MAX_KERNEL_WORKERS, "Worker processes that run kernels (each runs one at a time)", maximum=64
@@ -205,19 +214,29 @@ class Settings:
     )
     max_kernel_cache_entries: int = _setting(
         MAX_KERNEL_CACHE_ENTRIES,
-        "Kernel results kept (least recently used go first)",
+        "Kernel results kept (least recently used go first), in memory and in the store that replicas share",
         minimum=0,
         maximum=65536,
     )
     max_kernel_jobs: int = _setting(
         MAX_KERNEL_JOBS,
-        "Kernel jobs remembered for GET /api/kernels/jobs/{id} (oldest finished go)",
+        "Kernel jobs remembered for GET /api/kernels/jobs/{id} (oldest finished go), in memory and in the store "
+        "that replicas share",
         maximum=65536,
+    )
+    max_kernel_job_silence_seconds: int = _setting(
+        MAX_KERNEL_JOB_SILENCE_SECONDS,
+        "Seconds a kernel job may go without a heartbeat from the server running it (it beats every second while "
+        "the job is queued or running) before any server sharing the store reports it failed (worker_crashed): "
+        "a replica that dies never leaves its jobs 'running'",
+        minimum=3,
+        maximum=3600,
     )
     max_kernel_result_bytes: int = _setting(
         MAX_KERNEL_RESULT_BYTES,
         "Bytes of kernel results held in memory: the result cache and the finished jobs each keep at most this "
-        "much (least recently used, or oldest finished, go first; the job that just finished is always kept)",
+        "much (least recently used, or oldest finished, go first; the job that just finished is always kept); "
+        "the store keeps as much again of each, for every replica that shares it",
         minimum=65536,
         maximum=64 * GIB,
     )

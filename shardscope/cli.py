@@ -39,7 +39,13 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("serve", help="serve the dashboard (loopback only unless --host says otherwise)")
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8000)
-    s.add_argument("--db", default=None, help="SQLite file for share links (default: the user data directory)")
+    s.add_argument(
+        "--db",
+        default=None,
+        help="the store: a SQLite file (default: links.db in the user data directory), or "
+        "postgresql://user@host:port/database, which replicas of this server share (password: PGPASSWORD or "
+        "~/.pgpass; needs the postgres extra)",
+    )
     s.add_argument(
         "--token",
         default=os.environ.get("SHARDSCOPE_TOKEN") or None,
@@ -72,10 +78,16 @@ def _parser() -> argparse.ArgumentParser:
     for action, what in (
         ("info", "records, bytes and runs, and the byte total against the budget"),
         ("prune", "delete by age (--older-than DAYS) and/or the oldest until the store is under --max-bytes"),
-        ("delete", "delete one run (--run READ_ID), snapshot (--snapshot ID) or link and what it opens (--link ID)"),
+        (
+            "delete",
+            "delete one run (--run=READ_ID), snapshot (--snapshot=ID) or link and what it opens (--link=ID); "
+            "give the id after '=': one may begin with '-'",
+        ),
     ):
         a = actions.add_parser(action, help=what, description=what)
-        a.add_argument("--db", default=None, help="the store's SQLite file (default: the user data directory's)")
+        a.add_argument(
+            "--db", default=None, help="the store: its SQLite file (default: the user data directory's) or its URL"
+        )
         if action == "prune":
             a.add_argument("--older-than", metavar="DAYS", help="delete every record made more than DAYS days ago")
             a.add_argument("--max-bytes", metavar="N", help="then delete the oldest records until at most N bytes")
@@ -185,13 +197,14 @@ def preview(args: argparse.Namespace) -> int:
 
 
 def store_command(args: argparse.Namespace) -> int:
-    """``shardscope store info|prune|delete``: an operator's look at and deletions in a store, while the server
-    runs or not (SQLite's locking serialises them with its writes; the byte total is kept in the same
-    transactions). Expiry by age is left to the server's settings: nothing expires by opening the store here."""
+    """``shardscope store info|prune|delete``: an operator's look at and deletions in a store, while the servers
+    run or not (each write takes the byte total's row first, so they are serialised with the servers' writes;
+    the total is kept in the same transactions). Expiry by age is left to the server's settings: nothing expires
+    by opening the store here."""
     import orjson
 
     from server.settings import whole_number
-    from server.store import Pruned, Store, default_db_path
+    from server.store import Pruned, default_db_path, is_url, open_store
     from sharding_core.errors import ShardingError
 
     try:
@@ -199,10 +212,10 @@ def store_command(args: argparse.Namespace) -> int:
         max_bytes = whole_number("--max-bytes", args.max_bytes) if getattr(args, "max_bytes", None) else None
         if args.action == "prune" and older is None and max_bytes is None:
             raise ShardingError("bad_request", "prune needs --older-than DAYS, --max-bytes N or both")
-        path = Path(args.db) if args.db else default_db_path()
-        if not path.is_file():
-            raise ShardingError("store_unavailable", f"there is no store at {path}", hint="pass --db the server's file")
-        store = Store(path, max_bytes=None, max_days={"links": 0, "snapshots": 0})
+        db = args.db if is_url(args.db) else Path(args.db) if args.db else default_db_path()
+        if isinstance(db, Path) and not db.is_file():
+            raise ShardingError("store_unavailable", f"there is no store at {db}", hint="pass --db the server's file")
+        store = open_store(db, max_bytes=None, max_days={"links": 0, "snapshots": 0})
     except ShardingError as e:
         return refuse(e)
     with store:

@@ -27,7 +27,7 @@ from tests.helpers import BASE
 
 jax.config.update("jax_num_cpu_devices", 8)
 
-pytest_plugins = ["tests.plugins.live", "tests.plugins.browser"]
+pytest_plugins = ["tests.plugins.live", "tests.plugins.browser", "tests.plugins.postgres"]
 
 ClientFactory = Callable[..., TestClient]
 
@@ -37,13 +37,15 @@ def make_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClientFact
     """Makes in-process clients of fresh apps (each with its own store), closed when the module ends.
 
     Keyword arguments go to :func:`server.app.create_app` (``settings=``, ``token=``, ``kernel_pool=``,
-    ``bind_host=``, ...); ``base_url`` to the client.
+    ``bind_host=``, ...); ``base_url`` to the client; ``db`` names the store (default: a new SQLite file).
     """
     opened: list[TestClient] = []
 
-    def make(*, base_url: str = BASE, bind_host: str = "127.0.0.1", **options: Any) -> TestClient:
-        db = tmp_path_factory.mktemp("app") / "links.db"
-        c = TestClient(create_app(str(db), bind_host, **options), base_url=base_url)
+    def make(
+        *, base_url: str = BASE, bind_host: str = "127.0.0.1", db: str | None = None, **options: Any
+    ) -> TestClient:
+        db = db or str(tmp_path_factory.mktemp("app") / "links.db")
+        c = TestClient(create_app(db, bind_host, **options), base_url=base_url)
         c.__enter__()
         opened.append(c)
         return c

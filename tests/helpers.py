@@ -18,7 +18,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from server.middleware import Message, Receive, Scope, Send
-from server.store import TABLES, Store
+from server.store import TABLES, SqliteStore, Store
 
 BASE = "http://127.0.0.1:8000"
 """The in-process client's base URL: the app is bound to loopback and checks the Host header."""
@@ -140,10 +140,19 @@ def ReadOnlyDisk(conn: sqlite3.Connection) -> FailingWrites:
     return FailingWrites(conn, error)
 
 
-def counted(db: Path) -> int:
-    """What the running total must equal: every record's size and every run key's, summed afresh."""
-    with contextlib.closing(sqlite3.connect(db)) as conn:
-        return sum(conn.execute(f"SELECT coalesce(sum(size), 0) FROM {t}").fetchone()[0] for t in (*TABLES, "run_keys"))
+def counted(where: Path | str | Store) -> int:
+    """What the running total must equal: every record's size and every run key's, summed afresh by the
+    database itself (``where``: a SQLite file, a PostgreSQL URL, or the store using either)."""
+    sums = [f"SELECT coalesce(sum(size), 0) FROM {t}" for t in (*TABLES, "run_keys")]
+    if isinstance(where, Store):
+        where = where.path if isinstance(where, SqliteStore) else where.url  # type: ignore[attr-defined]
+    if isinstance(where, str) and "://" in where:
+        import psycopg
+
+        with psycopg.connect(where) as pg:
+            return sum(int(pg.execute(q.encode()).fetchone()[0]) for q in sums)  # type: ignore[index]
+    with contextlib.closing(sqlite3.connect(where)) as conn:
+        return sum(conn.execute(q).fetchone()[0] for q in sums)
 
 
 @contextlib.contextmanager
@@ -173,7 +182,7 @@ def corrupt_middle(db: Path) -> None:
 
 
 def filled(db: Path) -> list[str]:
-    with Store(db) as store:
+    with SqliteStore(db) as store:
         return [
             store.put("links", orjson.dumps({"view": "layout", "state": {"n": i, "pad": "p" * 400}}))
             for i in range(500)
@@ -199,7 +208,7 @@ def stored_snapshot(db: Path, payload: bytes) -> str:
     """Stores ``payload`` as a snapshot with its share link, as publishing does, before a server opens ``db``."""
     from server.services.links import link_payload
 
-    with Store(db, max_bytes=None) as store:
+    with SqliteStore(db, max_bytes=None) as store:
         snapshot_id, _ = store.put_linked(
             "snapshots", payload, lambda i: link_payload("snapshots", {"snapshot": i}, 4096)
         )

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import pytest
 import yaml
 
 from examples.multihost import parser as job_parser
@@ -97,3 +98,81 @@ def test_the_dashboard_has_a_memory_limit_its_settings_fit() -> None:
     settings = Settings().with_values((name, value) for name, value in args.setting)
     assert settings.memory_problem(ram=ram) is None
     assert settings.kernel_memory(ram) == ram // 2  # what the kernel workers get together
+
+
+# ---- profile "replicas": PostgreSQL, two replicas, Caddy (issue 24) -------------------------------------------
+
+REPLICAS = ("replica-1", "replica-2")
+
+
+def caddyfile() -> str:
+    text: str = COMPOSE["configs"]["caddyfile"]["content"]
+    return text
+
+
+def test_the_replicas_profile_is_postgresql_two_replicas_and_a_proxy() -> None:
+    profiled = {name for name, svc in COMPOSE["services"].items() if "replicas" in svc.get("profiles", [])}
+    assert profiled == {"postgres", *REPLICAS, "proxy"}
+    assert "profiles" not in service("dashboard")  # plain `docker compose up` is still the one server
+    pg = service("postgres")
+    assert pg["image"].startswith("postgres:") and "pgdata" in COMPOSE["volumes"]
+    assert any(v.startswith("pgdata:") for v in pg["volumes"])
+    password = pg["environment"]["POSTGRES_PASSWORD"]
+    assert re.fullmatch(r"\$\{POSTGRES_PASSWORD:\?[^}]+\}", password), password  # no default password
+    for name in REPLICAS:
+        replica = service(name)
+        args = cli_parser().parse_args(replica["command"][1:])
+        db = urlsplit(args.db)
+        assert db.scheme == "postgresql" and db.hostname == "postgres" and db.password is None  # not in argv
+        assert db.username == pg["environment"]["POSTGRES_USER"] and db.path == "/" + pg["environment"]["POSTGRES_DB"]
+        assert replica["environment"]["PGPASSWORD"] == password  # libpq reads it from the environment
+        assert "SHARDSCOPE_TOKEN" in replica["environment"]  # token required, as for the dashboard
+        assert args.host == "0.0.0.0" and "ports" not in replica  # reached only through the proxy
+        required = [h for h in args.allowed_host if h.startswith("${")]
+        assert len(required) == 1 and re.fullmatch(r"\$\{SHARDSCOPE_HOSTNAME:\?[^}]+\}", required[0])
+        assert {"localhost", "127.0.0.1"} <= set(args.allowed_host)  # the health checks' Host
+        assert replica["depends_on"]["postgres"]["condition"] == "service_healthy"
+        assert replica["depends_on"]["install"]["condition"] == "service_completed_successfully"
+        assert f"http://127.0.0.1:{args.port}/api/health" in " ".join(replica["healthcheck"]["test"])
+        settings = Settings().with_values((n, v) for n, v in args.setting)
+        assert settings.max_db_connections * len(REPLICAS) < 100  # PostgreSQL's default max_connections
+        assert settings.memory_problem(ram=8 * 1024**3) is None and replica["mem_limit"] == "8g"
+    assert "--extra postgres" in " ".join(service("install")["command"])
+    proxy = service("proxy")
+    assert proxy["image"].startswith("caddy:") and proxy["configs"][0]["target"] == "/etc/caddy/Caddyfile"
+    assert all(p.startswith("127.0.0.1:") for p in proxy["ports"])
+    assert set(proxy["depends_on"]) == set(REPLICAS)
+    # The Caddyfile sends to both replicas on the port they serve on, and bounds bodies as the replicas do.
+    port = cli_parser().parse_args(service(REPLICAS[0])["command"][1:]).port
+    upstreams = re.search(r"reverse_proxy ([^{]+)\{", caddyfile())
+    assert upstreams and upstreams.group(1).split() == [f"{name}:{port}" for name in REPLICAS]
+    limit = re.search(r"max_size (\d+)MiB", caddyfile())
+    assert limit and int(limit.group(1)) * 1024**2 == Settings().max_snapshot_bytes
+
+
+def test_the_caddyfile_is_one_caddy_accepts(tmp_path: Path) -> None:
+    """Validated by the real binary (Debian's caddy, which `make test` installs)."""
+    import shutil
+    import subprocess
+
+    caddy = shutil.which("caddy")
+    if caddy is None:
+        pytest.skip("caddy is not installed: `make test` installs Debian's caddy package")
+    config = tmp_path / "Caddyfile"
+    config.write_text(caddyfile())
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "XDG_DATA_HOME": str(tmp_path),
+        "XDG_CONFIG_HOME": str(tmp_path),
+    }
+    done = subprocess.run(
+        [caddy, "validate", "--config", str(config), "--adapter", "caddyfile"], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0 and "Valid configuration" in done.stdout + done.stderr, done.stderr
+    broken = tmp_path / "Broken"
+    broken.write_text(caddyfile().replace("lb_policy least_conn", "lb_policy no_such_policy"))
+    done = subprocess.run(
+        [caddy, "validate", "--config", str(broken), "--adapter", "caddyfile"], capture_output=True, text=True, env=env
+    )
+    assert done.returncode != 0  # the check can fail

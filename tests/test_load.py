@@ -274,12 +274,12 @@ PART_MIB = 16
 
 def stored_run(db: Path, parts: int, mib: float) -> str:
     """A run of ``parts`` processes, each part ``mib`` MiB, stored as publishing stores them; its read id."""
-    from server.store import Store
+    from server.store import SqliteStore
     from sharding_core.snapshot.merge import part_keys
 
     secret = new_run_id()
     snap = orjson.loads(big_snapshot(mib, "run"))
-    with Store(db, max_bytes=None) as store:
+    with SqliteStore(db, max_bytes=None) as store:
         read_id = store.run_read_id(secret)
         n = len(snap["devices"]["id"])
         for p in range(parts):

@@ -29,6 +29,7 @@ from server.api import snapshots as api
 from server.middleware import BodyLimit
 from server.services.snapshots import PARSED_PER_JSON_BYTE, SnapshotRepository
 from server.settings import MAX_BODY_BYTES, MAX_SNAPSHOT_BYTES, SETTINGS, Settings
+from server.store import SCHEMA_VERSION
 from sharding_core import capture, new_run_id
 from sharding_core.snapshot.format import MAX_LEAF_PATH_CHARS, MAX_RULES, MAX_SNAPSHOT_NAME_CHARS
 from tests.conftest import ClientFactory
@@ -273,7 +274,7 @@ def test_runs_stored_before_read_ids_stay_readable(tmp_path: Any) -> None:
         assert_error(post(c, "/api/snapshots", run_part(snap, 1, 2, old_id)), 403, "read_only_run")
         res = post(c, "/api/snapshots/diff", {"a": {"run": old_id, "process": 0}, "b": {"run": old_id}})
         assert res.status_code == 200 and res.json()["summary"]["changed"] == 0
-    assert sqlite3.connect(db).execute("PRAGMA user_version").fetchone() == (3,)
+    assert sqlite3.connect(db).execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
 
 
 def big_part(process: int, count: int, secret: str, leaves: int) -> dict[str, Any]:

@@ -161,7 +161,9 @@ async def compare_route(body: CompareRequest, runs: RunsDep, snapshots: Snapshot
     label_a, a = await _prepare(body.a, "A", runs, snapshots)
     label_b, b = await _prepare(body.b, "B", runs, snapshots)
     # Both sides' runs are queued together or not at all: a 429 leaves nothing running for this compare.
-    jobs = runs.submit(*(p for p in (a, b) if isinstance(p, KernelPlan)))
+    plans = [p for p in (a, b) if isinstance(p, KernelPlan)]
+    await runs.share(*plans)  # what another replica computed is served from the store
+    jobs = runs.submit(*plans)
     pending = iter(jobs)
 
     async def summary(label: str, prepared: KernelPlan | dict[str, Any], job: Job | None) -> dict[str, Any]:

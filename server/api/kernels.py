@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, NotRequired
 
 from fastapi import APIRouter
 from pydantic import Field, with_config
+from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 from typing_extensions import TypedDict
 
@@ -252,4 +253,4 @@ async def start_job(body: KernelRunRequest, runs: RunsDep) -> Response:
 )
 async def job_status(job_id: str, runs: RunsDep) -> Response:
     """A job's state (queued, compiling, running, done, error) and, once done, its result or failure."""
-    return Response(runs.job_json(job_id), media_type="application/json")
+    return Response(await run_in_threadpool(runs.job_json, job_id), media_type="application/json")

@@ -23,8 +23,9 @@ class HealthResponse(Reply):
     status: Literal["ok"]
     jax_version: str
     store: Literal["ok", "read_only", "corrupt"] = Field(
-        description="ok; read_only when it cannot be written now (a refused write, a read-only file or mount: writes "
-        "get 503 store_unavailable); corrupt once SQLite found it damaged (writes get 503 store_corrupt)"
+        description="ok; read_only when it cannot be written now (a refused write, a read-only file or mount, a "
+        "PostgreSQL that stopped taking writes: writes get 503 store_unavailable); corrupt once the database found "
+        "its data damaged (writes get 503 store_corrupt)"
     )
 
 

@@ -1,5 +1,9 @@
 """Kernel runs and reshards: :class:`KernelRuns`, one per app (``app.state.runs``).
 
+Runs go through this server's own worker pool; their jobs and results are shared with every replica of it
+through the store (:class:`server.services.jobs.JobBoard`): a job is polled through any replica, and a result
+another replica computed is served from the store rather than run again.
+
 A run is checked on the simulated devices first (:func:`sharding_core.kernels.plan.plan_run`, or
 :func:`~sharding_core.kernels.reshard.plan_reshard`: a 422 before any worker is involved), then goes
 through the worker pool (:mod:`server.pool`: its cache, queue, time and memory limits). Every refusal is
@@ -21,8 +25,9 @@ from starlette.concurrency import run_in_threadpool
 from server.api.schema import KernelRunRequest, ReshardRequest
 from server.errors import ApiError
 from server.pool import BUSY, Busy, Job, WorkerPool
+from server.services.jobs import JobBoard
 from server.settings import Settings
-from sharding_core.errors import NOT_FOUND, ShardingError
+from sharding_core.errors import ShardingError
 from sharding_core.kernels.catalog import KERNEL_DTYPES, kernels
 from sharding_core.kernels.plan import KernelPlan, RunInput, plan_run
 from sharding_core.kernels.reshard import plan_reshard
@@ -33,9 +38,10 @@ KERNEL_ERROR_STATUS = 422
 class KernelRuns:
     """Plans, submits and awaits kernel runs on one worker pool, within one server's settings."""
 
-    def __init__(self, pool: WorkerPool, settings: Settings) -> None:
+    def __init__(self, pool: WorkerPool, settings: Settings, board: JobBoard) -> None:
         self.pool = pool
         self.settings = settings
+        self.board = board
 
     # ---- planning (JAX work on the simulated devices: callers run it off the event loop) ----------------
 
@@ -101,8 +107,13 @@ class KernelRuns:
             raise failure(job.failure)
         return job.response_bytes()
 
+    async def share(self, *plans: KernelPlan) -> None:
+        """Seeds the pool's cache with what another replica already computed for ``plans`` (from the store)."""
+        await run_in_threadpool(self.board.share, plans)
+
     async def run(self, plan: KernelPlan) -> bytes:
         """Submits one checked run and answers its response bytes."""
+        await self.share(plan)
         (job,) = self.submit(plan)
         return await self.result(job)
 
@@ -111,31 +122,19 @@ class KernelRuns:
         return await self.run(plan)
 
     async def start_request(self, body: KernelRunRequest) -> Job:
+        """Submits a run as a job, written to the store (so every replica answers for it) before this returns."""
         plan = await run_in_threadpool(self.plan_kernel, body)
+        await self.share(plan)
         (job,) = self.submit(plan)
+        await self.board.publish_async(job)
         return job
 
     # ---- jobs and the catalog ---------------------------------------------------------------------------------
 
     def job_json(self, job_id: str) -> bytes:
-        """A job's state (queued, compiling, running, done, error) and, once done, its result or failure."""
-        job = self.pool.get(job_id)
-        if job is None:
-            raise ApiError(404, NOT_FOUND, "no such kernel job", hint="jobs are kept in memory; start the run again")
-        state, result, failed, ahead = self.pool.status(job)
-        assert isinstance(job.task, KernelPlan)
-        head = {
-            "id": job.id,
-            "kernel": job.task.kernel.name,
-            "state": state,
-            "queued_ahead": ahead,
-            "elapsed_ms": job.elapsed_ms,
-            "peak_memory_bytes": job.peak_memory,
-            "failure": failed.to_dict() if failed is not None else None,
-        }
-        # The result is already encoded (and cached) bytes: splice it in rather than decode and re-encode.
-        body = orjson.dumps(head)
-        return body[:-1] + b',"result":' + (result or b"null") + b"}"
+        """A job's state (queued, compiling, running, done, error) and, once done, its result or failure, as the
+        store has it (whichever replica runs it)."""
+        return self.board.job_json(job_id)
 
     def catalog(self) -> bytes:
         """The catalog: each kernel's doc, source, default inputs, mesh and parameters, and the limits."""

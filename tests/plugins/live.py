@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import os
 import socket
@@ -66,12 +67,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         wait_ready(srv)
         yield srv
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        end(proc)
 
 
 def wait_ready(srv: Server, timeout: float = 60) -> None:
@@ -108,9 +104,55 @@ def start(db: Path, log: Path, settings: dict[str, int] | None = None, args: tup
 
 def stop(srv: Server) -> None:
     if srv.proc.poll() is None:
-        srv.proc.terminate()
-        try:
-            srv.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            srv.proc.kill()
-            srv.proc.wait(10)
+        end(srv.proc)
+
+
+def end(proc: subprocess.Popen[bytes]) -> None:
+    """Stops a process this plugin started: SIGTERM, then SIGKILL if it is still there 10 s later."""
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+
+
+@contextlib.contextmanager
+def caddy(upstreams: list[int], directory: Path) -> Iterator[int]:
+    """Debian's caddy running docker-compose.yml's Caddyfile in front of the servers on ``upstreams`` (loopback
+    ports in place of the replicas' names), on a free loopback port, which this yields."""
+    import re
+    import shutil
+
+    import yaml
+
+    binary = shutil.which("caddy")
+    if binary is None:
+        raise FileNotFoundError("caddy is not installed: `make test` installs Debian's caddy package")
+    text: str = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["configs"]["caddyfile"]["content"]
+    port = free_port()
+    text = text.replace(":8080 {", f"http://127.0.0.1:{port} {{", 1)  # plain HTTP, like :8080
+    servers = " ".join(f"127.0.0.1:{p}" for p in upstreams)
+    text = re.sub(r"reverse_proxy [^{]+\{", f"reverse_proxy {servers} {{", text)
+    config = directory / "Caddyfile"
+    config.write_text(text)
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(directory), "XDG_DATA_HOME": str(directory),
+           "XDG_CONFIG_HOME": str(directory)}  # fmt: skip
+    with (directory / "caddy.log").open("ab") as log:
+        proc = subprocess.Popen(
+            [binary, "run", "--config", str(config), "--adapter", "caddyfile"], stdout=log, stderr=log, env=env
+        )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    log_text = (directory / "caddy.log").read_text()[-2000:]
+                    raise RuntimeError(f"caddy did not start: {log_text}") from None
+                time.sleep(0.1)
+        yield port
+    finally:
+        end(proc)

@@ -1,0 +1,396 @@
+"""The shared store: one PostgreSQL database (psycopg 3 and its connection pool) that any number of
+``shardscope serve`` replicas use at once, so that any replica answers any request.
+
+Durability: a write is acknowledged once PostgreSQL committed it (its own ``synchronous_commit``, on by
+default: flushed to its WAL). Every write transaction holds the byte total's row until it commits (taken by
+the conditional ``UPDATE`` that counts its bytes, or ``SELECT ... FOR UPDATE`` before anything it reads):
+writes are serial across replicas as SQLite's are in one process, so the budget, a run's write-once parts
+and its keys hold whichever replica a request reaches. Each replica also keeps one
+writer at a time of its own (the lock), so the rest of its pool serves reads. Reads are single statements in
+autocommit; a large payload is streamed with ``substring`` in pieces (the payload columns are stored
+uncompressed, ``STORAGE EXTERNAL``, so a piece reads only its own TOAST chunks).
+
+Bounded waits: a connection from the pool within :data:`POOL_WAIT_S`, every statement within
+:data:`STATEMENT_TIMEOUT_MS`, a lock within :data:`LOCK_TIMEOUT_MS`, a new connection within
+:data:`CONNECT_TIMEOUT_S`; past any of them the request gets 503 ``store_unavailable`` and nothing is stored.
+A full disk (SQLSTATE 53100) is 507 as in SQLite; a database that refuses writes (a standby, a read-only
+role) is 503 and ``/api/health`` says ``read_only``; damaged data (XX001, XX002) is ``store_corrupt``.
+
+**Start-up.** Opening connects once directly (so an unreachable server, a wrong password or a missing
+database is one line naming the URL without its password, and what to do), creates or checks the schema
+under an advisory lock (replicas starting together migrate once), and proves it can write. The schema is
+:data:`~server.store.base.SCHEMA_VERSION`, recorded in ``meta``; a database from a newer Shardscope, or one
+whose ``meta`` table is not Shardscope's, is refused.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from functools import lru_cache
+from typing import Any, Final
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import ConnectionPool
+
+from server.errors import ApiError
+from server.store.base import (
+    MAX_DB_CONNECTIONS,
+    MAX_STORE_BYTES,
+    SCHEMA_VERSION,
+    STORE_UNAVAILABLE,
+    TABLES,
+    Blob,
+    Conn,
+    Cursor,
+    Store,
+    StoreClosed,
+    StoreUnavailable,
+    _check_table,
+    _clip,
+    is_valid_id,
+    log,
+    schema_4,
+)
+
+POOL_WAIT_S: Final = 10.0
+STATEMENT_TIMEOUT_MS: Final = 30_000
+LOCK_TIMEOUT_MS: Final = 30_000
+CONNECT_TIMEOUT_S: Final = 10
+MIGRATION_LOCK: Final = 0x5348_5344_5350  # pg_advisory_xact_lock key: "SHSDSP"
+"""Held while the schema is created or checked, so replicas that start together do it once."""
+
+_SCHEMA: Final = [
+    *(
+        stmt
+        for t in TABLES
+        for stmt in (
+            f"CREATE TABLE {t} (id TEXT PRIMARY KEY, created DOUBLE PRECISION NOT NULL, payload BYTEA NOT NULL, "
+            "size BIGINT NOT NULL)",
+            # Uncompressed: substring() then reads only the chunks of the piece it is asked for.
+            f"ALTER TABLE {t} ALTER COLUMN payload SET STORAGE EXTERNAL",
+        )
+    ),
+    "CREATE TABLE runs (run TEXT NOT NULL, process_index INTEGER NOT NULL, snapshot_id TEXT NOT NULL, "
+    "created DOUBLE PRECISION NOT NULL, PRIMARY KEY (run, process_index))",
+    "CREATE TABLE run_keys (run TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, size BIGINT NOT NULL, "
+    "PRIMARY KEY (run, key))",
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value BIGINT NOT NULL)",
+    "CREATE TABLE secrets (key TEXT PRIMARY KEY, value BYTEA NOT NULL)",
+    *(f"CREATE INDEX {t}_created ON {t} (created)" for t in (*TABLES, "runs")),
+    "CREATE INDEX runs_snapshot ON runs (snapshot_id)",
+    *schema_4("BYTEA", "DOUBLE PRECISION", "BIGINT"),
+    f"INSERT INTO meta (key, value) VALUES ('bytes', 0), ('schema', {SCHEMA_VERSION}), ('opened', 0)",  # noqa: S608 - a constant
+]
+
+
+def redact(url: str) -> str:
+    """The URL without its password (in the user part or as a ``password=`` parameter): what messages name."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return url.split("://", 1)[0] + "://…"
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, hostport = netloc.rpartition("@")
+        netloc = f"{userinfo.split(':', 1)[0]}@{hostport}"
+    query = "&".join(p for p in parts.query.split("&") if p and p.split("=", 1)[0].lower() != "password")
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+@lru_cache(maxsize=256)
+def _pg(sql: str) -> str:
+    """The shared SQL (``?`` placeholders, never a literal ``?`` or ``%``) in psycopg's placeholder style."""
+    return sql.replace("?", "%s")
+
+
+class _Tx:
+    """A psycopg connection taking the shared SQL (:class:`~server.store.base.Conn`)."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.conn = conn
+
+    def execute(self, sql: str, args: Sequence[Any] = (), /) -> Cursor:
+        return self.conn.execute(_pg(sql), args)
+
+    def executemany(self, sql: str, args: Iterable[Sequence[Any]], /) -> None:
+        with self.conn.cursor() as cursor:
+            cursor.executemany(_pg(sql), list(args))
+
+
+def _configure(conn: psycopg.Connection[Any]) -> None:
+    """Every pooled connection: autocommit (reads are single statements; writes open their own transaction)
+    and bounded waits."""
+    conn.autocommit = True
+    conn.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")
+    conn.execute(f"SET lock_timeout = {LOCK_TIMEOUT_MS}")
+    conn.execute("SET idle_in_transaction_session_timeout = 60000")
+
+
+class PgBlob(Blob):
+    """A payload read in pieces, each one ``substring`` query (no connection is held between pieces, so a
+    slow reader holds none). A record deleted while it is read ends the read early."""
+
+    def __init__(self, store: PostgresStore, table: str, record_id: str, length: int) -> None:
+        self.store, self.table, self.record_id, self.length = store, table, record_id, length
+        self.position = 0
+
+    def seek(self, offset: int) -> None:
+        self.position = offset
+
+    def read(self, size: int) -> bytes:
+        if self.position >= self.length or size <= 0:
+            return b""
+        rows = self.store._read(
+            f"SELECT substring(payload FROM ? FOR ?) FROM {self.table} WHERE id = ?",  # noqa: S608 - from TABLES
+            (self.position + 1, size, self.record_id),
+        )
+        piece = bytes(rows[0][0]) if rows else b""
+        self.position += len(piece)
+        return piece
+
+    def close(self) -> None:
+        pass
+
+
+class PostgresStore(Store):
+    """The store in one PostgreSQL database (``url``: ``postgresql://user@host:port/database``; a password
+    is best left to ``PGPASSWORD`` or ``~/.pgpass``, which libpq reads). ``max_connections``: this process's
+    pool (setting ``max_db_connections``)."""
+
+    kind = "postgresql"
+    _errors = (psycopg.Error,)
+    _integrity = (psycopg.errors.UniqueViolation,)
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        max_bytes: int | None = MAX_STORE_BYTES,
+        max_days: Mapping[str, float] | None = None,
+        clock: Callable[[], float] = time.time,
+        max_connections: int = MAX_DB_CONNECTIONS,
+    ) -> None:
+        super().__init__(max_bytes=max_bytes, max_days=max_days, clock=clock)
+        self.url = url
+        self.where = redact(url)
+        self.max_connections = max_connections
+        self._pool: ConnectionPool[psycopg.Connection[Any]] | None = None
+        self._open_lock = threading.Lock()
+        self.open()
+
+    # ---- lifecycle ---------------------------------------------------------------------------------
+
+    def open(self) -> None:
+        """Connects and checks the schema (done by the constructor); reopens a closed store. Idempotent."""
+        with self._open_lock:
+            if self._pool is not None:
+                return
+            try:
+                params = conninfo_to_dict(self.url)
+            except psycopg.Error as e:
+                raise StoreUnavailable(
+                    f"--db {self.where} is not a PostgreSQL URL libpq accepts ({self._hide(str(e))}): write "
+                    "postgresql://user@host:port/database"
+                ) from None
+            try:
+                with psycopg.connect(self.url, connect_timeout=CONNECT_TIMEOUT_S, autocommit=True) as conn:
+                    self._migrate(conn)
+            except StoreUnavailable:
+                raise
+            except psycopg.Error as e:
+                raise self._unavailable(e, params) from None
+            pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
+                self.url,
+                min_size=1,
+                max_size=self.max_connections,
+                open=False,
+                timeout=POOL_WAIT_S,
+                configure=_configure,
+                check=ConnectionPool.check_connection,  # a connection the server dropped is replaced, not used
+                kwargs={"connect_timeout": CONNECT_TIMEOUT_S, "application_name": "shardscope"},
+                name="shardscope",
+            )
+            pool.open()
+            self._pool = pool
+        try:
+            self.expire()
+        except (ApiError, psycopg.Error) as e:
+            log.warning("%s: could not delete expired records at start-up: %s", self.where, e)
+
+    def _migrate(self, conn: psycopg.Connection[Any]) -> None:
+        """Creates the schema in an empty database, or checks the one there; reads the run key; proves that
+        this role may write. One transaction under an advisory lock."""
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+            meta = conn.execute("SELECT to_regclass('meta') IS NOT NULL").fetchone()
+            if meta is None or not meta[0]:
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+                conn.execute("INSERT INTO secrets (key, value) VALUES ('run_key', %s)", (secrets.token_bytes(32),))
+                log.warning("%s: created the store's tables (schema %d)", self.where, SCHEMA_VERSION)
+            try:
+                row = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+            except psycopg.errors.UndefinedColumn:
+                row = None
+            if row is None:
+                raise StoreUnavailable(
+                    f"{self.where} has a table meta that Shardscope did not make: pass --db a database (or a schema, "
+                    "?options=-csearch_path%3DNAME) of Shardscope's own"
+                )
+            version = int(row[0])
+            if version > SCHEMA_VERSION:
+                raise StoreUnavailable(
+                    f"{self.where} was written by a newer Shardscope (schema {version}; this one reads up to "
+                    f"{SCHEMA_VERSION}): upgrade shardscope on every replica, or pass --db another database"
+                )
+            key = conn.execute("SELECT value FROM secrets WHERE key = 'run_key'").fetchone()
+            if key is None:
+                raise StoreUnavailable(f"{self.where} lacks its run key (table secrets): restore it from a backup")
+            self._run_key = bytes(key[0])
+            # A standby, or a role that may only read, fails here (SQLSTATE 25006, 42501), not on the first link.
+            conn.execute("UPDATE meta SET value = %s WHERE key = 'opened'", (int(self.clock()),))
+
+    def _hide(self, text: str) -> str:
+        """``text`` with the URL's password blanked, should a message ever carry it."""
+        password = urllib.parse.urlsplit(self.url).password if "://" in self.url else None
+        text = _clip(text, 300)
+        return text.replace(password, "***") if password else text
+
+    def _unavailable(self, error: psycopg.Error, params: Mapping[str, Any]) -> StoreUnavailable:
+        """One line naming the URL (without its password), what went wrong and what to do."""
+        text = self._hide(str(error))
+        low = text.lower()
+        where = self.where
+        user = params.get("user") or "this user"
+        database = params.get("dbname") or user
+        host = f"{params.get('host') or 'localhost'}:{params.get('port') or 5432}"
+        state = error.sqlstate or ""
+        if state == "28P01" or "password authentication failed" in low or "no password supplied" in low:
+            return StoreUnavailable(
+                f"cannot log in to {where} as {user} ({text}): check the password (PGPASSWORD, ~/.pgpass, or the "
+                "URL) and the user name in --db"
+            )
+        if state == "3D000" or ("database" in low and "does not exist" in low):
+            return StoreUnavailable(
+                f"the database {database} does not exist on {host} ({text}): create it (createdb -h "
+                f"{params.get('host') or 'localhost'} -p {params.get('port') or 5432} -U {user} {database}), or fix "
+                f"its name in --db {where}"
+            )
+        if "role" in low and "does not exist" in low:
+            return StoreUnavailable(
+                f"{host} has no user {user} ({text}): create it (createuser), or fix the user name in --db {where}"
+            )
+        if "pg_hba.conf" in low:
+            return StoreUnavailable(
+                f"{host} refuses {user} from this host ({text}): allow it in the server's pg_hba.conf, or pass --db "
+                "another server"
+            )
+        if state.startswith("25") or state == "42501":
+            return StoreUnavailable(
+                f"{where} does not take writes ({text}): connect to the primary rather than a standby, and let "
+                "this user create and write Shardscope's tables"
+            )
+        if isinstance(error, psycopg.OperationalError) and not state:
+            return StoreUnavailable(
+                f"cannot reach the PostgreSQL server at {where} ({text}): start it, or check the host and port in --db"
+            )
+        return StoreUnavailable(f"cannot use the PostgreSQL store {where} ({text}): check it, or pass --db another")
+
+    def close(self) -> None:
+        """Closes the pool and its connections; safe to call more than once."""
+        with self._open_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._pool is None
+
+    def _connection(self) -> Any:
+        pool = self._pool
+        if pool is None:
+            raise StoreClosed(f"the store {self.where} is closed")
+        return pool.connection(timeout=POOL_WAIT_S)
+
+    # ---- transactions ------------------------------------------------------------------------------
+
+    @contextmanager
+    def _write_tx(self) -> Iterator[Conn]:
+        with self._connection() as conn, conn.transaction():
+            yield _Tx(conn)
+
+    def _lock_total(self, conn: Conn) -> None:
+        # The byte total's row, locked until COMMIT: a write that reads before it writes takes it first, so
+        # writes are serial across replicas as they are in one SQLite process.
+        conn.execute("SELECT value FROM meta WHERE key = 'bytes' FOR UPDATE")
+
+    def _reserve(self, conn: Conn, size: int) -> None:
+        # One statement both checks and counts (the row is locked from here to COMMIT): a round trip less per
+        # write, and a write that only adds never holds the row while it is still talking to the database.
+        if self.max_bytes is None:
+            conn.execute("UPDATE meta SET value = value + ? WHERE key = 'bytes'", (size,))
+            return
+        counted = conn.execute(
+            "UPDATE meta SET value = value + ? WHERE key = 'bytes' AND value + ? <= ? RETURNING value",
+            (size, size, self.max_bytes),
+        ).fetchone()
+        if counted is None:
+            used = int(conn.execute("SELECT value FROM meta WHERE key = 'bytes'").fetchone()[0])
+            raise self._full(used, size)
+
+    @contextmanager
+    def _job_tx(self) -> Iterator[Conn]:
+        with self._connection() as conn, conn.transaction():
+            # A job's state is worth nothing once its replica is gone: no waiting for the WAL flush.
+            conn.execute("SET LOCAL synchronous_commit = off")
+            yield _Tx(conn)
+
+    def _write_error(self, error: BaseException) -> BaseException:
+        if not isinstance(error, psycopg.Error) or isinstance(error, psycopg.IntegrityError):
+            return error
+        state = error.sqlstate or ""
+        if state in ("XX001", "XX002"):
+            return self._found_corrupt(error)
+        if state == "53100":
+            return self._disk_full(error)
+        if isinstance(error, psycopg.OperationalError) or state.startswith("25") or state == "42501":
+            return self._cannot_write(error)
+        return error
+
+    # ---- reads ---------------------------------------------------------------------------------------
+
+    def _read(self, sql: str, args: Sequence[Any]) -> list[Any]:
+        try:
+            with self._connection() as conn:
+                rows: list[Any] = conn.execute(_pg(sql), args).fetchall()
+                return rows
+        except psycopg.Error as e:
+            raise self._read_error(e) from e
+
+    def _read_error(self, error: psycopg.Error) -> Exception:
+        if (error.sqlstate or "") in ("XX001", "XX002"):
+            return self._found_corrupt(error)
+        if isinstance(error, psycopg.OperationalError):
+            log.error("%s: cannot read (%s)", self.where, error)
+            return ApiError(
+                503,
+                STORE_UNAVAILABLE,
+                f"this server's store cannot be read right now ({_clip(str(error))})",
+                hint="try again later; the server's log names the store",
+            )
+        return error
+
+    def open_blob(self, table: str, record_id: str) -> Blob | None:
+        """The payload stored under ``record_id`` to read in pieces, or None."""
+        _check_table(table)
+        if not is_valid_id(record_id):
+            return None
+        rows = self._read(f"SELECT length(payload) FROM {table} WHERE id = ?", (record_id,))  # noqa: S608
+        return PgBlob(self, table, record_id, int(rows[0][0])) if rows else None
