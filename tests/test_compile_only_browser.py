@@ -14,7 +14,7 @@ from tests.plugins.browser import Watched, runs
 from tests.plugins.live import Server
 from tests.test_cost_browser import shots, wait_counter
 
-pytestmark = [pytest.mark.slow, pytest.mark.tpu]
+pytestmark = [pytest.mark.browser, pytest.mark.tpu]
 
 FFN = "shape=4096,14336&dtype=bfloat16"
 

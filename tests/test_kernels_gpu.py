@@ -38,7 +38,7 @@ def _same_collectives(run: dict[str, Any], hlo: str, assignment: list[int]) -> N
 
 
 @pytest.mark.gpu
-@pytest.mark.slow
+@pytest.mark.workers  # worker processes or subprocesses
 def test_gpu_sets_take_collectives_bytes_and_memory_from_the_gpu_compile(gpu_runs: dict[str, Any]) -> None:
     for name in ("matmul", "reshard"):
         run, want = gpu_runs[name], gpu_runs[name]["direct"]
@@ -65,7 +65,7 @@ def test_gpu_sets_take_collectives_bytes_and_memory_from_the_gpu_compile(gpu_run
 
 
 @pytest.mark.gpu
-@pytest.mark.slow
+@pytest.mark.workers  # worker processes or subprocesses
 def test_a_compile_only_run_on_a_gpu_set_is_the_gpu_program(gpu_runs: dict[str, Any]) -> None:
     run = gpu_runs["compile_only"]
     assert run["compile_only"] is True and run["max_abs_error"] is None and "not run" in run["executed_on"]

@@ -23,7 +23,7 @@ from tests.conftest import ClientFactory
 from tests.helpers import post
 from tests.kernel_hooks import HOOKS, register
 
-pytestmark = pytest.mark.slow  # a real server, worker processes or a browser: not in the fast inner loop
+pytestmark = pytest.mark.workers  # worker processes or subprocesses
 
 TIMEOUT_S = 2
 COMPILE_S = 20  # a compile-only run's own limit, well past TIMEOUT_S

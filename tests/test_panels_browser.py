@@ -27,7 +27,7 @@ from tests.notebooks.jupyter import Notebook, in_every_size_and_theme, lab_noteb
 from tests.notebooks.show_cells import PANEL_CELLS, PANEL_SHOW_CELLS
 from tests.plugins.live import Server
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.browser  # a real server or notebook and a browser
 
 
 @dataclass

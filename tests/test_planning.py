@@ -169,7 +169,7 @@ def gpu_plans() -> dict[str, Any]:
 
 
 @pytest.mark.gpu
-@pytest.mark.slow
+@pytest.mark.workers  # a subprocess in the gpu environment
 def test_gpu_set_compiles_for_real_gpus_without_one(gpu_plans: dict[str, Any]) -> None:
     """gpu:h100:2x8 gives 16 H100s on 2 hosts from XLA's target config; the plan is the GPU program's."""
     assert gpu_plans["device_kind"] == "NVIDIA H100 80GB HBM3" and gpu_plans["hosts"] == [0, 1]
@@ -486,7 +486,7 @@ def _run_plan(*argv: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.tpu
-@pytest.mark.slow
+@pytest.mark.live  # a real server on a socket
 def test_plan_command_end_to_end_with_baseline(tmp_path: Path, server: Server) -> None:
     script = tmp_path / "model.py"
     script.write_text(
