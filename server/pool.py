@@ -110,6 +110,13 @@ def task_memory(task: Task) -> int:
     return int(memory) if isinstance(memory, int) else 0
 
 
+def task_timeout(task: Task, default_s: float, setting: str) -> tuple[float, str]:
+    """A task's time limit and the setting it comes from: its own (``timeout``: a compile-only kernel run's
+    compile-time budget) or the pool's."""
+    own = getattr(task, "timeout", None)
+    return (float(own[0]), str(own[1])) if isinstance(own, tuple) else (default_s, setting)
+
+
 class Busy(Exception):
     """Every worker is busy and the queue is full."""
 
@@ -314,7 +321,8 @@ class _Slot:
         except (OSError, ValueError):
             self._replace(job, "the worker could not take the job")
             return
-        deadline = time.monotonic() + pool.timeout_s
+        timeout_s, setting = task_timeout(job.task, pool.timeout_s, pool.timeout_setting)
+        deadline = time.monotonic() + timeout_s
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -323,10 +331,10 @@ class _Slot:
                     job,
                     failure=ShardingError(
                         TIMEOUT,
-                        f"the run took longer than {pool.timeout_s:g} s (setting {pool.timeout_setting}); "
+                        f"the run took longer than {timeout_s:g} s (setting {setting}); "
                         "its worker was stopped and replaced",
                         hint="use smaller shapes or a smaller mesh (compiling for many devices takes longest)",
-                        limit=pool.timeout_s,
+                        limit=timeout_s,
                     ),
                 )
                 self._respawn()

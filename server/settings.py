@@ -47,6 +47,7 @@ MAX_VIEW_CHARS = 64
 MAX_KERNEL_WORKERS = 2
 MAX_KERNEL_QUEUE = 8
 MAX_KERNEL_SECONDS = 60
+MAX_COMPILE_SECONDS = 120
 MAX_KERNEL_CACHE_ENTRIES = 128
 MAX_KERNEL_JOBS = 1024
 MAX_KERNEL_RESULT_BYTES = 256 * 1024 * 1024
@@ -201,6 +202,14 @@ class Settings:
         MAX_KERNEL_SECONDS,
         "Seconds a kernel run (compile and execute) may take; past it the worker is killed and replaced and "
         "the run gets 422 timeout",
+        maximum=3600,
+    )
+    max_compile_seconds: int = _setting(
+        MAX_COMPILE_SECONDS,
+        "Seconds a compile-only kernel run may take: a run on a tpu: set (or a gpu: set with the gpu extra) that "
+        "asks for compile_only, or is past max_kernel_elements or max_worker_memory, is compiled for the hardware "
+        "on abstract inputs (nothing is allocated for them and nothing runs), so this compile-time budget bounds "
+        "it instead of the element limit; past it the worker is killed and replaced and the run gets 422 timeout",
         maximum=3600,
     )
     max_kernel_cache_entries: int = _setting(

@@ -3,9 +3,10 @@ in-process clients of the app (``make_client(**create_app options)``; ``client``
 
 Simulated device sets need no devices at all; the 8 real CPU devices back the ``local`` set and
 tests that compare against arrays JAX actually places. Live servers and Chromium come from the
-plugins in ``tests/plugins``. Markers: ``slow`` (a real server, worker processes or a browser:
-``pytest -m "not slow"`` is the fast inner loop) and ``tpu`` (the optional libtpu extra).
-"""
+plugins in ``tests/plugins``. Markers: the tiers ``browser`` (Chromium against a real server or notebook),
+``workers`` (worker processes or subprocesses) and ``live`` (a real server on a socket), each runnable alone
+(``pytest -m live``); ``slow``, set here on every test of a tier (``pytest -m "not slow"`` is the fast inner
+loop); ``tpu`` and ``gpu`` (the optional libtpu and GPU-compiler extras)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,22 @@ jax.config.update("jax_num_cpu_devices", 8)
 pytest_plugins = ["tests.plugins.live", "tests.plugins.browser", "tests.plugins.postgres"]
 
 ClientFactory = Callable[..., TestClient]
+TIERS = ("browser", "workers", "live")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test of a tier is also ``slow`` (the fast inner loop leaves the tiers out); a test marked ``slow``
+    alone is refused, so each new slow test says which tier it belongs to."""
+    untiered = [item.nodeid for item in items if item.get_closest_marker("slow") and not _tier(item)]
+    if untiered:
+        raise pytest.UsageError(f"marked slow without a tier ({', '.join(TIERS)}): {', '.join(untiered[:5])}")
+    for item in items:
+        if _tier(item):
+            item.add_marker(pytest.mark.slow)
+
+
+def _tier(item: pytest.Item) -> bool:
+    return any(item.get_closest_marker(tier) for tier in TIERS)
 
 
 @pytest.fixture(scope="module")

@@ -634,6 +634,36 @@ BAD_REQUESTS: list[tuple[str, str, dict[str, Any], int, str]] = [
         422,
         "unknown_axis",
     ),
+    (  # compile-only runs compile for a tpu: (or gpu:) set's hardware; a cpu: set has none to compile for
+        "POST",
+        "/api/reshard",
+        {
+            "json": {
+                "devices": "cpu:8",
+                "mesh": {"shape": [8], "axis_names": ["x"]},
+                "shape": [8],
+                "from": "P('x')",
+                "to": "P()",
+                "compile_only": True,
+            }
+        },
+        422,
+        "unsupported",
+    ),
+    (
+        "POST",
+        "/api/kernels/run",
+        {
+            "json": {
+                "kernel": "sum_axis0",
+                "devices": "cpu:8",
+                "mesh": {"shape": [8], "axis_names": ["x"]},
+                "compile_only": "yes",
+            }
+        },
+        422,
+        "validation_error",
+    ),
     ("POST", "/api/compare", {"json": {"a": {}, "b": {}}}, 422, "bad_compare"),
     (
         "POST",
@@ -794,6 +824,8 @@ def test_settings_table() -> None:
         ("max_kernel_workers", "9" * 5000, "whole number (ASCII digits 0-9, at most 20)"),  # int() refuses > 4300
         ("max_kernel_workers", "9" * 21, "at most 20 digits"),
         ("max_kernel_seconds", "1" + "0" * 19, "1 to 3600"),  # 10^400 overflowed every run
+        ("max_compile_seconds", "3601", "1 to 3600"),  # one past its maximum (tests/test_kernels_compile_only.py)
+        ("max_compile_seconds", "0", "1 to 3600"),
         ("max_worker_memory", "1" + "0" * 19, "0 to 281474976710656"),  # 10^30 left the cgroup unlimited
         ("max_kernel_workers", "-1", "whole number"),
         ("max_kernel_workers", "1e3", "whole number"),

@@ -15,7 +15,7 @@ from playwright.sync_api import Browser
 
 from tests.plugins.live import Server, free_port, start, stop
 
-pytestmark = pytest.mark.slow  # a real server and a browser
+pytestmark = pytest.mark.browser  # a real server or notebook and a browser
 
 TOKEN = "Hs7vQ2mK9xLp4RtN8wZc1YbF6dJg3EaU0oTi5Wk"
 

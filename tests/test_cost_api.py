@@ -31,7 +31,7 @@ from sharding_core.spec import parse_spec
 from tests.conftest import ClientFactory
 from tests.helpers import JSON, assert_error
 
-pytestmark = pytest.mark.slow  # worker processes
+pytestmark = pytest.mark.workers  # worker processes or subprocesses
 
 # (devices, mesh shape, axis names, array shape, from, to)
 RESHARDS = [

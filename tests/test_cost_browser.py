@@ -17,7 +17,7 @@ from playwright.sync_api import Browser, Page, expect
 from tests.plugins.browser import Watched, rendered, runs, shot
 from tests.plugins.live import Server
 
-pytestmark = pytest.mark.slow  # a real server and a browser: not in the fast inner loop
+pytestmark = pytest.mark.browser  # a real server or notebook and a browser
 
 
 def wait_counter(page: Page, name: str, count: int = 1) -> None:

@@ -22,7 +22,7 @@ from tests.pixels import painted, tile_colours
 from tests.plugins.browser import Watched, rendered, shot
 from tests.plugins.live import Server
 
-pytestmark = pytest.mark.slow  # a real server and a browser: not in the fast inner loop
+pytestmark = pytest.mark.browser  # a real server or notebook and a browser
 
 
 @pytest.fixture(params=["light", "dark"])

@@ -28,7 +28,7 @@ from sharding_core import publish
 from tests.plugins.browser import Watched, rendered, runs, shot
 from tests.plugins.live import Server
 
-pytestmark = pytest.mark.slow  # a real server and a browser: not in the fast inner loop
+pytestmark = pytest.mark.browser  # a real server or notebook and a browser
 
 
 def kernel_result(server: Server, kernel: str, devices: str, inputs: list[dict[str, Any]]) -> dict[str, Any]:

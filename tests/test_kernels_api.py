@@ -35,7 +35,7 @@ from sharding_core.spec import parse_spec
 from tests.conftest import ClientFactory
 from tests.helpers import JSON, submit_all, wait_job
 
-pytestmark = pytest.mark.slow  # a real server, worker processes or a browser: not in the fast inner loop
+pytestmark = pytest.mark.workers  # worker processes or subprocesses
 
 # Mesh variants per default mesh: (devices, shape, order, axis type).
 VARIANTS: dict[tuple[int, ...], list[tuple[str, tuple[int, ...], str, str]]] = {

@@ -18,7 +18,7 @@ from playwright.sync_api import Browser, Page, expect
 from tests.plugins.browser import SHOTS, Watched, runs
 from tests.plugins.live import Server
 
-pytestmark = pytest.mark.slow  # a real server, worker processes or a browser: not in the fast inner loop
+pytestmark = pytest.mark.live  # a real server on a socket
 
 JSON = {"Content-Type": "application/json"}
 

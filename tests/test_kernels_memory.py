@@ -25,7 +25,7 @@ from tests.conftest import ClientFactory
 from tests.helpers import assert_error, post, wait_job
 from tests.kernel_hooks import HOOKS, register
 
-pytestmark = pytest.mark.slow  # worker processes
+pytestmark = pytest.mark.workers  # worker processes or subprocesses
 
 GIB = 1024**3
 CAP = 1 * GIB  # the lowered cap of the runaway test

@@ -23,20 +23,28 @@ from tests.conftest import ClientFactory
 from tests.helpers import post
 from tests.kernel_hooks import HOOKS, register
 
-pytestmark = pytest.mark.slow  # a real server, worker processes or a browser: not in the fast inner loop
+pytestmark = pytest.mark.workers  # worker processes or subprocesses
 
 TIMEOUT_S = 2
+COMPILE_S = 20  # a compile-only run's own limit, well past TIMEOUT_S
 WORKERS = 2
 QUEUE = 1
+
+
+SETTINGS = Settings().with_values(
+    [
+        ("max_kernel_workers", WORKERS),
+        ("max_kernel_queue", QUEUE),
+        ("max_kernel_seconds", TIMEOUT_S),
+        ("max_compile_seconds", COMPILE_S),
+    ]
+)
 
 
 @pytest.fixture(scope="module")
 def pool() -> Iterator[WorkerPool]:
     register()
-    settings = Settings().with_values(
-        [("max_kernel_workers", WORKERS), ("max_kernel_queue", QUEUE), ("max_kernel_seconds", TIMEOUT_S)]
-    )
-    p = kernel_worker_pool(settings, setup=("tests.kernel_hooks:register",))
+    p = kernel_worker_pool(SETTINGS, setup=("tests.kernel_hooks:register",))
     yield p
     pids, threads = p.worker_pids(), p.slot_threads()
     p.close()
@@ -51,7 +59,7 @@ def pool() -> Iterator[WorkerPool]:
 
 @pytest.fixture(scope="module")
 def client(pool: WorkerPool, make_client: ClientFactory) -> TestClient:
-    c = make_client(kernel_pool=pool)
+    c = make_client(kernel_pool=pool, settings=SETTINGS)
     pool.warm()
     return c
 
@@ -111,6 +119,30 @@ def test_a_hung_run_times_out_and_its_worker_is_replaced(client: TestClient, poo
     assert err["code"] == "timeout" and "max_kernel_seconds" in err["message"] and err["limit"] == TIMEOUT_S
     after = set(wait_for_workers(pool, gone=before - set(pool.worker_pids())))
     assert len(before - after) == 1  # exactly the hung worker was replaced
+    both_workers_run(client, 16)
+
+
+def compile_only_body(tenths: int) -> dict[str, Any]:
+    return {"kernel": "test_sleep", "devices": "tpu:v5e:2x2", "compile_only": True, "params": {"tenths": str(tenths)},
+            "mesh": {"shape": [4], "axis_names": ["x"], "axis_types": ["auto"]},
+            "inputs": [{"shape": [8], "spec": "P('x')", "dtype": "float32"}]}  # fmt: skip
+
+
+@pytest.mark.tpu
+def test_a_compile_only_run_is_bounded_by_its_compile_budget(client: TestClient, pool: WorkerPool) -> None:
+    """A compile-only run (issue 25) is bounded by max_compile_seconds, not max_kernel_seconds: one that takes
+    longer than the run limit completes inside the budget; one that outruns the budget is stopped with it named."""
+    wait_for_workers(pool)
+    r = post(client, "/api/kernels/run", compile_only_body(tenths=10 * TIMEOUT_S + 10))
+    assert r.status_code == 200, r.text
+    assert r.json()["compile_only"] is True and r.json()["timing"]["run_ms"] is None
+    before = set(wait_for_workers(pool))
+    r = post(client, "/api/kernels/run", compile_only_body(tenths=100_000))
+    assert r.status_code == 422
+    err = r.json()["error"]
+    assert err["code"] == "timeout" and "max_compile_seconds" in err["message"] and err["limit"] == COMPILE_S
+    after = set(wait_for_workers(pool, gone=before - set(pool.worker_pids())))
+    assert len(before - after) == 1  # the worker that outran the budget was replaced
     both_workers_run(client, 16)
 
 

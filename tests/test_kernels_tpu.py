@@ -32,7 +32,7 @@ from sharding_core.spec import parse_spec
 from tests.conftest import ClientFactory
 from tests.helpers import JSON, submit_all, wait_job
 
-pytestmark = [pytest.mark.tpu, pytest.mark.slow]
+pytestmark = [pytest.mark.tpu, pytest.mark.workers]
 
 DEVICES = ("tpu:v5e:2x4", "tpu:v4:2x2x2")  # 8 chips; v4 is megacore (one device per chip)
 KERNELS = ("sum_axis0", "matmul_xxt", "ppermute")  # jit (all-reduce; all-gather + all-reduce), shard_map

@@ -30,7 +30,7 @@ from sharding_core import new_run_id
 from tests.helpers import allow_open_files, big_snapshot, rss_kib, serve_refuses, stored_snapshot
 from tests.plugins.live import Server, start, stop
 
-pytestmark = pytest.mark.slow  # a real server and real sockets: not in the fast inner loop
+pytestmark = pytest.mark.live  # a real server on a socket
 
 GIB = 1024**3
 MIB = 1024**2

@@ -16,7 +16,7 @@ from server.settings import Settings
 from sharding_core.kernels.memory import resident_bytes
 from tests.plugins.live import Server
 
-pytestmark = pytest.mark.slow  # a real server
+pytestmark = pytest.mark.live  # a real server on a socket
 
 MIB = 1024 * 1024
 LAYOUTS = 1000

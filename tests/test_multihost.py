@@ -17,7 +17,7 @@ import pytest
 
 from tests.plugins.live import ROOT, Server, free_port
 
-pytestmark = pytest.mark.slow  # a real server, worker processes or a browser: not in the fast inner loop
+pytestmark = pytest.mark.live  # a real server on a socket
 
 PROBE = r"""
 import json, sys

@@ -23,7 +23,7 @@ from tests.notebooks.jupyter import FRONTS, Jupyter, Notebook, opened, running_j
 from tests.notebooks.show_cells import SHOW_CELLS, notebook
 from tests.plugins.live import Server
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.browser  # a real server or notebook and a browser
 
 MAX_DRAW_MS = 500
 """A 4096-device layout, from the payload to the painted frame (the grid and the summary; the mesh table of

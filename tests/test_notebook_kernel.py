@@ -23,7 +23,7 @@ from sharding_core.layout import Layout
 from sharding_core.mesh import MeshSpec
 from tests.notebooks.show_cells import SHOW_CELLS, notebook
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.workers  # worker processes or subprocesses
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"

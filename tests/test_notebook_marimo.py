@@ -39,7 +39,7 @@ from tests.notebooks.show_cells import SHOW_CELLS, write
 from tests.plugins.browser import SHOTS
 from tests.plugins.live import free_port
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.browser  # a real server or notebook and a browser
 
 MARIMO = Path(sys.executable).parent / "marimo"
 MAX_DRAW_MS = 500

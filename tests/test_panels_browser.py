@@ -27,7 +27,7 @@ from tests.notebooks.jupyter import Notebook, in_every_size_and_theme, lab_noteb
 from tests.notebooks.show_cells import PANEL_CELLS, PANEL_SHOW_CELLS
 from tests.plugins.live import Server
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.browser  # a real server or notebook and a browser
 
 
 @dataclass
@@ -165,6 +165,9 @@ def test_the_whatif_lays_the_logical_leaves_out_again(mount: Any) -> None:
 
 def test_an_inspect_jit_capture_shows_its_collectives_on_the_mesh(mount: Any) -> None:
     p: Mounted = mount("step")
+    # issue 25: a capture's collectives come before its leaves (they were the last card, far down the page)
+    tops = [p.part(name).first.bounding_box() for name in ("collectives-section", "leaf-table")]
+    assert tops[0] is not None and tops[1] is not None and tops[0]["y"] < tops[1]["y"], tops
     rows = p.part("collectives").locator("tr.collective")
     expect(rows.first).to_contain_text("all-reduce")
     rows.last.click()

@@ -42,7 +42,7 @@ from tests.plugins.browser import SHOTS, Watched, rendered, sized_context
 from tests.plugins.live import ROOT, Server
 from tests.test_planning import hlo_collectives, hlo_groups
 
-pytestmark = [pytest.mark.slow, pytest.mark.tpu]
+pytestmark = [pytest.mark.browser, pytest.mark.tpu]
 
 DEVICES, MESH, AXES = "tpu:v5p:2x2x4", (4, 4), ("fsdp", "tp")
 # XLA refuses this one on v5e 4x4 for its temporaries (the attention scores of S=8192): tests/test_planning.py

@@ -22,13 +22,14 @@ from typing import Any
 
 import jax
 import numpy as np
+import orjson
 import pytest
 from fastapi.testclient import TestClient
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from examples import llama
-from sharding_core.planning import baseline, loops, memory
+from sharding_core.planning import baseline, memory
 from sharding_core.planning.program import plan
 from sharding_core.planning.targets import mesh, strip_fields, target_of
 from sharding_core.snapshot.format import check_snapshot
@@ -146,14 +147,13 @@ def test_strip_fields_drops_lines_and_blocks() -> None:
     assert out == "a {\n  x: 1\n  y: 2\n}\n"
 
 
-@pytest.fixture(scope="module")
-def gpu_plans() -> dict[str, Any]:
-    """tests/gpu_plan.py run in the gpu extra's environment (``make gpu-env``: XLA's CUDA compiler plugin
-    lives apart from .venv, where it would log "no CUDA driver" from every JAX process)."""
+def run_in_gpu_env(script: str) -> dict[str, Any]:
+    """``tests/<script>`` run in the gpu extra's environment (``make gpu-env``: XLA's CUDA compiler plugin lives
+    apart from .venv, where it would log "no CUDA driver" from every JAX process); its last ``RESULT`` line."""
     r = subprocess.run(["make", "-s", "gpu-env"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, f"make gpu-env failed:\n{r.stdout}\n{r.stderr}"
     done = subprocess.run(
-        [str(ROOT / "build" / "gpu" / "bin" / "python"), str(ROOT / "tests" / "gpu_plan.py")],
+        [str(ROOT / "build" / "gpu" / "bin" / "python"), str(ROOT / "tests" / script)],
         capture_output=True, text=True, timeout=600, env={**os.environ, "JAX_PLATFORMS": "cpu"},
     )  # fmt: skip
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
@@ -162,8 +162,14 @@ def gpu_plans() -> dict[str, Any]:
     return result
 
 
+@pytest.fixture(scope="module")
+def gpu_plans() -> dict[str, Any]:
+    """tests/gpu_plan.py run in the gpu extra's environment."""
+    return run_in_gpu_env("gpu_plan.py")
+
+
 @pytest.mark.gpu
-@pytest.mark.slow
+@pytest.mark.workers  # a subprocess in the gpu environment
 def test_gpu_set_compiles_for_real_gpus_without_one(gpu_plans: dict[str, Any]) -> None:
     """gpu:h100:2x8 gives 16 H100s on 2 hosts from XLA's target config; the plan is the GPU program's."""
     assert gpu_plans["device_kind"] == "NVIDIA H100 80GB HBM3" and gpu_plans["hosts"] == [0, 1]
@@ -317,89 +323,6 @@ def test_refusal_messages_parse() -> None:
     assert r["required_bytes"] == int(17.01 * 2**30) and r["over_bytes"] == int(1.26 * 2**30)
     assert [a["bytes"] for a in r["largest"]] == [4 * 2**30, 2**30]
     assert r["largest"][0]["source"] == "model.py:42" and r["largest"][0]["shape"] == "bf16[16,2048,65536]"
-
-
-# ---- the HLO reader's loops and flops on hand-written modules --------------------------------------------
-
-LOOP_HLO = """HloModule m, entry_computation_layout={()->f32[8,8]}
-
-%fused (p0: f32[8,16], p1: f32[16,8]) -> f32[8,8] {
-  %p0 = f32[8,16]{1,0} parameter(0)
-  %p1 = f32[16,8]{1,0} parameter(1)
-  ROOT %dot.1 = f32[8,8]{1,0} dot(%p0, %p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-}
-
-%inner_body (t: (s32[], f32[8,8])) -> (s32[], f32[8,8]) {
-  %t = (s32[], f32[8,8]{1,0}) parameter(0)
-  %i = s32[] get-tuple-element(%t), index=0
-  %x = f32[8,8]{1,0} get-tuple-element(%t), index=1
-  %y = f32[8,8]{1,0} add(%x, %x)
-  ROOT %r = (s32[], f32[8,8]{1,0}) tuple(%i, %y)
-}
-
-%inner_cond (t: (s32[], f32[8,8])) -> pred[] {
-  %t = (s32[], f32[8,8]{1,0}) parameter(0)
-  %i = s32[] get-tuple-element(%t), index=0
-  %n = s32[] constant(5)
-  ROOT %lt = pred[] compare(%i, %n), direction=LT
-}
-
-%outer_body (t: (s32[], f32[8,8])) -> (s32[], f32[8,8]) {
-  %t = (s32[], f32[8,8]{1,0}) parameter(0)
-  %a = f32[8,16]{1,0} constant({...})
-  %b = f32[16,8]{1,0} constant({...})
-  %f = f32[8,8]{1,0} fusion(%a, %b), kind=kOutput, calls=%fused
-  %z = s32[] constant(2)
-  %init = (s32[], f32[8,8]{1,0}) tuple(%z, %f)
-  %w = (s32[], f32[8,8]{1,0}) while(%init), condition=%inner_cond, body=%inner_body
-  ROOT %o = (s32[], f32[8,8]{1,0}) tuple(%z, %f)
-}
-
-%outer_cond (t: (s32[], f32[8,8])) -> pred[] {
-  %t = (s32[], f32[8,8]{1,0}) parameter(0)
-  ROOT %c = pred[] constant(true)
-}
-
-ENTRY %main () -> f32[8,8] {
-  %zero = s32[] constant(0)
-  %x0 = f32[8,8]{1,0} constant({...})
-  %s = (s32[], f32[8,8]{1,0}) tuple(%zero, %x0)
-  %w2 = (s32[], f32[8,8]{1,0}) while(%s), condition=%outer_cond, body=%outer_body,\
-backend_config={"known_trip_count":{"n":"7"}}
-  ROOT %out = f32[8,8]{1,0} get-tuple-element(%w2), index=1
-}
-"""
-
-
-def test_loop_multiplicities_and_flops() -> None:
-    counts = loops.count(LOOP_HLO)
-    trips = {loop.name: (loop.trip_count, loop.how) for loop in counts.loops}
-    assert trips == {"w2": (7, "backend_config"), "w": (3, "condition")}  # 5 - 2 from the counter's start
-    assert counts.multiplicity["outer_body"] == 7 and counts.multiplicity["inner_body"] == 21
-    assert counts.multiplicity["fused"] == 7
-    assert counts.multiplicity["inner_cond"] == 28  # a condition runs once more than its body
-    dot, add, compare = 2 * 8 * 8 * 16, 8 * 8, 1
-    assert counts.flops == 7 * dot + 21 * add + 28 * compare
-    assert counts.flops_once == dot + add + compare
-
-
-@pytest.mark.parametrize(
-    ("inp", "out", "kernel", "stride", "pad", "lhs", "rhs"),
-    [(8, 8, 3, 1, 1, 1, 1), (5, 3, 2, 2, 0, 1, 1), (4, 13, 3, 1, 2, 4, 1), (6, 4, 2, 1, 0, 1, 2)],
-)
-def test_conv_valid_positions_brute_force(
-    inp: int, out: int, kernel: int, stride: int, pad: int, lhs: int, rhs: int
-) -> None:
-    dilated = [None] * ((inp - 1) * lhs + 1)
-    for i in range(inp):
-        dilated[i * lhs] = i
-    want = 0
-    for o in range(out):
-        for k in range(kernel):
-            pos = o * stride - pad + k * rhs
-            if 0 <= pos < len(dilated) and dilated[pos] is not None:
-                want += 1
-    assert loops._valid_positions(inp, out, kernel, stride, pad, lhs, rhs) == want
 
 
 GPU_FRAMES = """HloModule jit_f
@@ -563,7 +486,7 @@ def _run_plan(*argv: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.tpu
-@pytest.mark.slow
+@pytest.mark.live  # a real server on a socket
 def test_plan_command_end_to_end_with_baseline(tmp_path: Path, server: Server) -> None:
     script = tmp_path / "model.py"
     script.write_text(
@@ -741,3 +664,95 @@ def test_missing_compilers_say_which_extra(monkeypatch: pytest.MonkeyPatch) -> N
     with pytest.raises(ShardingError, match="no GPU target config for 'l4'"):
         mesh("gpu:l4:1x4", (4,), ("x",))
     targets._target.cache_clear()
+
+
+def test_the_verdict_says_a_missing_figure_once() -> None:
+    # Regression (issue 25's views): on a CPU device set the HBM fit and the roofline both say there are no
+    # hardware figures, and the verdict line said it twice ("…CPU device sets; …CPU device sets").
+    from sharding_core.cost.annotate import verdict
+    from sharding_core.cost.context import NO_CPU_FIGURES
+
+    cpu = {"step_time": {}, "roofline": {"why": NO_CPU_FIGURES}}
+    assert verdict(cpu, {"text": NO_CPU_FIGURES}, None) == NO_CPU_FIGURES
+    # different words are both kept
+    line = verdict(cpu, {}, 1 << 20)
+    assert line.startswith("peak 1.0 MiB per device; ") and line.count(NO_CPU_FIGURES) == 1, line
+
+
+# ---- facts, then figures: a plan is stored with its facts and read with today's figures ---------------------
+
+
+@pytest.mark.tpu
+def test_a_plan_is_stored_with_facts_and_read_with_todays_figures(v5p_plan: Any, client: TestClient) -> None:
+    from sharding_core.cost.annotate import PLAN_FIGURES, facts_only, snapshot_with_estimates
+
+    _, _, _, snap = v5p_plan
+    stored = facts_only(snap)
+    assert not set(PLAN_FIGURES) & set(stored["plan"]) and stored["plan"]["work"] == snap["plan"]["work"]
+    assert all("estimate" not in c for c in stored["collectives"])
+    assert snapshot_with_estimates(stored)["plan"] == snap["plan"]  # inspect_jit's caller reads as the server does
+    created = client.post("/api/snapshots", json=snap)
+    assert created.status_code == 201, created.text
+    raw = client.app.state.store.get("snapshots", created.json()["id"])  # type: ignore[attr-defined]
+    assert b'"verdict"' not in raw and b'"step_time"' not in raw and b'"roofline"' not in raw  # facts only
+    got = client.get(f"/api/snapshots/{created.json()['id']}").json()
+    assert got["plan"]["verdict"] == snap["plan"]["verdict"] and got["plan"]["step_time"] == snap["plan"]["step_time"]
+
+
+@pytest.mark.tpu
+def test_a_plan_stored_with_old_figures_opens_with_todays(v5p_plan: Any, client: TestClient) -> None:
+    """A plan stored by an older server: its figures frozen (a verdict, a roofline with XLA's bytes as the memory
+    term), its work without the facts this one adds (matmul traffic, unknown trip counts), its loops without
+    ``how``. It opens, with the figures the cost model gives today."""
+    import copy
+
+    _, _, _, snap = v5p_plan
+    old = copy.deepcopy(snap)
+    old["plan"].update(verdict="fits: an old verdict", roofline={"bound": "memory", "memory_seconds": 9.0},
+                       step_time={"bound": "memory", "lower_bound_seconds": 9.0}, capacity_bytes=1)  # fmt: skip
+    for key in ("matmul_traffic_bytes", "unknown_trip_counts"):
+        del old["plan"]["work"][key]
+    for c in old["collectives"]:
+        c["estimate"] = {"seconds": 42.0, "formula": "old", "inputs": {}, "fabric": "ici"}
+        for loop in c["loops"]:
+            del loop["how"]
+    stored = client.app.state.store.put("snapshots", orjson.dumps(old))  # type: ignore[attr-defined]
+    got = client.get(f"/api/snapshots/{stored}").json()["plan"]
+    assert got["capacity_bytes"] == snap["plan"]["capacity_bytes"] > 2**30  # v5p's 95 GiB, from the table
+    assert got["verdict"].startswith("fits: ") and "old" not in got["verdict"]
+    assert got["roofline"]["memory_seconds"] != 9.0 and got["step_time"]["lower_bound_seconds"] != 9.0
+    # without the matmul traffic fact the HBM traffic rule has XLA's arguments and outputs to go on
+    assert got["roofline"]["inputs"]["hbm_traffic_from"] == "arguments + outputs"
+    assert got["communication"]["seconds_per_step"] == snap["plan"]["communication"]["seconds_per_step"]
+    # a plan with no collectives (one device's program, or a refusal) is figured too
+    lone = client.app.state.store.put("snapshots", orjson.dumps({**old, "collectives": []}))  # type: ignore[attr-defined]
+    assert client.get(f"/api/snapshots/{lone}").json()["plan"]["capacity_bytes"] == got["capacity_bytes"]
+
+
+@pytest.mark.tpu
+def test_the_plans_memory_term_is_the_cost_models_hbm_traffic_rule(v5p_plan: Any) -> None:
+    """One rule, not two: HBM traffic = max(XLA's arguments + outputs, every matmul's operands and result per
+    run) over the chip's HBM bandwidth (the book's arithmetic-intensity denominator), not the reader's bytes
+    accessed; the kernel lab's roofline reads the same facts the same way."""
+    from sharding_core.cost.annotate import PLAN_ROOFLINE
+    from sharding_core.cost.context import context_for
+    from sharding_core.cost.roofline import roofline
+    from sharding_core.devices import parse_devices
+    from sharding_core.hardware import TPU_FIGURES, hbm_bandwidth_per_device
+
+    _, step, args, snap = v5p_plan
+    stats = step.lower(*args).compile().memory_analysis()  # XLA's own figures, compiled again here
+    work, line = snap["plan"]["work"], snap["plan"]["roofline"]
+    traffic = max(stats.argument_size_in_bytes + stats.output_size_in_bytes, work["matmul_traffic_bytes"])
+    bandwidth = hbm_bandwidth_per_device(TPU_FIGURES["v5p"]).value
+    assert line["inputs"]["hbm_traffic_bytes"] == traffic
+    assert line["memory_seconds"] == pytest.approx(traffic / bandwidth)
+    assert line["memory_seconds"] != pytest.approx(work["bytes_accessed"] / bandwidth)
+    kernel_lab = roofline(
+        {"flops": work["flops_xla"], "loop_corrected_flops": work["flops"],
+         "matmul_traffic_bytes": work["matmul_traffic_bytes"], "bytes_accessed": work["bytes_accessed"]},
+        {"argument_bytes": stats.argument_size_in_bytes, "output_bytes": stats.output_size_in_bytes,
+         "peak_bytes": stats.peak_memory_in_bytes},
+        snap["collectives"], context_for(parse_devices("tpu:v5p:2x2x4")), "bfloat16", PLAN_ROOFLINE,
+    )  # fmt: skip
+    assert kernel_lab["memory_seconds"] == line["memory_seconds"]

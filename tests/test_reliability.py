@@ -32,7 +32,7 @@ from sharding_core import capture
 from tests.helpers import allow_open_files, big_snapshot, rss_kib, stored_snapshot
 from tests.plugins.live import Server, start, stop
 
-pytestmark = pytest.mark.slow  # a real server, worker processes or a browser: not in the fast inner loop
+pytestmark = pytest.mark.live  # a real server on a socket
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from sharding_core import capture, new_run_id
 from tests.plugins.live import Server, caddy, start, stop
 from tests.plugins.postgres import Postgres
 
-pytestmark = pytest.mark.slow  # real servers, worker processes
+pytestmark = pytest.mark.live  # a real server on a socket
 
 SILENCE = 3  # max_kernel_job_silence_seconds, at its minimum: the lease test waits for it
 SETTINGS = {"max_kernel_workers": 1, "max_kernel_job_silence_seconds": SILENCE, "max_db_connections": 4}

@@ -17,7 +17,7 @@ from sharding_core import publish
 from tests.plugins.browser import Watched, shot, sized_context
 from tests.plugins.live import Server
 
-pytestmark = pytest.mark.slow  # a real server and a browser: not in the fast inner loop
+pytestmark = pytest.mark.browser  # a real server or notebook and a browser
 
 VIEWS: dict[str, tuple[str, str]] = {
     # name: (address, what marks it drawn)

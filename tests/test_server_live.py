@@ -11,7 +11,7 @@ import pytest
 from server.settings import MAX_BODY_BYTES
 from tests.plugins.live import Server
 
-pytestmark = pytest.mark.slow  # a real server, worker processes or a browser: not in the fast inner loop
+pytestmark = pytest.mark.live  # a real server on a socket
 
 
 def test_health_page_and_headers(server: Server) -> None:

@@ -23,7 +23,7 @@ from sharding_core import capture, inspect_jit, publish
 from tests.plugins.browser import Watched, shot
 from tests.plugins.live import Server
 
-pytestmark = pytest.mark.slow  # a real server and a browser: not in the fast inner loop
+pytestmark = pytest.mark.browser  # a real server or notebook and a browser
 
 RULES = (("batch", "data"), ("hidden", "model"), ("embed", None))
 

@@ -484,7 +484,7 @@ def serve_fails(db: Path) -> str:
     return line
 
 
-@pytest.mark.slow  # a subprocess that imports the server stack
+@pytest.mark.workers  # worker processes or subprocesses
 def test_serve_refuses_a_corrupt_store_in_one_line(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     filled(db)
@@ -495,7 +495,7 @@ def test_serve_refuses_a_corrupt_store_in_one_line(tmp_path: Path) -> None:
     assert "is not a SQLite database" in serve_fails(junk)
 
 
-@pytest.mark.slow  # a subprocess that imports the server stack
+@pytest.mark.workers  # worker processes or subprocesses
 def test_serve_refuses_a_read_only_store_in_one_line(tmp_path: Path) -> None:
     with store_dir(tmp_path) as disk:
         db = disk / "s.db"

@@ -52,7 +52,7 @@ def read_only_file(db: Path) -> Iterator[None]:
             db.chmod(0o644)
 
 
-@pytest.mark.slow  # a subprocess that imports the server stack
+@pytest.mark.workers  # worker processes or subprocesses
 def test_a_read_only_file_in_a_writable_directory_is_refused_at_start(tmp_path: Path) -> None:
     """Issue 20: SQLite falls back to read-only, and BEGIN IMMEDIATE on an up-to-date schema writes nothing,
     so the server started "ok" and answered every write 503."""

@@ -89,7 +89,7 @@ def test_a_database_of_someone_elses_or_from_a_newer_shardscope_is_refused(postg
     assert f"newer Shardscope (schema {SCHEMA_VERSION + 1}" in refused(newer)
 
 
-@pytest.mark.slow  # subprocesses that import the server stack
+@pytest.mark.workers  # worker processes or subprocesses
 def test_serve_refuses_a_bad_db_in_one_line(postgres: Postgres) -> None:
     line = serve_refuses("--db", "mysql://root@db/shard", code="store_unavailable")
     assert "neither a file path nor" in line

@@ -36,7 +36,7 @@ SURFACE_CHECKS = [
     "widget payload",
 ]
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.workers  # worker processes or subprocesses
 
 
 def project() -> dict[str, object]:

@@ -24,6 +24,7 @@ from server.api.schema import (
     Collective,
     Communication,
     ErrorDetail,
+    FiguresFrom,
     KernelCost,
     KernelMemory,
     KernelRunRequest,
@@ -98,6 +99,7 @@ class KernelLimits(Reply):
     max_kernel_devices: int
     max_kernel_elements: int
     max_kernel_seconds: int
+    max_compile_seconds: int = Field(description="Seconds a compile-only run may take (its compile-time budget)")
     max_kernel_workers: int
     max_kernel_queue: int
     max_worker_memory: int = Field(description="Bytes of memory one kernel worker may use")
@@ -191,8 +193,17 @@ class KernelRunResponse(Reply):
         "set with libtpu, else the compiled program's) on the device set's hardware, the bound, a lower bound on "
         "run time and HBM fit (estimates; CPU sets say why there are none)"
     )
+    figures_from: FiguresFrom
+    compile_only: bool = Field(
+        description="Compiled for the device set's hardware only, never run: no values, no max_abs_error"
+    )
     tpu: KernelTpu | None = Field(
         None, description="tpu: sets with the optional tpu extra: the kernel compiled for libtpu's topology"
+    )
+    gpu: KernelTpu | None = Field(
+        None,
+        description="gpu: sets: the kernel compiled by XLA's GPU compiler (the optional gpu extra), or why not "
+        "(null for other sets)",
     )
 
 

@@ -18,6 +18,7 @@ from server.api.deps import RUN_ERRORS, RunsDep
 from server.api.schema import (
     Collective,
     Communication,
+    FiguresFrom,
     KernelMemory,
     KernelTiming,
     KernelTpu,
@@ -53,17 +54,22 @@ class ReshardResponse(Reply):
     to: str = Field(description="The output's spec as JAX reports it")
     from_bytes_per_device: int
     to_bytes_per_device: int
-    max_abs_error: float | None = Field(description="The output against the input (0: moved, not changed)")
+    compile_only: bool = Field(description="Compiled for the device set's hardware only, never run (no max_abs_error)")
+    max_abs_error: float | None = Field(
+        description="The output against the input (0: moved, not changed; null: compile-only)"
+    )
     collectives: list[Collective] = Field(description="One per collective in the compiled HLO, with its estimate")
     communication: Communication = Field(
         description="The headline program's collectives in total (an estimate): the TPU program's on a tpu: set "
         "compiled for libtpu, else these collectives'"
     )
     roofline: Roofline
+    figures_from: FiguresFrom
     memory: KernelMemory
     timing: KernelTiming
     compiler_log: list[str] = Field(description="XLA's warnings, e.g. involuntary full rematerialization")
     tpu: ReshardTpu | None = Field(None, description="tpu: sets: the same move compiled for libtpu's topology")
+    gpu: ReshardTpu | None = Field(None, description="gpu: sets: the same move compiled by XLA's GPU compiler")
 
 
 @router.post(RESHARD_PATH, response_model=ReshardResponse, responses=RUN_ERRORS)

@@ -76,6 +76,17 @@ ChipsPerHost = Annotated[
 ]
 
 
+CompileOnly = Annotated[
+    bool | None,
+    Field(
+        description="true: compile for the device set's hardware only (libtpu for tpu: sets, XLA's GPU compiler for "
+        "gpu: sets with the gpu extra) on abstract inputs, at any size: nothing runs, bounded by max_compile_seconds; "
+        "false: run on CPU devices (max_kernel_elements applies); null: run, unless the run is past the CPU limits "
+        "on a set whose compiler is installed"
+    ),
+]
+
+
 class Request(BaseModel):
     """A request body: strict, closed and immutable."""
 
@@ -294,6 +305,7 @@ class Roofline(TypedDict):
 class LoopRef(TypedDict):
     loop: ShortText
     trip_count: Annotated[int, Field(ge=0, le=2**62)] | None
+    how: NotRequired[Annotated[str, Field(max_length=32, description="backend_config, condition or unknown")]]
 
 
 @with_config(CLOSED)
@@ -447,7 +459,7 @@ class Collective(TypedDict):
     source: NotRequired[Annotated[str | None, Field(max_length=4096, description="The JAX op that asked for it")]]
     raw: NotRequired[Annotated[str | None, Field(max_length=400, description="Snapshots before 0.2: groups' text")]]
     repeat: NotRequired[
-        Annotated[int, Field(ge=1, le=2**62, description="Runs per program run: its loops' trip counts multiplied")]
+        Annotated[int, Field(ge=0, le=2**62, description="Runs per program run: its loops' trip counts multiplied")]
     ]
     loops: NotRequired[
         Annotated[list[LoopRef], Field(max_length=64, description="The while loops around it, outermost first")]
@@ -532,6 +544,7 @@ class KernelRunRequest(Request):
     slices: Slices = 1
     chips_per_host: ChipsPerHost = None
     data: InputData = Field("random", description="What the inputs hold: seeded random values, or 0, 1, 2, … (arange)")
+    compile_only: CompileOnly = None
 
 
 class ReshardRequest(Request):
@@ -543,6 +556,7 @@ class ReshardRequest(Request):
     to: SpecText = Field(description="The sharding to move it to, e.g. P(None, 'y')")
     slices: Slices = 1
     chips_per_host: ChipsPerHost = None
+    compile_only: CompileOnly = None
 
 
 class KernelMemory(Reply):
@@ -558,7 +572,14 @@ class KernelLoop(Reply):
     name: str = Field(description="The while instruction")
     computation: str = Field(description="The computation holding it")
     body: str
-    trip_count: int | None = Field(description="XLA's known_trip_count (null: unknown, counted once)")
+    condition: str | None = None
+    trip_count: int | None = Field(description="Runs of its body each time it is reached (null: unknown, counted once)")
+    how: str | None = Field(
+        None,
+        description="Where the trip count comes from: backend_config (XLA's known_trip_count), condition (read "
+        "from the loop's condition, body and start, as XLA's while-loop analysis reads it) or unknown",
+    )
+    source: str | None = Field(None, description="The JAX op that made the loop (metadata op_name)")
     runs: int = Field(description="Runs of its computation per program run (outer loops multiplied)")
 
 
@@ -571,7 +592,13 @@ class KernelCost(Reply):
         None,
         description="flops with every dot and convolution counted as often as its loop runs (XLA counts a body once)",
     )
+    loop_corrected_bytes_accessed: float | None = Field(
+        None, description="bytes_accessed with every loop body counted per run (the loop reader's count added)"
+    )
     matmul_traffic_bytes: int | None = Field(None, description="Bytes the dots read and write, per run of each")
+    matmul_flops_by_dtype: dict[str, float] | None = Field(
+        None, description="Dot and convolution flops per step by their operands' element type"
+    )
     loops: list[KernelLoop] | None = None
     unknown_trip_counts: list[str] | None = Field(None, description="Loops whose trip count XLA does not know")
 
@@ -579,8 +606,8 @@ class KernelCost(Reply):
 class KernelTiming(Reply):
     lower_ms: float
     compile_ms: float
-    run_ms: float
-    reference_ms: float
+    run_ms: float | None = Field(description="null: a compile-only run (nothing ran)")
+    reference_ms: float | None = Field(description="null: a compile-only run (no reference)")
 
 
 class DcnStep(Reply):
@@ -604,6 +631,16 @@ class DcnStep(Reply):
     estimate: Estimate = Field(description="The step's time over DCN (an estimate: formula and inputs)")
 
 
+class FiguresFrom(Reply):
+    """Which compiled program a result's headline figures (communication, roofline) come from."""
+
+    program: Literal["tpu", "gpu", "cpu"] = Field(
+        description="tpu: libtpu's compile; gpu: XLA's GPU compile; cpu: the CPU-compiled program (for a gpu: set "
+        "without the gpu extra, the CPU stand-in)"
+    )
+    description: str
+
+
 class KernelTpu(Reply):
     """The kernel compiled (never run) for libtpu's real topology of a tpu: set; one of three shapes."""
 
@@ -611,6 +648,7 @@ class KernelTpu(Reply):
     error: ErrorDetail | None = Field(None, description="The TPU compiler's refusal")
     topology: str | None = Field(None, description="libtpu's topology name, e.g. v5e:2x4")
     device_kind: str | None = None
+    source: str | None = Field(None, description="What compiled it: the compiler and its topology or target config")
     slices: int | None = Field(None, description="Slices of the set (libtpu compiles one slice's program)")
     hlo: str | None = Field(None, description="The compiled TPU HLO")
     hlo_truncated: bool | None = None

@@ -130,7 +130,10 @@ class SnapshotLoop(TypedDict):
     computation: ShortText
     body: ShortText
     trip_count: Annotated[int, Field(ge=0, le=2**62)] | None
-    runs: Annotated[int, Field(ge=1, le=2**62)]
+    runs: Annotated[int, Field(ge=0, le=2**62)]
+    condition: NotRequired[ShortText]
+    how: NotRequired[Annotated[str, Field(max_length=32)]]
+    source: NotRequired[Annotated[str, Field(max_length=4096)] | None]
 
 
 @with_config(_SNAPSHOT_CONFIG)

@@ -59,7 +59,7 @@ class KernelRuns:
             data=body.data,
             why_recompiles=self.settings.max_why_recompiles,
             why_seconds=self.settings.max_why_seconds,
-            **self._limits(body.slices, body.chips_per_host),
+            **self._limits(body.slices, body.chips_per_host, body.compile_only),
         )
 
     def plan_reshard(self, body: ReshardRequest) -> KernelPlan:
@@ -72,11 +72,11 @@ class KernelRuns:
             body.dtype,
             body.source,
             body.to,
-            **self._limits(body.slices, body.chips_per_host),
+            **self._limits(body.slices, body.chips_per_host, body.compile_only),
         )
 
-    def _limits(self, slices: int, chips_per_host: Sequence[int] | None) -> dict[str, Any]:
-        """What a plan takes besides the request: the device set's extras and this server's limits."""
+    def _limits(self, slices: int, chips_per_host: Sequence[int] | None, compile_only: bool | None) -> dict[str, Any]:
+        """What a plan takes besides the request: the device set's extras, the run's mode and this server's limits."""
         settings = self.settings
         return {
             "slices": slices,
@@ -84,6 +84,8 @@ class KernelRuns:
             "max_devices": settings.max_kernel_devices,
             "max_elements": settings.max_kernel_elements,
             "max_bytes": settings.worker_memory(),
+            "compile_only": compile_only,
+            "max_compile_seconds": settings.max_compile_seconds,
         }
 
     # ---- running ---------------------------------------------------------------------------------------------
@@ -173,6 +175,7 @@ def _catalog(names: tuple[str, ...], settings: Settings) -> bytes:
                 "max_kernel_devices": settings.max_kernel_devices,
                 "max_kernel_elements": settings.max_kernel_elements,
                 "max_kernel_seconds": settings.max_kernel_seconds,
+                "max_compile_seconds": settings.max_compile_seconds,
                 "max_kernel_workers": settings.max_kernel_workers,
                 "max_kernel_queue": settings.max_kernel_queue,
                 "max_worker_memory": settings.worker_memory(),

@@ -41,9 +41,12 @@ READ_ONLY_RUN = "read_only_run"
 LINK_ESTIMATE = 4 * RECORD_OVERHEAD
 """What a snapshot's quota charge adds to its JSON: its link and rows, about as the store counts them."""
 COLLECTIVES = b'"collectives":[{'
+PLAN = b'"plan":{'
+FIGURED = (COLLECTIVES, PLAN)
+"""What a stored snapshot holds that gets today's figures when it is read: collectives, a plan."""
 SCAN_BYTES = 1024 * 1024
 MAX_REMEMBERED = 65536
-"""Snapshots whose having collectives to estimate is remembered (ids, immutable records)."""
+"""Snapshots whose having collectives or a plan to figure is remembered (ids, immutable records)."""
 MergeKey = tuple[str, tuple[tuple[int, str], ...]]
 """A run's read id and its parts (process index, snapshot id): a run that gains or loses a part is merged afresh."""
 PARSED_PER_JSON_BYTE = 4
@@ -188,12 +191,12 @@ class SnapshotRepository:
     def open_snapshot(self, snapshot_id: str) -> tuple[bytes, Blob] | bytes:
         """The stored snapshot as served. Most go piece by piece from the store: what goes first (its id), and
         its stored JSON to read from its second byte on (the ``{`` the id already opened; the caller closes
-        the blob). One with ``inspect_jit`` collectives gets today's estimates (cost/annotate.py), so it is
-        decoded, estimated and encoded once, and kept (by bytes, in ``estimated``) for every reader."""
+        the blob). One with ``inspect_jit`` collectives or a plan gets today's figures (cost/annotate.py), so it
+        is decoded, estimated and encoded once, and kept (by bytes, in ``estimated``) for every reader."""
         blob = self.store.open_blob(SNAPSHOTS, snapshot_id)
         if blob is None:
             raise self.not_found()
-        if not self._has_collectives(snapshot_id, blob):
+        if not self._has_figures(snapshot_id, blob):
             blob.seek(0)
             return _with_id(snapshot_id), blob
         blob.close()
@@ -206,10 +209,10 @@ class SnapshotRepository:
             raise self.not_found()
         return self.estimated.put(key, _with_id(snapshot_id) + _estimated(payload)[1:])
 
-    def _has_collectives(self, snapshot_id: str, blob: Blob) -> bool:
-        """Whether a stored snapshot has collectives to estimate (orjson writes a non-empty list as
-        ``"collectives":[{``; inside a string the quotes would be escaped), found by reading it piece by
-        piece once and remembered by id (records are immutable)."""
+    def _has_figures(self, snapshot_id: str, blob: Blob) -> bool:
+        """Whether a stored snapshot has collectives to estimate or a plan to figure (orjson writes a non-empty
+        list as ``"collectives":[{`` and a plan as ``"plan":{``; inside a string the quotes would be escaped),
+        found by reading it piece by piece once and remembered by id (records are immutable)."""
         known = self._collectives.get(snapshot_id)
         if known is not None:
             return known
@@ -218,7 +221,7 @@ class SnapshotRepository:
             piece = blob.read(SCAN_BYTES)
             if not piece:
                 break
-            found = COLLECTIVES in tail + piece
+            found = any(marker in tail + piece for marker in FIGURED)
             tail = piece[-len(COLLECTIVES) :]
         with self._merges_lock:
             self._collectives[snapshot_id] = found
@@ -246,7 +249,7 @@ class SnapshotRepository:
         """A run as served: merged (once, however many read it at once) and, when its parts have collectives,
         with today's estimates (computed once per merge and kept, by bytes, in ``estimated``)."""
         text = await self.merged_json_async(run_id)
-        if COLLECTIVES not in text:
+        if not any(marker in text for marker in FIGURED):
             return text
         key = ("run", run_id, len(text), hash(text))
         hit = self.estimated.get(key)

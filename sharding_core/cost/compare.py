@@ -91,7 +91,8 @@ def snapshot_summary(snap: Mapping[str, Any], label: str) -> dict[str, Any]:
     Snapshots carry no ``cost_analysis``, so there is no compute or memory time (``roofline`` is None);
     without an ``inspect_jit`` capture the memory is the captured arrays' on the busiest device.
     """
-    collectives = list(snapshot_with_estimates(snap).get("collectives") or [])  # today's figures, not stored ones
+    read = snapshot_with_estimates(snap)  # today's figures, not stored ones (a plan's roofline included)
+    collectives = list(read.get("collectives") or [])
     jit = snap.get("jit") or {}
     per_device = jit.get("memory_per_device") or None
     nbytes = None
@@ -111,8 +112,8 @@ def snapshot_summary(snap: Mapping[str, Any], label: str) -> dict[str, Any]:
     ctx = figures_only(kind, platform, hw, why)
     hbm = hbm_fit(nbytes, ctx)
     totals = communication(collectives, f"inspect_jit capture on {kind or platform}" if collectives else None)
-    # A plan (sharding_core.planning) carries its roofline with loops counted and XLA's peak: use it.
-    planned = (snap.get("plan") or {}).get("roofline")
+    # A plan (sharding_core.planning) has a roofline with loops counted and XLA's peak: use it.
+    planned = (read.get("plan") or {}).get("roofline")
     return {
         "label": label,
         "kind": "snapshot",

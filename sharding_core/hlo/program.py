@@ -1,14 +1,27 @@
-"""Facts about a compiled HLO module beyond its collectives: its computations, how often each runs (``while``
-loops' ``known_trip_count``, nested loops multiplied), and the matmul work and traffic inside each.
+"""The loop reader: how often each part of a compiled program runs per step, and its work counted through loops.
 
-XLA's ``cost_analysis()`` counts a loop body once (``HloCostAnalysis`` visits each computation once, whatever
-its trip count: a ``lax.scan`` of 32 layers reports one layer's flops), and the optimized HLO says how many
-times a loop runs: XLA's ``WhileLoopTripCountAnnotator`` writes ``backend_config={..."known_trip_count":
-{"n":"32"}}`` on the ``while`` (``xla/service/while_loop_trip_count_annotator.cc``). From those this module
-gives each computation its number of runs per program run (:attr:`ProgramFacts.runs`) — a loop body runs
-``n`` times per run of the computation holding the loop, its condition ``n + 1``, anything it calls as often
-as it does — and corrects the flops of dots and convolutions for them (:meth:`ProgramFacts.corrected_flops`).
-A loop without a known trip count is counted once and named in :attr:`ProgramFacts.unknown_loops`.
+XLA's ``cost_analysis()`` counts a ``while`` body once (``HloCostAnalysis`` visits each computation once,
+whatever its trip count: a ``lax.scan`` of 32 layers reports one layer's flops), and a collective inside a
+scanned layer appears once in the HLO text. This module reads how many times each loop runs and gives every
+computation its number of runs per program run (:attr:`ProgramFacts.runs`): the entry once; a ``while``'s
+body its trip count times per run of the computation holding the loop, its condition once more; fusions,
+calls, async wrappers and conditional branches as often as their caller. A collective's ``repeat``, the
+program's flops and bytes per step (:attr:`ProgramFacts.work`) and XLA's figures corrected for loops
+(:meth:`ProgramFacts.corrected`) all come from these runs.
+
+A loop's trip count is, in this order:
+
+* ``backend_config={..."known_trip_count":{"n":"32"}}``, which XLA's ``WhileLoopTripCountAnnotator`` writes
+  on each ``while`` it can count (``xla/service/while_loop_trip_count_annotator.cc``; the CPU and GPU
+  compilers run it) — ``how: "backend_config"``;
+* else the loop itself, matched as XLA's own ``MatchTrivialLoopTripCount`` matches it
+  (``xla/hlo/analysis/while_loop_analysis.cc``): the condition's root compares the induction variable
+  ``get-tuple-element(param, i)`` with a constant ``N`` (``i < N`` or ``i <= N``, either operand order),
+  the body's root tuple sets element ``i`` to ``add(get-tuple-element(param, i), constant k)`` with
+  ``k > 0``, and the while's operand tuple starts it at a constant (through copies) —
+  ``ceil((N − start) / k)`` runs for ``<``, ``floor((N − start) / k) + 1`` for ``<=``; ``how:
+  "condition"``. libtpu's TPU programs carry no ``known_trip_count``: their scans are counted this way;
+* else unknown: counted once, and named in :attr:`ProgramFacts.unknown_loops` (``how: "unknown"``).
 
 Pure text parsing, no JAX import; the cost model reads these facts when a result is read.
 """
@@ -17,30 +30,27 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import re
+from collections.abc import Mapping
 from typing import Any
 
-from sharding_core.hlo.text import ArrayShape, HloParseError, Instr, _shapes, computation_header, instructions
+from sharding_core.hlo import work as hlo_work
+from sharding_core.hlo.module import Computation, Module, Op, entry_name, parse_module
+from sharding_core.hlo.text import HloParseError, _shapes
+
+__all__ = ["Loop", "ProgramFacts", "Work", "entry_name", "loops_json", "program_facts"]
 
 _TRIP_COUNT = re.compile(r'"known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"(\d+)"')
-_CALLED = re.compile(r"\b(body|condition|calls|to_apply|true_computation|false_computation)=%?([\w.\-]+)")
-_BRANCHES = re.compile(r"\bbranch_computations=\{([^}]*)\}")
-_OPERAND = re.compile(r"%([\w.\-]+)")
-_CONTRACTING = re.compile(r"\blhs_contracting_dims=\{([0-9,]*)\}")
-_DIM_LABELS = re.compile(r"\bdim_labels=(\w+)_(\w+)->(\w+)")
+_OP_NAME = re.compile(r'op_name="([^"]*)"')
 
-# ``to_apply`` names a called computation for ``call``; for reductions, maps, sorts and scatters it is a
-# per-element function (a reducer, a comparator): not program work, never holding collectives.
-_CALL_OPCODES = ("call",)
+# Attributes that name computations run as part of the program (``to_apply`` only for ``call``: for
+# reductions, maps, sorts and scatters it is a per-element function, not program work, never holding
+# collectives).
+_CALL_KEYS = ("calls", "true_computation", "false_computation", "branch_computations")
 
-
-def entry_name(hlo: str) -> str | None:
-    for line in hlo.splitlines():
-        stripped = line.strip()
-        if stripped.startswith("ENTRY "):
-            return computation_header(stripped)
-    return None
+BACKEND_CONFIG = "backend_config"
+CONDITION = "condition"
+UNKNOWN = "unknown"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,49 +61,72 @@ class Loop:
     computation: str
     body: str
     condition: str
-    trip_count: int | None
+    trip_count: int | None  # None when neither XLA's annotation nor the loop itself says
+    how: str  # "backend_config" (XLA's known_trip_count), "condition" (read from the loop) or "unknown"
+    source: str | None = None  # the JAX op that made it (metadata op_name)
 
     def json(self, runs: int) -> dict[str, Any]:
-        return {"name": self.name, "computation": self.computation, "body": self.body,
-                "trip_count": self.trip_count, "runs": runs}  # fmt: skip
+        return {"name": self.name, "computation": self.computation, "body": self.body, "condition": self.condition,
+                "trip_count": self.trip_count, "how": self.how, "source": self.source, "runs": runs}  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class Work:
+    """A program's work per device (XLA compiles one SPMD partition): per step, loops counted, and with every
+    computation counted once (what XLA's ``cost_analysis`` counts)."""
+
+    flops: float
+    transcendentals: float
+    bytes_accessed: float
+    flops_once: float
+    transcendentals_once: float
+    bytes_once: float
+    matmul_flops: dict[str, float]  # dot and convolution flops per step by their first operand's element type
+    matmul_traffic: int  # bytes dots and convolutions read and write per step
 
 
 @dataclasses.dataclass(frozen=True)
 class ProgramFacts:
-    """A module's loops, each computation's runs per program run, and its dots' flops and bytes."""
+    """A module's loops, each computation's runs per program run, and what the reader counts from them."""
 
-    entry: str | None
+    module: Module
     loops: tuple[Loop, ...]
     calls: dict[str, tuple[tuple[str, int | None, str], ...]]  # callee -> (caller, multiplier, how)
-    dot_flops: dict[str, float]  # per computation: 2 · MACs of its dots and convolutions, one run
-    dot_bytes: dict[str, int]  # per computation: bytes its dots and convolutions read and write, one run
     reducers: dict[str, str] = dataclasses.field(default_factory=dict)  # reduction collective -> to_apply
     widened_from: dict[str, str] = dataclasses.field(default_factory=dict)  # collective -> the type converted from
 
+    @property
+    def entry(self) -> str:
+        return self.module.entry
+
     @functools.cached_property
     def runs(self) -> dict[str, int]:
-        """Runs of each computation per program run (an unknown trip count counts once)."""
+        """Runs of each computation the entry calls per program run (an unknown trip count counts once; the body
+        of a loop that runs no times, 0); computations the program never runs as program work (reducers,
+        comparators) are absent."""
         out: dict[str, int] = {}
 
-        def visit(comp: str, stack: tuple[str, ...]) -> int:
+        def visit(comp: str, stack: frozenset[str]) -> int:
             if comp in out:
                 return out[comp]
-            if comp == self.entry or comp not in self.calls:
+            if comp == self.entry:
                 out[comp] = 1
                 return 1
-            if comp in stack:  # a cycle cannot happen in HLO; never loop forever on odd text
-                return 1
-            total = 0
-            for caller, mult, _ in self.calls[comp]:
-                total += visit(caller, (*stack, comp)) * (mult if mult is not None else 1)
-            out[comp] = max(total, 1)
-            return out[comp]
+            if comp in stack or comp not in self.calls:  # a cycle cannot happen in HLO; never loop on odd text
+                return 0
+            total = sum(
+                visit(caller, stack | {comp}) * (mult if mult is not None else 1)
+                for caller, mult, _ in self.calls[comp]
+            )
+            out[comp] = total
+            return total
 
-        for comp in {*self.calls, *(c for calls in self.calls.values() for c, _, _ in calls)}:
-            visit(comp, ())
+        for comp in self.module.order:
+            visit(comp, frozenset())
         return out
 
     def runs_of(self, computation: str) -> int:
+        """Runs per program run of the computation holding an instruction (1 for one the entry does not call)."""
         return self.runs.get(computation, 1)
 
     @functools.cached_property
@@ -111,22 +144,65 @@ class ProgramFacts:
             if how == "body":
                 loop = next((lp for lp in self.loops if lp.computation == caller and lp.body == comp), None)
                 if loop is not None:
-                    chain.append({"loop": loop.name, "trip_count": loop.trip_count})
+                    chain.append({"loop": loop.name, "trip_count": loop.trip_count, "how": loop.how})
             comp = caller
         return chain[::-1]
 
+    @functools.cached_property
+    def work(self) -> Work:
+        """Flops, transcendentals and bytes per step (each computation times its runs) and once each."""
+        module = self.module
+        fused = {c for comp in module.computations.values() for op in comp.ops if op.opcode == "fusion"
+                 for c in op.called("calls")}  # fmt: skip
+        f_step = t_step = b_step = f_once = t_once = b_once = 0.0
+        matmul: dict[str, float] = {}
+        traffic = 0
+        for name, runs in self.runs.items():
+            comp = module.computations.get(name)
+            if comp is None:
+                continue
+            f = t = b = 0.0
+            for op in comp.ops:
+                fi, ti = hlo_work.flops(comp, op)
+                f += fi
+                t += ti
+                if op.opcode in hlo_work.MATMUL and op.operands:
+                    dtype = hlo_work.element_type(comp.shape_of(op.operands[0]))
+                    matmul[dtype] = matmul.get(dtype, 0.0) + runs * fi
+                    traffic += runs * hlo_work.matmul_traffic(comp, op)
+                if name not in fused:
+                    b += hlo_work.bytes_accessed(module, comp, op)
+            f_step += runs * f
+            t_step += runs * t
+            b_step += runs * b
+            f_once += f
+            t_once += t
+            b_once += b
+        return Work(f_step, t_step, b_step, f_once, t_once, b_once, matmul, traffic)
+
+    def corrected(self, xla_value: float | None, what: str = "flops") -> float | None:
+        """XLA's figure (``cost_analysis``, each loop body counted once) with every computation counted as often
+        as it runs: ``xla + Σ_c counted(c) · (runs(c) − 1)``, the reader's count of each computation's ``what``
+        (``flops``, ``transcendentals`` or ``bytes_accessed``). Without XLA's figure (GPU compile-only
+        executables have no ``cost_analysis``) the reader's own count per step."""
+        w = self.work
+        step, once = {
+            "flops": (w.flops, w.flops_once),
+            "transcendentals": (w.transcendentals, w.transcendentals_once),
+            "bytes_accessed": (w.bytes_accessed, w.bytes_once),
+        }[what]
+        if xla_value is None:
+            return step
+        return float(xla_value) + (step - once)
+
     def corrected_flops(self, xla_flops: float | None) -> float | None:
-        """XLA's flops with every dot and convolution counted as often as its computation runs (XLA counts
-        each once): ``flops + Σ dot_flops(c) · (runs(c) − 1)``."""
-        if xla_flops is None:
-            return None
-        extra = sum(f * (self.runs_of(c) - 1) for c, f in self.dot_flops.items())
-        return float(xla_flops) + extra
+        """:meth:`corrected` flops, or None without XLA's figure (the kernel lab's ``loop_corrected_flops``)."""
+        return self.corrected(xla_flops) if xla_flops is not None else None
 
     def matmul_traffic(self) -> int:
         """Bytes the program's dots and convolutions read and write, each as often as it runs: the book's
         arithmetic-intensity denominator (a matmul reads its operands and writes its result)."""
-        return int(sum(b * self.runs_of(c) for c, b in self.dot_bytes.items()))
+        return self.work.matmul_traffic
 
     def json(self) -> dict[str, Any]:
         """The loops with their trip counts and runs (the reader's ``loops`` fact)."""
@@ -135,137 +211,200 @@ class ProgramFacts:
             "unknown_trip_counts": list(self.unknown_loops),
         }
 
+    def cost(self, xla: Mapping[str, Any]) -> dict[str, Any]:
+        """XLA's ``cost_analysis`` figures and the loop facts that correct them: the kernel lab's ``cost``."""
 
-def _array(shape_text: str) -> ArrayShape | None:
-    shapes = _shapes(shape_text)
-    return shapes[0] if len(shapes) == 1 else None
+        def get(name: str) -> float | None:
+            v = xla.get(name)
+            return float(v) if v is not None else None
+
+        loops = self.json()
+        return {
+            "flops": get("flops"),
+            "bytes_accessed": get("bytes accessed"),
+            "transcendentals": get("transcendentals"),
+            "optimal_seconds": get("optimal_seconds"),
+            "loop_corrected_flops": self.corrected(get("flops")),
+            "loop_corrected_bytes_accessed": self.corrected(get("bytes accessed"), "bytes_accessed"),
+            "matmul_traffic_bytes": self.matmul_traffic(),
+            "matmul_flops_by_dtype": dict(self.work.matmul_flops),
+            "loops": loops["loops"],
+            "unknown_trip_counts": loops["unknown_trip_counts"],
+        }
 
 
-def _dot_work(ins: Instr, shapes: dict[tuple[str, str], str]) -> tuple[float, int] | None:
-    """(flops, bytes) of a dot or convolution: 2 · result elements · contracted elements; operands + result."""
-    result = _array(ins.shape)
-    names = _OPERAND.findall(ins.operands)
-    if result is None or len(names) < 2:
-        return None
-    lhs = _array(shapes.get((ins.computation, names[0]), ""))
-    rhs = _array(shapes.get((ins.computation, names[1]), ""))
-    if lhs is None or rhs is None:
-        return None
-    out = math.prod(result.dims)
-    if ins.opcode == "dot":
-        m = _CONTRACTING.search(ins.attrs)
-        dims = [int(d) for d in m.group(1).split(",") if d] if m else []
-        contracted = math.prod(lhs.dims[d] for d in dims if d < len(lhs.dims))
-        flops = 2.0 * out * contracted
-    else:
-        labels = _DIM_LABELS.search(ins.attrs)
-        kernel = labels.group(2) if labels else ""
-        o = kernel.find("o")
-        if o < 0 or o >= len(rhs.dims) or not rhs.dims[o]:
+# ---- trip counts -------------------------------------------------------------------------------------------
+
+
+def _through_copies(comp: Computation, name: str) -> Op | None:
+    """The instruction ``name`` is a copy of (XLA's ``TraceThroughCopyAndGteTupleChain``: copies, and a
+    get-tuple-element of a tuple built in the same computation)."""
+    op = comp.by_name.get(name)
+    for _ in range(64):
+        if op is None:
             return None
-        flops = 2.0 * out * math.prod(rhs.dims) / rhs.dims[o]
-    return flops, lhs.bytes + rhs.bytes + result.bytes
+        if op.opcode in ("copy", "copy-start", "copy-done") and op.operands:
+            op = comp.by_name.get(op.operands[0])
+        elif op.opcode == "get-tuple-element" and op.operands:
+            src = comp.by_name.get(op.operands[0])
+            index = op.attrs.get("index", "")
+            if src is None or src.opcode != "tuple" or not index.isdigit() or int(index) >= len(src.operands):
+                return op
+            op = comp.by_name.get(src.operands[int(index)])
+        else:
+            return op
+    return op
+
+
+def _tuple_index(comp: Computation, op: Op | None) -> int | None:
+    """``i`` when ``op`` is ``get-tuple-element(parameter(0)), index=i`` of ``comp``."""
+    if op is None or op.opcode != "get-tuple-element" or not op.operands:
+        return None
+    src = comp.by_name.get(op.operands[0])
+    index = op.attrs.get("index", "")
+    if src is None or src.parameter_number != 0 or not index.isdigit():
+        return None
+    return int(index)
+
+
+def _condition_trip_count(module: Module, holder: Computation, op: Op) -> int | None:
+    """The trip count of a ``while`` from its condition, body and initial tuple, as XLA's
+    ``MatchTrivialLoopTripCount`` reads it (see the module docstring), or None."""
+    cond = module.computations.get(next(iter(op.called("condition")), ""))
+    body = module.computations.get(next(iter(op.called("body")), ""))
+    if cond is None or body is None or not op.operands:
+        return None
+    root = cond.root
+    if root is None or root.opcode != "compare" or len(root.operands) != 2:
+        return None
+    direction = root.attrs.get("direction", "")
+    a, b = (cond.by_name.get(o) for o in root.operands)
+    if _tuple_index(cond, a) is not None and b is not None and b.integer is not None:
+        index, bound = _tuple_index(cond, a), b.integer
+    elif _tuple_index(cond, b) is not None and a is not None and a.integer is not None:
+        index, bound = _tuple_index(cond, b), a.integer
+        direction = {"GT": "LT", "GE": "LE"}.get(direction, "")  # N > i is i < N
+    else:
+        return None
+    if index is None or direction not in ("LT", "LE"):
+        return None
+    # the body's update of element i: add(gte(param, i), constant k), k > 0, through copies
+    body_root = body.root
+    if body_root is None or body_root.opcode != "tuple" or index >= len(body_root.operands):
+        return None
+    update = _through_copies(body, body_root.operands[index])
+    if update is None or update.opcode != "add" or len(update.operands) != 2:
+        return None
+    x, y = (body.by_name.get(o) for o in update.operands)
+    step = None
+    for var, const in ((x, y), (y, x)):
+        if const is not None and const.integer is not None and var is not None:
+            traced = _through_copies(body, var.name)
+            if _tuple_index(body, traced) == index:
+                step = const.integer
+    if step is None or step <= 0:
+        return None
+    # the start: element i of the while's operand tuple, a constant (through copies)
+    init = holder.by_name.get(op.operands[0])
+    if init is None or init.opcode != "tuple" or index >= len(init.operands):
+        return None
+    start_op = _through_copies(holder, init.operands[index])
+    start = start_op.integer if start_op is not None else None
+    if start is None:
+        return None
+    span = bound - start
+    if direction == "LT":
+        return 0 if span <= 0 else (span - 1) // step + 1
+    return 0 if span < 0 else span // step + 1
+
+
+def _trip_count(module: Module, holder: Computation, op: Op) -> tuple[int | None, str]:
+    m = _TRIP_COUNT.search(op.attrs_text)
+    if m:
+        return int(m.group(1)), BACKEND_CONFIG
+    trips = _condition_trip_count(module, holder, op)
+    return (trips, CONDITION) if trips is not None else (None, UNKNOWN)
+
+
+# ---- the facts ---------------------------------------------------------------------------------------------
 
 
 def program_facts(hlo: str) -> ProgramFacts:
     """The facts of an optimized HLO module (``compiled.as_text()``)."""
-    entry = entry_name(hlo)
+    module = parse_module(hlo)
     loops: list[Loop] = []
     calls: dict[str, list[tuple[str, int | None, str]]] = {}
-    shapes: dict[tuple[str, str], str] = {}
-    dots: list[Instr] = []
     reducers: dict[str, str] = {}
-    defs: dict[tuple[str, str], Instr] = {}
-    roots: dict[str, Instr] = {}
-    collectives: list[Instr] = []
-    for ins in instructions(hlo):
-        shapes[(ins.computation, ins.name)] = ins.shape
-        defs[(ins.computation, ins.name)] = ins
-        if ins.line.lstrip().startswith("ROOT "):
-            roots[ins.computation] = ins
-        if ins.opcode in ("dot", "convolution"):
-            dots.append(ins)
-        if ins.opcode.removesuffix("-start") in _COLLECTIVES:
-            collectives.append(ins)
-        if ins.opcode.removesuffix("-start") in ("all-reduce", "reduce-scatter"):
-            reducer = re.search(r"\bto_apply=%?([\w.\-]+)", ins.attrs)
-            if reducer:
-                reducers[ins.name] = reducer.group(1)
-        called = _CALLED.findall(ins.attrs)
-        branches = _BRANCHES.search(ins.attrs)
-        if not called and not branches:
-            continue
-        trip: int | None = None
-        if ins.opcode == "while":
-            m = _TRIP_COUNT.search(ins.attrs)
-            trip = int(m.group(1)) if m else None
-            body = next((c for how, c in called if how == "body"), "")
-            cond = next((c for how, c in called if how == "condition"), "")
-            loops.append(Loop(ins.name, ins.computation, body, cond, trip))
-        for how, callee in called:
-            if how == "to_apply" and ins.opcode not in _CALL_OPCODES:
+    collectives: list[Op] = []
+    for comp in module.computations.values():
+        for op in comp.ops:
+            base = op.opcode.removesuffix("-start")
+            if base in _COLLECTIVES:
+                collectives.append(op)
+                if base in ("all-reduce", "reduce-scatter"):
+                    reducer = op.called("to_apply")
+                    if reducer:
+                        reducers[op.name] = reducer[0]
+            if op.opcode == "while":
+                trips, how = _trip_count(module, comp, op)
+                body = next(iter(op.called("body")), "")
+                cond = next(iter(op.called("condition")), "")
+                meta = _OP_NAME.search(op.attrs.get("metadata", ""))
+                loops.append(Loop(op.name, comp.name, body, cond, trips, how, meta.group(1) if meta else None))
+                calls.setdefault(body, []).append((comp.name, trips, "body"))
+                calls.setdefault(cond, []).append((comp.name, trips + 1 if trips is not None else None, "condition"))
                 continue
-            mult: int | None = 1
-            if how == "body":
-                mult = trip
-            elif how == "condition":
-                mult = trip + 1 if trip is not None else None
-            calls.setdefault(callee, []).append((ins.computation, mult, how))
-        if branches:
-            for callee in _OPERAND.findall(branches.group(1)) or re.findall(r"[\w.\-]+", branches.group(1)):
-                calls.setdefault(callee, []).append((ins.computation, 1, "branch"))
-    dot_flops: dict[str, float] = {}
-    dot_bytes: dict[str, int] = {}
-    for ins in dots:
-        work = _dot_work(ins, shapes)
-        if work is None:
-            continue
-        flops, nbytes = work
-        dot_flops[ins.computation] = dot_flops.get(ins.computation, 0.0) + flops
-        dot_bytes[ins.computation] = dot_bytes.get(ins.computation, 0) + nbytes
-    widened = {c.name: t for c in collectives if (t := _converted_from(c, defs, roots)) is not None}
-    return ProgramFacts(
-        entry, tuple(loops), {k: tuple(v) for k, v in calls.items()}, dot_flops, dot_bytes, reducers, widened
-    )
+            keys = _CALL_KEYS + (("to_apply",) if op.opcode == "call" else ())
+            for key in keys:
+                if f"{key}=" not in op.attrs_text:  # most instructions call nothing: skip reading their attributes
+                    continue
+                for callee in op.called(key):
+                    calls.setdefault(callee, []).append((comp.name, 1, key))
+    widened = {c.name: t for c in collectives if (t := _converted_from(module, c)) is not None}
+    return ProgramFacts(module, tuple(loops), {k: tuple(v) for k, v in calls.items()}, reducers, widened)
 
 
 _COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
 _NARROW = ("bf16", "f16")
 
 
-def _converted_from(c: Instr, defs: dict[tuple[str, str], Instr], roots: dict[str, Instr]) -> str | None:
+def _array_dtype(shape: str) -> str | None:
+    shapes = _shapes(shape)
+    return shapes[0].dtype if len(shapes) == 1 else None
+
+
+def _converted_from(module: Module, c: Op) -> str | None:
     """The 16-bit float type a collective's f32 operand was converted from, when its operand is nothing but that
     conversion: XLA's CPU compiler widens bf16 collectives so (``AllReducePromotion`` for reductions, float
     normalization for the rest: ``convert`` → collective → ``convert`` back), a TPU or GPU program moves bf16."""
-    result = _array(c.shape) if not c.shape.startswith("(") else None
-    names = _OPERAND.findall(c.operands)
-    if not names or (result is not None and result.dtype != "f32"):
+    comp = module.computations[c.computation]
+    result = _array_dtype(c.shape) if not c.shape.startswith("(") else None
+    if not c.operands or (result is not None and result != "f32"):
         return None
-    op = defs.get((c.computation, names[0]))
+    op = comp.by_name.get(c.operands[0])
     if op is None:
         return None
     if op.opcode == "fusion":
-        callee = re.search(r"\bcalls=%?([\w.\-]+)", op.attrs)
-        op = roots.get(callee.group(1)) if callee else None
-        if op is None or op.opcode != "convert":
+        fused = module.computations.get(next(iter(op.called("calls")), ""))
+        op = fused.root if fused is not None else None
+        while fused is not None and op is not None and op.opcode in ("copy", "bitcast") and op.operands:
+            op = fused.by_name.get(op.operands[0])  # a layout change fused after the convert
+        if fused is None or op is None or op.opcode != "convert" or not op.operands:
             return None
-        source = _OPERAND.findall(op.operands)
-        inner = defs.get((op.computation, source[0])) if source else None
+        inner = fused.by_name.get(op.operands[0])
         if inner is None or inner.opcode != "parameter":
             return None
-        src = _array(inner.shape)
-    elif op.opcode == "convert":
-        source = _OPERAND.findall(op.operands)
-        inner = defs.get((op.computation, source[0])) if source else None
-        src = _array(inner.shape) if inner is not None else None
+        src = _array_dtype(inner.shape)
+    elif op.opcode == "convert" and op.operands:
+        inner = comp.by_name.get(op.operands[0])
+        src = _array_dtype(inner.shape) if inner is not None else None
     else:
         return None
-    out = _array(op.shape)
-    if src is None or out is None or out.dtype != "f32" or src.dtype not in _NARROW:
+    if src is None or _array_dtype(op.shape) != "f32" or src not in _NARROW:
         return None
-    if "convert_element_type" in op.attrs:  # the program's own cast (jnp sums bf16 in f32): not the compiler's
+    if "convert_element_type" in op.attrs_text:  # the program's own cast (jnp sums bf16 in f32): not the compiler's
         return None
-    return src.dtype
+    return src
 
 
 def loops_json(hlo: str) -> dict[str, Any]:

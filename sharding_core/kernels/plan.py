@@ -37,7 +37,7 @@ from sharding_core.errors import (
     ShardingError,
 )
 from sharding_core.kernels.catalog import KERNEL_DTYPES, Footing, Kernel, default_footprint, get_kernel, kernels
-from sharding_core.kernels.memory import estimate, fmt_bytes
+from sharding_core.kernels.memory import Estimate, estimate, fmt_bytes
 from sharding_core.layout import INVALID_SPEC, Layout, check_dtype
 from sharding_core.mesh import MeshSpec, build_mesh
 from sharding_core.spec import canonical_spec, parse_spec, spec_axes
@@ -106,6 +106,10 @@ class KernelJob:
     data: str = "random"  # the inputs' values: INPUT_DATA
     why_recompiles: int = 0  # candidate fixes the worker may compile (sharding_core.why; 0: explain only)
     why_seconds: float = 0.0  # and the seconds that search may take
+    compile_only: bool = False  # compiled for the set's hardware on abstract inputs; nothing runs
+    # Not said either way, on a set whose compiler is installed: when XLA's figures after the CPU compile put the
+    # run past max_bytes (the estimate said it fits), it is compiled for the set's hardware instead of refused.
+    compile_only_fallback: bool = False
 
     @property
     def size(self) -> int:
@@ -130,6 +134,7 @@ class KernelPlan:
     devset: DeviceSet
     mesh_spec: MeshSpec
     input_layouts: tuple[Layout, ...]
+    compile_seconds: float | None = None  # a compile-only run's budget: the pool stops it past this
 
     @property
     def key(self) -> KernelJob:
@@ -138,6 +143,12 @@ class KernelPlan:
     @property
     def affinity(self) -> int:
         return self.job.size
+
+    @property
+    def timeout(self) -> tuple[float, str] | None:
+        """The run's own time limit and the setting it comes from, when it is not the pool's (a compile-only run is
+        bounded by its compile-time budget, ``max_compile_seconds``)."""
+        return (self.compile_seconds, "max_compile_seconds") if self.compile_seconds is not None else None
 
     @property
     def memory(self) -> int:
@@ -254,39 +265,21 @@ def _params(kernel: Kernel, given: Mapping[str, str] | None, mesh_axes: Sequence
     return tuple(out)
 
 
-def plan_run(
-    kernel_name: str,
-    devices: str,
-    mesh_spec: MeshSpec,
-    inputs: Sequence[RunInput] | None,
-    out_specs: Sequence[str] | None = None,
-    params: Mapping[str, str] | None = None,
-    *,
-    slices: int = 1,
-    chips_per_host: Sequence[int] | None = None,
-    max_devices: int = MAX_KERNEL_DEVICES,
-    max_elements: int = MAX_KERNEL_ELEMENTS,
-    max_bytes: int | None = None,
-    data: str = "random",
-    why_recompiles: int = 0,
-    why_seconds: float = 0.0,
-) -> KernelPlan:
-    """Validates a run request on the simulated devices and returns the worker's job.
-
-    ``inputs`` None takes the catalog's defaults; ``data`` is what they hold (:data:`INPUT_DATA`).
-    Raises :class:`ShardingError` for anything a worker would refuse that can be known here.
-    """
-    if data not in INPUT_DATA:
-        raise ShardingError(BAD_INPUT_DATA, f"input data is one of {', '.join(INPUT_DATA)}, got {data[:40]!r}")
-    kernel = get_kernel(kernel_name)
+def _kernel(name: str) -> Kernel:
+    """The catalog's kernel of that name, installed (``unknown_kernel``, ``unavailable``)."""
+    kernel = get_kernel(name)
     if kernel is None:
-        raise unknown_kernel(kernel_name)
+        raise unknown_kernel(name)
     if not kernel.available:
         raise ShardingError(
             UNAVAILABLE,
             f"kernel {kernel.name!r} needs the optional package {kernel.requires!r}, which is not installed",
             hint=f"install the {kernel.requires} extra (uv sync --extra {kernel.requires}) and restart the server",
         )
+    return kernel
+
+
+def _check_mesh_size(mesh_spec: MeshSpec, max_devices: int) -> None:
     if mesh_spec.size > max_devices:
         raise ShardingError(
             TOO_LARGE,
@@ -295,6 +288,10 @@ def plan_run(
             hint="use a smaller mesh; the layout explorer shows layouts of any size",
             limit=max_devices,
         )
+
+
+def _simulated(devices: str, slices: int, chips_per_host: Sequence[int] | None) -> DeviceSet:
+    """The device set, which must be simulated (``local`` accelerators belong to the serving process)."""
     devset = parse_devices(devices, slices=slices, chips_per_host=chips_per_host)
     if not devset.simulated and devset.platform != "cpu":
         raise ShardingError(
@@ -303,7 +300,11 @@ def plan_run(
             "devices, and an accelerator belongs to the serving process",
             hint="pick a simulated device set with the same shape (e.g. tpu:v5e:2x4 or gpu:h100:1x8)",
         )
-    mesh = build_mesh(devset, mesh_spec)
+    return devset
+
+
+def _auto_or_explicit(mesh: Any) -> tuple[str, ...]:
+    """The mesh's axis types, refusing Manual ones (they exist only inside shard_map)."""
     types = tuple(str(t.name) for t in mesh.axis_types)
     if "Manual" in types:
         raise ShardingError(
@@ -311,7 +312,14 @@ def plan_run(
             "kernels run on Auto or Explicit mesh axes; Manual axes exist only inside shard_map",
             hint="choose Auto or Explicit axis types (shard_map kernels make their axes Manual themselves)",
         )
-    axis_names = tuple(str(a) for a in mesh.axis_names)
+    return types
+
+
+def _inputs(
+    kernel: Kernel, inputs: Sequence[RunInput] | None, devset: DeviceSet, mesh_spec: MeshSpec
+) -> tuple[list[Layout], list[JobInput]]:
+    """Each input's layout on the simulated devices (``inputs`` None: the catalog's defaults), refusals named after
+    the input and the field that is wrong."""
     chosen = [RunInput(i.shape, i.spec, i.dtype) for i in kernel.inputs] if inputs is None else list(inputs)
     if len(chosen) != len(kernel.inputs):
         raise ShardingError(
@@ -322,7 +330,6 @@ def plan_run(
         )
     layouts: list[Layout] = []
     job_inputs: list[JobInput] = []
-    total = 0
     for index, (meta, given) in enumerate(zip(kernel.inputs, chosen, strict=True)):
         if given.dtype not in KERNEL_DTYPES:
             raise ShardingError(
@@ -336,48 +343,150 @@ def plan_run(
             layout = Layout.from_named(devset, mesh_spec, given.spec, tuple(given.shape), given.dtype)
         except ShardingError as e:
             raise input_error(e, index, meta.name, given) from None
-        total += math.prod(given.shape)
         layouts.append(layout)
         assert layout.spec is not None  # a named layout always has its spec
         job_inputs.append(JobInput(meta.name, tuple(given.shape), layout.spec, given.dtype))
+    return layouts, job_inputs
+
+
+def _out_specs(kernel: Kernel, out_specs: Sequence[str] | None, axis_names: Sequence[str]) -> tuple[str, ...] | None:
+    if out_specs is None:
+        return None
+    if kernel.outputs is None:
+        raise ShardingError(
+            BAD_INPUTS,
+            f"kernel {kernel.name!r} returns a pytree whose shardings it decides; it takes no out_specs",
+            hint="leave out_specs empty (null)",
+        )
+    if len(out_specs) != len(kernel.outputs):
+        raise ShardingError(
+            BAD_INPUTS,
+            f"kernel {kernel.name!r} has {len(kernel.outputs)} output(s), got {len(out_specs)} out_specs",
+            hint="one spec per output, or null to let JAX decide",
+        )
+    return tuple(canonical_spec(_check_spec_axes(s, "out spec", axis_names)) for s in out_specs)
+
+
+def _tpu_target(devset: DeviceSet) -> TpuTarget | None:
+    """A simulated ``tpu:`` set as libtpu's compile-only topology (None for other sets)."""
+    if devset.platform != "tpu" or not devset.simulated or devset.generation is None:
+        return None
+    gen = devset.generation
+    assert devset.topology is not None and devset.chips_per_host is not None
+    return TpuTarget(
+        f"{gen.libtpu_name}:{'x'.join(map(str, devset.topology))}",
+        tuple(devset.chips_per_host),
+        gen.chip_config,
+        devset.slices,
+    )
+
+
+def compiler_for(devset: DeviceSet) -> str | None:
+    """Why a compile-only run of this set cannot be made (``None``: it can): libtpu for ``tpu:`` sets, XLA's GPU
+    compiler (the gpu extra) with a target config for ``gpu:`` sets; nothing for the rest."""
+    from sharding_core.kernels.runner import libtpu_available
+
+    if devset.platform == "tpu" and devset.simulated:
+        return None if libtpu_available() else "libtpu is not installed (the tpu extra)"
+    if devset.platform == "gpu" and devset.simulated:
+        from sharding_core.kernels.compiled import gpu_compiler_available
+        from sharding_core.planning.targets import GPU_TARGET_FILES
+
+        kind = devset.key.split(":")[1]
+        if kind not in GPU_TARGET_FILES:
+            return f"XLA ships no GPU target config for {kind!r}"
+        return None if gpu_compiler_available() else "XLA's GPU compiler is not installed (the gpu extra)"
+    return f"{devset.key} is compiled by the CPU run itself (compile-only runs are for tpu: and gpu: sets)"
+
+
+def _compile_only(devset: DeviceSet, requested: bool | None, past_limits: bool) -> bool:
+    """Whether the run compiles for the set's hardware only: asked for (``compile_only: true``), or not said and
+    the CPU run would be past its limits on a set whose compiler is installed (a real-size array on a TPU slice)."""
+    missing = compiler_for(devset)
+    if requested is True and missing is not None:
+        raise ShardingError(
+            UNSUPPORTED if devset.platform not in ("tpu", "gpu") else UNAVAILABLE,
+            f"a compile-only run compiles for the device set's hardware, and {missing}",
+            hint="compile-only runs need a tpu: set with the tpu extra, or a gpu: set with the gpu extra",
+        )
+    if requested is not None:
+        return requested
+    return past_limits and missing is None
+
+
+def _check_run_size(total: int, memory: Estimate, max_elements: int, max_bytes: int | None, hint: str) -> None:
+    """A run that executes on CPU: its inputs' elements and its estimated memory against the limits."""
     if total > max_elements:
         raise ShardingError(
             TOO_LARGE,
             f"the inputs have {total} elements in all; a kernel run takes at most {max_elements} "
             "(setting max_kernel_elements)",
-            hint="use smaller shapes: the shardings and collectives are the same at any multiple",
+            hint=hint,
             limit=max_elements,
         )
-    outs: tuple[str, ...] | None = None
-    if out_specs is not None:
-        if kernel.outputs is None:
-            raise ShardingError(
-                BAD_INPUTS,
-                f"kernel {kernel.name!r} returns a pytree whose shardings it decides; it takes no out_specs",
-                hint="leave out_specs empty (null)",
-            )
-        if len(out_specs) != len(kernel.outputs):
-            raise ShardingError(
-                BAD_INPUTS,
-                f"kernel {kernel.name!r} has {len(kernel.outputs)} output(s), got {len(out_specs)} out_specs",
-                hint="one spec per output, or null to let JAX decide",
-            )
-        outs = tuple(canonical_spec(_check_spec_axes(s, "out spec", axis_names)) for s in out_specs)
+    if max_bytes is not None and memory.total > max_bytes:
+        raise ShardingError(
+            TOO_LARGE,
+            f"this run would need about {memory.describe()} of memory; a kernel worker may use at most "
+            f"{fmt_bytes(max_bytes)} (setting max_worker_memory)",
+            hint=hint.replace("smaller shapes", "smaller shapes or fewer devices"),
+            estimate_bytes=memory.total,
+            limit=max_bytes,
+            parts=dict(memory.parts),
+        )
+
+
+SMALLER = "use smaller shapes: the shardings and collectives are the same at any multiple"
+COMPILE_ONLY_HINT = (
+    "; or compile only (compile_only: true): on a tpu: set (or a gpu: set with the gpu extra) the kernel is "
+    "compiled for the hardware at any size and nothing runs"
+)
+
+
+def plan_run(
+    kernel_name: str,
+    devices: str,
+    mesh_spec: MeshSpec,
+    inputs: Sequence[RunInput] | None,
+    out_specs: Sequence[str] | None = None,
+    params: Mapping[str, str] | None = None,
+    *,
+    slices: int = 1,
+    chips_per_host: Sequence[int] | None = None,
+    max_devices: int = MAX_KERNEL_DEVICES,
+    max_elements: int = MAX_KERNEL_ELEMENTS,
+    max_bytes: int | None = None,
+    compile_only: bool | None = None,
+    max_compile_seconds: float | None = None,
+    data: str = "random",
+    why_recompiles: int = 0,
+    why_seconds: float = 0.0,
+) -> KernelPlan:
+    """Validates a run request on the simulated devices and returns the worker's job.
+
+    ``inputs`` None takes the catalog's defaults; ``data`` is what they hold (:data:`INPUT_DATA`).
+    ``compile_only``: True compiles the kernel for the set's hardware only (libtpu for ``tpu:`` sets, XLA's GPU
+    compiler for ``gpu:`` sets) on abstract inputs — nothing is allocated for them and nothing runs, so
+    ``max_kernel_elements`` does not apply and ``max_compile_seconds`` bounds the run; False runs on CPU; None (the
+    default) runs on CPU unless the run is past the CPU run's limits on a set whose compiler is installed. Raises
+    :class:`ShardingError` for anything a worker would refuse that can be known here. ``why_recompiles`` and
+    ``why_seconds`` bound the worker's search for fixes of each collective (:mod:`sharding_core.why`).
+    """
+    if data not in INPUT_DATA:
+        raise ShardingError(BAD_INPUT_DATA, f"input data is one of {', '.join(INPUT_DATA)}, got {data[:40]!r}")
+    kernel = _kernel(kernel_name)
+    _check_mesh_size(mesh_spec, max_devices)
+    devset = _simulated(devices, slices, chips_per_host)
+    mesh = build_mesh(devset, mesh_spec)
+    types = _auto_or_explicit(mesh)
+    axis_names = tuple(str(a) for a in mesh.axis_names)
+    layouts, job_inputs = _inputs(kernel, inputs, devset, mesh_spec)
+    outs = _out_specs(kernel, out_specs, axis_names)
     grid = mesh.device_ids.reshape(-1)
     order = {d.id: k for k, d in enumerate(devset.devices)}
     # Real device k stands for the k-th mesh device in the device set's list order.
     ranked = sorted((int(i) for i in grid), key=order.__getitem__)
     real_of = {sim: k for k, sim in enumerate(ranked)}
-    tpu: TpuTarget | None = None
-    if devset.platform == "tpu" and devset.simulated and devset.generation is not None:
-        gen = devset.generation
-        assert devset.topology is not None and devset.chips_per_host is not None
-        tpu = TpuTarget(
-            f"{gen.libtpu_name}:{'x'.join(map(str, devset.topology))}",
-            tuple(devset.chips_per_host),
-            gen.chip_config,
-            devset.slices,
-        )
     resolved = _params(kernel, params, axis_names)
     footing = Footing(
         dict(zip(axis_names, (int(s) for s in mesh.devices.shape), strict=True)),
@@ -387,23 +496,20 @@ def plan_run(
         explicit="Explicit" in types,
     )
     footprint = (kernel.footprint or functools.partial(default_footprint, kernel))(footing)
-    memory = estimate(
+    total = sum(math.prod(i.shape) for i in job_inputs)
+    run = estimate(
         mesh_spec.size,
         footing.inputs_logical,
         sum(layout.total_bytes for layout in layouts),
         footprint.created,
         footprint.reference,
     )
-    if max_bytes is not None and memory.total > max_bytes:
-        raise ShardingError(
-            TOO_LARGE,
-            f"this run would need about {memory.describe()} of memory; a kernel worker may use at most "
-            f"{fmt_bytes(max_bytes)} (setting max_worker_memory)",
-            hint="use smaller shapes or fewer devices: the shardings and collectives are the same at any multiple",
-            estimate_bytes=memory.total,
-            limit=max_bytes,
-            parts=dict(memory.parts),
-        )
+    past = total > max_elements or (max_bytes is not None and run.total > max_bytes)
+    only = _compile_only(devset, compile_only, past)
+    # A compile-only run holds no inputs and runs no reference: only what the kernel creates while it is built.
+    memory = estimate(mesh_spec.size, 0, 0, footprint.created, 0) if only else run
+    hint = SMALLER + (COMPILE_ONLY_HINT if compiler_for(devset) is None else "")
+    _check_run_size(0 if only else total, memory, max_elements, max_bytes, hint)
     job = KernelJob(
         kernel=kernel.name,
         devices_key=devset.key,
@@ -417,14 +523,17 @@ def plan_run(
         out_specs=outs,
         params=resolved,
         max_elements=max_elements,
-        tpu=tpu,
+        tpu=_tpu_target(devset),
         max_bytes=max_bytes,
         estimate=tuple(memory.parts.items()),
         data=data,
         why_recompiles=why_recompiles,
         why_seconds=why_seconds,
+        compile_only=only,
+        compile_only_fallback=compile_only is None and not only and compiler_for(devset) is None,
     )
-    return KernelPlan(job, kernel, devset, mesh_spec, tuple(layouts))
+    budget = max_compile_seconds if only and max_compile_seconds is not None else None
+    return KernelPlan(job, kernel, devset, mesh_spec, tuple(layouts), budget)
 
 
 ORIGINS_NOTE = (
@@ -506,5 +615,8 @@ def result_json(plan: KernelPlan, raw: Mapping[str, Any]) -> dict[str, Any]:
         "compiler_log": raw["compiler_log"],
         "why_search": raw.get("why_search"),
         "roofline": estimated["roofline"],
+        "figures_from": estimated["figures_from"],
+        "compile_only": bool(raw.get("compile_only", False)),
         "tpu": estimated.get("tpu"),
+        "gpu": estimated.get("gpu"),
     }

@@ -11,15 +11,27 @@ slice would run; the CPU run's collectives are listed too, as what ran here), el
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
-from sharding_core.kernels.plan import MAX_KERNEL_DEVICES, MAX_KERNEL_ELEMENTS, KernelPlan, RunInput, plan_run
+from sharding_core.kernels.plan import KernelPlan, RunInput, plan_run
 from sharding_core.mesh import MeshSpec
 
 RESHARD_KERNEL = "reshard"
 
-TPU_KEYS = ("skipped", "error", "topology", "device_kind", "slices", "collectives", "dcn", "dcn_note", "memory",
-            "cost", "compile_ms")  # fmt: skip
+TPU_KEYS = ("skipped", "error", "topology", "device_kind", "source", "slices", "collectives", "dcn", "dcn_note",
+            "memory", "cost", "compile_ms")  # fmt: skip
+
+
+class RunOptions(TypedDict, total=False):
+    """What a reshard passes on to :func:`~sharding_core.kernels.plan.plan_run` (its keyword arguments)."""
+
+    slices: int
+    chips_per_host: Sequence[int] | None
+    max_devices: int
+    max_elements: int
+    max_bytes: int | None
+    compile_only: bool | None
+    max_compile_seconds: float | None
 
 
 def plan_reshard(
@@ -29,35 +41,19 @@ def plan_reshard(
     dtype: str,
     source: str,
     target: str,
-    *,
-    slices: int = 1,
-    chips_per_host: Sequence[int] | None = None,
-    max_devices: int = MAX_KERNEL_DEVICES,
-    max_elements: int = MAX_KERNEL_ELEMENTS,
-    max_bytes: int | None = None,
+    **options: Unpack[RunOptions],
 ) -> KernelPlan:
-    """The run that moves a ``shape`` ``dtype`` array from spec ``source`` to spec ``target`` on the mesh."""
-    return plan_run(
-        RESHARD_KERNEL,
-        devices,
-        mesh_spec,
-        [RunInput(tuple(shape), source, dtype)],
-        [target],
-        slices=slices,
-        chips_per_host=chips_per_host,
-        max_devices=max_devices,
-        max_elements=max_elements,
-        max_bytes=max_bytes,
-    )
+    """The run that moves a ``shape`` ``dtype`` array from spec ``source`` to spec ``target`` on the mesh (the
+    device set's extras, the limits and the mode as :func:`~sharding_core.kernels.plan.plan_run` takes them)."""
+    return plan_run(RESHARD_KERNEL, devices, mesh_spec, [RunInput(tuple(shape), source, dtype)], [target], **options)
 
 
 def reshard_json(result: Mapping[str, Any]) -> dict[str, Any]:
     """A reshard's answer from its run's result (``POST /api/kernels/run``'s shape)."""
     source, target = result["inputs"][0], result["outputs"][0]
-    tpu = result.get("tpu")
-    tpu_out: dict[str, Any] | None = None
-    if tpu is not None:
-        tpu_out = {k: tpu.get(k) for k in TPU_KEYS}
+    sections = {
+        k: {f: v.get(f) for f in TPU_KEYS} if (v := result.get(k)) is not None else None for k in ("tpu", "gpu")
+    }
     return {
         "cached": result.get("cached", False),
         "kernel": result["kernel"],
@@ -72,13 +68,16 @@ def reshard_json(result: Mapping[str, Any]) -> dict[str, Any]:
         "to": target["spec"],
         "from_bytes_per_device": source["bytes_per_device"],
         "to_bytes_per_device": target["bytes_per_device"],
+        "compile_only": result.get("compile_only", False),
         "max_abs_error": result["max_abs_error"],
         "collectives": result["collectives"],
         # the headline: the TPU program's totals on a tpu: set compiled for libtpu, else the compiled program's
         "communication": result["communication"],
         "roofline": result["roofline"],
+        "figures_from": result.get("figures_from"),
         "memory": result["memory"],
         "timing": result["timing"],
         "compiler_log": result["compiler_log"],
-        "tpu": tpu_out,
+        "tpu": sections["tpu"],
+        "gpu": sections["gpu"],
     }

@@ -26,14 +26,14 @@ import numpy as np
 from sharding_core.compat import cost_analysis, make_mesh, set_mesh
 from sharding_core.errors import ShardingError
 from sharding_core.hlo import origins
-from sharding_core.hlo.collectives import DCN_NOTE, dcn_steps, device_assignment, read_collectives
+from sharding_core.hlo.collectives import device_assignment, read_collectives
 from sharding_core.hlo.program import ProgramFacts, program_facts
 from sharding_core.kernels.catalog import Built, Kernel, KernelContext, KernelInputError, get_kernel
 from sharding_core.kernels.memory import Estimate, fmt_bytes, resident_bytes
 from sharding_core.kernels.plan import MAX_VALUES_SHOWN, KernelJob
 from sharding_core.spec import canonical_spec, parse_spec
 from sharding_core.why import Budget
-from sharding_core.why.dump import Dump, compile_with_dump
+from sharding_core.why.dump import Dump
 from sharding_core.why.kernel import explain_run
 
 KERNEL_ERROR = "kernel_error"
@@ -295,26 +295,14 @@ def _memory(compiled: Any) -> dict[str, int | None]:
 
 
 def _cost(compiled: Any, facts: ProgramFacts) -> dict[str, Any]:
-    """XLA's ``cost_analysis`` figures and the loop facts that correct them (XLA counts a loop body once):
-    ``loop_corrected_flops`` counts every dot and convolution as often as it runs, ``matmul_traffic_bytes``
-    the bytes they read and write (:mod:`sharding_core.hlo.program`)."""
-    cost = cost_analysis(compiled)
-
-    def get(name: str) -> float | None:
-        v = cost.get(name)
-        return float(v) if v is not None else None
-
-    loops = facts.json()
-    return {
-        "flops": get("flops"),
-        "bytes_accessed": get("bytes accessed"),
-        "transcendentals": get("transcendentals"),
-        "optimal_seconds": get("optimal_seconds"),
-        "loop_corrected_flops": facts.corrected_flops(get("flops")),
-        "matmul_traffic_bytes": facts.matmul_traffic(),
-        "loops": loops["loops"],
-        "unknown_trip_counts": loops["unknown_trip_counts"],
-    }
+    """XLA's ``cost_analysis`` figures and the loop reader's facts that correct them (XLA counts a loop body once):
+    :meth:`sharding_core.hlo.program.ProgramFacts.cost`. XLA's GPU compile-only executables have no cost analysis:
+    the reader's counts stand alone."""
+    try:
+        xla = cost_analysis(compiled)
+    except Exception:  # noqa: BLE001 - some backends answer with an error instead of nothing
+        xla = {}
+    return facts.cost(xla)
 
 
 # --------------------------------------------------------------------------------- running
@@ -434,6 +422,12 @@ def _run(job: KernelJob, progress: Progress, max_text_chars: int) -> dict[str, A
         extra: list[tuple[str, Any]] = []
         for name, arg in zip(built.extra_names, built.extra_args, strict=True):
             extra.extend(_leaves(arg, name))
+        # Compile-only: the inputs stay abstract, compiled for the set's hardware; nothing runs or is allocated
+        # here, so it never reaches "running" and reports no needs for the server's budget to reserve.
+        if job.compile_only:
+            from sharding_core.kernels.compiled import compile_only
+
+            return compile_only(job, kernel, built, extra, max_text_chars)
         jitted, structs = _jit(job, kernel, built, mesh, in_specs)
         with captured_stderr() as log, tempfile.TemporaryDirectory(prefix="shardscope-sdy-") as dump:
             t0 = time.perf_counter()
@@ -446,7 +440,18 @@ def _run(job: KernelJob, progress: Progress, max_text_chars: int) -> dict[str, A
             compiled = lowered.compile(compiler_options={"xla_dump_to": dump, "xla_dump_hlo_pass_re": "shardy-verbose"})
             t2 = time.perf_counter()
             mlir = origins.read_dump(dump)
-        needs = _refuse_past_budget(job, compiled)
+        try:
+            needs = _refuse_past_budget(job, compiled)
+        except KernelRunError as e:
+            if not job.compile_only_fallback:
+                raise
+            # The estimate said the CPU run fits and XLA's figures say it does not: on a set with a compiler for
+            # its hardware the run is compiled only, as one past the limits before compiling would have been.
+            from sharding_core.kernels.compiled import compile_only
+
+            result = compile_only(job, kernel, built, extra, max_text_chars)
+            result["executed_on"] += f"; the CPU run was not started: {e.message}"
+            return result
 
         progress("running", needs)
         host = [_host_input(k, i.shape, i.dtype, job.data) for k, i in enumerate(job.inputs)]
@@ -524,6 +529,7 @@ def _run(job: KernelJob, progress: Progress, max_text_chars: int) -> dict[str, A
         "reference": kernel.reference_doc,
         "executed_on": f"{job.size} CPU device{'s' if job.size != 1 else ''} in a worker process",
         "tpu": _tpu_section(job, kernel, built, max_text_chars),
+        "gpu": _gpu_section(job, kernel, built, max_text_chars),
     }
 
 
@@ -537,103 +543,24 @@ def libtpu_available() -> bool:
     return importlib.util.find_spec("libtpu") is not None
 
 
-def _tpu_section(job: KernelJob, kernel: Kernel, built: Built, max_text_chars: int) -> dict[str, Any]:
-    """The kernel compiled (never run) for libtpu's real topology of a ``tpu:`` set, or why not.
-
-    The mesh holds libtpu's devices at the simulated mesh's positions (same ids); inputs are
-    abstract. A refusal is returned as ``{"error": ...}``: the CPU run stands regardless. A
-    multi-slice set's cross-slice steps are read from libtpu's own megascale transfers.
-    """
+def _tpu_section(job: KernelJob, kernel: Kernel, built: Built, max_text_chars: int) -> dict[str, Any] | None:
+    """The kernel compiled (never run) for libtpu's real topology of a ``tpu:`` set, or why not
+    (:func:`sharding_core.kernels.compiled.section`)."""
     if job.tpu is None:
         return {"skipped": f"the device set is {job.platform}, not a simulated tpu: set"}
-    if not libtpu_available():
-        return {"skipped": "libtpu is not installed (the optional tpu extra: uv sync --extra tpu)"}
-    os.environ["TPU_SKIP_MDS_QUERY"] = "1"  # libtpu must never query a cloud metadata server
-    # Several workers (and a test process) load libtpu at once, compile-only: no device to guard.
-    os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
-    try:
-        return _tpu_compile(job, kernel, built, max_text_chars)
-    except KernelRunError as e:
-        return {"error": e.to_dict()}
-    except Exception as e:  # noqa: BLE001 - libtpu's and JAX's refusals are many types; each becomes data
-        return {"error": refusal(e, "compiling for TPU").to_dict()}
+    from sharding_core.kernels import compiled
+
+    return compiled.section(job, kernel, built, max_text_chars)
 
 
-def _tpu_compile(job: KernelJob, kernel: Kernel, built: Built, max_text_chars: int) -> dict[str, Any]:
-    import jax
-    from jax.experimental import topologies
-    from jax.sharding import NamedSharding
+def _gpu_section(job: KernelJob, kernel: Kernel, built: Built, max_text_chars: int) -> dict[str, Any] | None:
+    """The kernel compiled (never run) by XLA's GPU compiler for a ``gpu:`` set where the gpu extra is installed,
+    or why not; None for other sets (:func:`sharding_core.kernels.compiled.section`)."""
+    if job.platform != "gpu":
+        return None
+    from sharding_core.kernels import compiled
 
-    assert job.tpu is not None
-    devices = {d.id: d for d in topologies.get_topology_desc(**job.tpu.describe()).devices}
-    missing = [i for i in job.device_ids if i not in devices]
-    if missing:
-        raise KernelRunError("worker_error", f"libtpu's topology has no device {missing[0]} of the simulated mesh")
-    mesh = _mesh(job, [devices[i] for i in job.device_ids])
-    in_specs = tuple(parse_spec(i.spec) for i in job.inputs)
-
-    def abstract(leaf: Any) -> Any:
-        sharding = getattr(leaf, "sharding", None)
-        spec = sharding.spec if isinstance(sharding, NamedSharding) else None
-        placed = NamedSharding(mesh, spec) if spec is not None else None
-        return jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=placed)
-
-    with set_mesh(mesh):
-        if kernel.mode == "shard_map":
-            # shard_map holds the mesh it was built with: build the kernel again over the TPU mesh.
-            built = kernel.build(_context(job, kernel, mesh, in_specs))
-        jitted, structs = _jit(job, kernel, built, mesh, in_specs)
-        extra = [jax.tree.map(abstract, arg) for arg in built.extra_args]
-        t0 = time.perf_counter()
-        lowered = jitted.lower(*structs, *extra)
-        compiled = lowered.compile()
-        t1 = time.perf_counter()
-        # Shardy's origins from a second compile: the option that writes them changes what XLA:TPU compiles
-        # (its memory figures), and the figures here are the plain compile's.
-        _, shardy = compile_with_dump(lowered)
-
-    placed = device_assignment(compiled)
-    hlo_text = compiled.as_text()
-    facts = program_facts(hlo_text)
-    hlo_clip, hlo_cut = _clip(scrub_paths(hlo_text), max_text_chars)
-    slices = job.tpu.slices
-    # libtpu compiles one slice's program (num_partitions = devices per slice) and every slice runs
-    # it on its own devices: partition p of slice s is the p-th device of slice s in the assignment.
-    per_slice = [[int(d.id) for d in placed if int(getattr(d, "slice_index", 0) or 0) == s] for s in range(slices)]
-    tpu_collectives = read_collectives(hlo_text, per_slice, job.id_grid, job.axis_names, facts)
-    why_search = explain_run(
-        tpu_collectives,
-        hlo=hlo_text,
-        dump=shardy,
-        lowered=lowered,
-        arg_leaves=[*structs, *extra],
-        mesh_axes=dict(zip(job.axis_names, job.mesh_shape, strict=True)),
-        input_specs=tuple(i.spec for i in job.inputs),
-        out_specs=job.out_specs,
-        outputs_fixable=kernel.mode == "jit",
-        compile_job=_compile_job(job, kernel, mesh, lambda d: int(d.id), per_slice=slices, abstract_extra=abstract),
-        budget=Budget(job.why_recompiles, job.why_seconds),
-        peak=_memory(compiled).get("peak_bytes"),
-    )
-    section: dict[str, Any] = {
-        "topology": job.tpu.topology_name,
-        "device_kind": mesh.devices.flat[0].device_kind,
-        "slices": slices,
-        "hlo": hlo_clip,
-        "hlo_truncated": hlo_cut,
-        "collectives": tpu_collectives,
-        "why_search": why_search,
-        "device_assignment": [int(d.id) for d in placed],
-        "memory": _memory(compiled),
-        "cost": _cost(compiled, facts),
-        "dcn": None,
-        "dcn_note": None,
-        "compile_ms": (t1 - t0) * 1e3,
-    }
-    if slices > 1:
-        section["dcn"] = dcn_steps(hlo_text, job.id_grid, job.axis_names, facts)
-        section["dcn_note"] = DCN_NOTE
-    return section
+    return compiled.section(job, kernel, built, max_text_chars)
 
 
 def _compile_job(

@@ -20,8 +20,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from sharding_core.hlo.module import parse_module
 from sharding_core.kernels.memory import fmt_bytes
-from sharding_core.planning.loops import parse_program
 
 MEMORY_FIELDS = (
     "argument_size_in_bytes",
@@ -233,7 +233,7 @@ def buffer_report(dump_dir: Path, hlo: str | None = None) -> dict[str, Any] | No
     if hlo is None:
         optimized = sorted(dump_dir.glob("*after_optimizations.txt"))
         hlo = optimized[-1].read_text(errors="replace") if optimized else ""
-    ops = {ins.name: ins.op for comp in parse_program(hlo).computations.values() for ins in comp.instructions}
+    ops = parse_module(hlo).op_names()
     # Loop-carried values and async copies re-list a buffer another instruction made: name its maker once.
     report["largest"] = [r for r in report["largest"] if ops.get(r["instruction"]) not in ALIASING][:MAX_TEMPORARIES]
     sources = instruction_sources(hlo, {r["instruction"] for r in report["largest"]})

@@ -23,31 +23,22 @@ from pathlib import Path
 from typing import Any
 
 from sharding_core.compat import cost_analysis, input_shardings
-from sharding_core.cost.context import CostContext, context_for, context_for_devices, no_figures
-from sharding_core.cost.roofline import roofline
-from sharding_core.hardware import hbm_per_device
-from sharding_core.kernels.memory import fmt_bytes
-from sharding_core.planning import loops
+from sharding_core.hlo.program import ProgramFacts
 from sharding_core.planning import memory as mem
-from sharding_core.planning.targets import Target, target_of
-from sharding_core.units import fmt_seconds
+from sharding_core.planning.targets import target_of
 from sharding_core.why.fixes import Budget
 
-PLAN_ROOFLINE = (
-    "the compiled program with its loops counted (flops and bytes from the optimized HLO, every loop body "
-    "times its trip count) on the device set's hardware"
-)
 DCN_NOTE = (
     "cross-slice (DCN) transfers of libtpu's multi-slice program: megascale host sends, one per transfer, "
     "with the collective they carry and this device's bytes; they name no devices and are not in the "
     "communication term"
 )
-EXPECTED_NOTE = (
-    "lower bound: the roofline at spec-sheet figures, everything overlapped; expected: the same with each "
-    "collective at its fabric's fitted efficiency and latency (the cost model's expected time); upper bound: the "
-    "serial sum (nothing overlapped)"
+WORK_NOTE = (
+    "flops and bytes per device and step with every loop body counted as often as it runs: XLA's cost_analysis "
+    "(which counts each body once: flops_xla, bytes_accessed_xla) plus each computation's further runs as the loop "
+    "reader counts them (flops_loops_once: the reader's own count with each body once); without XLA's figures, the "
+    "reader's count"
 )
-_HLO_DTYPES = {"bf16": "bfloat16", "f32": "float32", "f16": "float16", "s8": "int8", "u8": "int8", "f64": "float32"}
 
 
 def partitioner() -> str:
@@ -83,24 +74,6 @@ def _program_devices(args: Any, kwargs: Any) -> list[Any]:
     return list(seen.values())
 
 
-def context_and_target(devices: Sequence[Any]) -> tuple[CostContext, Target | None]:
-    """The cost context for a program's devices: the whole device set a compile-only device came from (its
-    torus and hosts), else the process's devices of that platform."""
-    import jax
-
-    if not devices:
-        return no_figures("no devices", "cpu", "no devices"), None
-    target = target_of(devices[0])
-    if target is not None:
-        return context_for(target.devset), target
-    platform = str(devices[0].platform)
-    try:
-        every = list(jax.devices(platform))
-    except RuntimeError:  # devices of a backend this process did not start (a topology made elsewhere)
-        every = list(devices)
-    return context_for_devices(every), None
-
-
 def inspect_program(
     f: Callable[..., Any],
     args: Sequence[Any],
@@ -123,7 +96,7 @@ def inspect_program(
     import jax
 
     from sharding_core.capturing import argument_names, capture
-    from sharding_core.cost.annotate import with_estimates
+    from sharding_core.cost.annotate import snapshot_with_estimates
     from sharding_core.hlo.collectives import device_assignment, read_collectives
     from sharding_core.hlo.program import program_facts
     from sharding_core.hlo.text import HloParseError, megascale_transfers
@@ -149,7 +122,7 @@ def inspect_program(
         if dump is not None:
             report = mem.buffer_report(dump, hlo)
     devices = device_assignment(compiled) if compiled is not None else _program_devices(args, kwargs)
-    hardware, target = context_and_target(devices)
+    target = target_of(devices[0]) if devices else None
     in_avals = lowered.in_avals
     if compiled is not None:
         in_shardings = input_shardings(compiled)
@@ -173,14 +146,15 @@ def inspect_program(
         snap["target"] = target.describe()  # also for "local" targets: the program's own devices
         if target.dropped_fields:
             snap["target"]["dropped_fields"] = list(target.dropped_fields)
-    counts = None
+    facts = None
     unread = None
     if hlo:
         try:
-            counts = loops.count(hlo)
-        except (ValueError, KeyError, IndexError) as e:  # an HLO spelling the reader does not know: say so
+            facts = program_facts(hlo)
+            facts.work  # noqa: B018 - read now: an HLO spelling the reader does not know is said here
+        except (HloParseError, ValueError, KeyError, IndexError) as e:
+            facts = None
             unread = f"the loop reader could not read this HLO ({str(e)[:200]}): no loop-corrected figures"
-    facts = None
     if compiled is not None and hlo is not None:
         slices = int(snap.get("target", {}).get("slices") or 1) if target is not None else 1
         ids = [int(d.id) for d in devices]
@@ -189,18 +163,8 @@ def inspect_program(
             assignments = [[i for d, i in zip(devices, ids, strict=True) if _slice(d) == s] for s in range(slices)]
         else:
             assignments = [ids]
-        try:
-            facts = program_facts(hlo)
-        except HloParseError:
-            facts = None
-        collectives = read_collectives(hlo, assignments, id_grid, axis_names, facts)
-        # The HLO reader's repeat counts loops XLA annotated (known_trip_count: GPU); libtpu's TPU loops carry
-        # none, and the loop reader reads their conditions: its multiplicity covers both.
-        where = loops.computation_of(hlo, [c["name"] for c in collectives]) if counts else {}
-        for c in collectives:
-            if counts is not None and c["name"] in where:
-                c["repeat"] = counts.multiplicity.get(where[c["name"]]) or c.get("repeat", 1)
-        snap["collectives"] = with_estimates(collectives, hardware)
+        # facts only: the estimates are added when the snapshot is read (below, and by every reader after)
+        snap["collectives"] = read_collectives(hlo, assignments, id_grid, axis_names, facts)
         from sharding_core.why import lines
 
         sources = lines(snap["collectives"], hlo)
@@ -218,12 +182,9 @@ def inspect_program(
         "arguments": argument_names(f, len(args)),
         **(facts.json() if facts is not None else {}),  # the loops XLA annotated, with their trip counts
     }
-    snap["plan"] = plan_section(
+    snap["plan"] = plan_facts(
         compiled=compiled,
-        counts=counts,
-        stats=stats,
-        collectives=snap.get("collectives") or [],
-        hardware=hardware,
+        facts=facts,
         breakdown=breakdown,
         temporaries=report,
         refused=refused,
@@ -232,7 +193,23 @@ def inspect_program(
     )
     if unread is not None and snap["plan"].get("work") is not None:
         snap["plan"]["work"]["note"] = unread
+    work = snap["plan"].get("work")
+    if work is not None and facts is not None:  # inspect_jit's loop facts, where issue 19 put them
+        snap["jit"].update(
+            flops=work["flops_xla"],
+            loop_corrected_flops=work["flops"],
+            loops=work["loops"],
+            unknown_trip_counts=work["unknown_trip_counts"],
+        )
+    if hlo and int((snap.get("target") or {}).get("slices") or 1) > 1:
+        # libtpu's multi-slice program sends what crosses slices over DCN as megascale host transfers,
+        # which name no devices: listed apart, not in the collectives or the communication term.
+        snap["plan"]["dcn_transfers"] = megascale_transfers(hlo)
+        snap["plan"]["dcn_note"] = DCN_NOTE
+    # the figures (estimates, roofline, step time, verdict) are the cost model's, added as any reader adds them
+    snap = snapshot_with_estimates(snap)
     if why is not None and compiled is not None and snap.get("collectives"):
+        # after the figures, so the search ranks fixes by estimated seconds where the set has hardware figures
         from sharding_core.why.dump import compile_with_dump
         from sharding_core.why.program import explain_snapshot
 
@@ -254,11 +231,7 @@ def inspect_program(
             inspect=lambda f2, a2, k2: inspect_program(f2, a2, k2, detailed=False, lines_only=True),
         )
         snap["plan"]["why_seconds"] = time.perf_counter() - t3
-    if hlo and int((snap.get("target") or {}).get("slices") or 1) > 1:
-        # libtpu's multi-slice program sends what crosses slices over DCN as megascale host transfers,
-        # which name no devices: listed apart, not in the collectives or the communication term.
-        snap["plan"]["dcn_transfers"] = megascale_transfers(hlo)
-        snap["plan"]["dcn_note"] = DCN_NOTE
+        snap = snapshot_with_estimates(snap)  # the fixes' figures, and each fix's seconds before and after
     return snap
 
 
@@ -275,43 +248,67 @@ def _program_mesh(shardings: list[Any]) -> Any:
     return None
 
 
-def _dominant_dtype(counts: loops.ProgramCounts | None) -> str:
-    if counts is None or not counts.matmul_flops:
-        return "float32"
-    hlo_dtype = max(counts.matmul_flops, key=lambda k: counts.matmul_flops[k])
-    return _HLO_DTYPES.get(hlo_dtype, "float32")
-
-
-def _xla_cost(compiled: Any) -> dict[str, float | None]:
+def _xla_cost(compiled: Any) -> dict[str, Any]:
     try:
-        cost = cost_analysis(compiled)
+        return dict(cost_analysis(compiled))
     except Exception:  # noqa: BLE001 - some backends answer with an error instead of nothing
-        cost = {}
-    return {"flops": cost.get("flops"), "bytes_accessed": cost.get("bytes accessed")}
+        return {}
 
 
-def plan_section(
+def work_facts(compiled: Any, facts: ProgramFacts | None) -> dict[str, Any]:
+    """The program's work per device and step: XLA's ``cost_analysis`` (each loop body once) corrected by the loop
+    reader (:meth:`sharding_core.hlo.program.ProgramFacts.corrected`), with the reader's own counts, the matmul
+    traffic and the loops."""
+    xla = _xla_cost(compiled)
+    flops_xla, bytes_xla = xla.get("flops"), xla.get("bytes accessed")
+    out: dict[str, Any] = {
+        "flops": None,
+        "transcendentals": None,
+        "bytes_accessed": None,
+        "flops_loops_once": None,
+        "bytes_accessed_loops_once": None,
+        "flops_xla": float(flops_xla) if flops_xla is not None else None,
+        "bytes_accessed_xla": float(bytes_xla) if bytes_xla is not None else None,
+        "matmul_flops_by_dtype": {},
+        "matmul_traffic_bytes": None,
+        "loops": [],
+        "unknown_trip_counts": [],
+        "note": WORK_NOTE,
+    }
+    if facts is None:
+        return out
+    w = facts.work
+    loops = facts.json()
+    out.update(
+        flops=facts.corrected(out["flops_xla"]),
+        transcendentals=facts.corrected(xla.get("transcendentals"), "transcendentals"),
+        bytes_accessed=facts.corrected(out["bytes_accessed_xla"], "bytes_accessed"),
+        flops_loops_once=w.flops_once,
+        bytes_accessed_loops_once=w.bytes_once,
+        matmul_flops_by_dtype=dict(w.matmul_flops),
+        matmul_traffic_bytes=w.matmul_traffic,
+        loops=loops["loops"],
+        unknown_trip_counts=loops["unknown_trip_counts"],
+    )
+    return out
+
+
+def plan_facts(
     *,
     compiled: Any,
-    counts: loops.ProgramCounts | None,
-    stats: Mapping[str, int] | None,
-    collectives: Sequence[Mapping[str, Any]],
-    hardware: CostContext,
+    facts: ProgramFacts | None,
     breakdown: Mapping[str, Any],
     temporaries: Mapping[str, Any] | None,
     refused: Mapping[str, Any] | None,
     mesh_axes: Mapping[str, int],
     timing: Mapping[str, float],
 ) -> dict[str, Any]:
-    """The plan: work, memory, step time and verdict of one compiled program on one device set."""
-    capacity = None
-    if hardware.hardware is not None:
-        cap = hbm_per_device(hardware.hardware).value
-        capacity = int(cap) if cap is not None else None
+    """The plan's facts: the partitioner, the arguments by group, the largest temporaries, XLA's refusal (with
+    what to change) or the work counted through loops. Its figures — HBM capacity and fit, roofline, step time,
+    verdict — are the cost model's, added when the plan is read (:func:`sharding_core.cost.annotate.
+    plan_with_figures`)."""
     out: dict[str, Any] = {
         "partitioner": partitioner(),
-        "hardware": hardware.label,
-        "capacity_bytes": capacity,
         "arguments": dict(breakdown),
         "temporaries": dict(temporaries) if temporaries is not None else None,
         "refusal": None,
@@ -319,93 +316,13 @@ def plan_section(
     }
     if refused is not None:
         r = dict(refused)
-        if r.get("available_bytes") is None:
-            r["available_bytes"] = capacity
         if temporaries is not None and not r.get("largest"):
             r["largest"] = list(temporaries.get("largest") or [])
         r["advice"] = mem.advice(r, breakdown, mesh_axes)
-        out["refusal"] = r
-        over = r.get("over_bytes")
-        parts = [f"does not fit: XLA refused the program for memory — over by {fmt_bytes(int(over))}" if over
-                 else "does not fit: XLA refused the program for memory"]  # fmt: skip
-        if r.get("required_bytes") and r.get("available_bytes"):
-            parts.append(
-                f"{r.get('what') or 'needed'} {fmt_bytes(int(r['required_bytes']))} > "
-                f"{fmt_bytes(int(r['available_bytes']))} available per device"
-            )
-        out.update(fits=False, over_bytes=over, work=None, step_time=None, verdict="; ".join(parts))
+        out.update(refusal=r, work=None)
         return out
-    xla = _xla_cost(compiled)
-    work = {
-        "flops": counts.flops if counts else None,
-        "transcendentals": counts.transcendentals if counts else None,
-        "bytes_accessed": counts.bytes_accessed if counts else None,
-        "flops_loops_once": counts.flops_once if counts else None,
-        "bytes_accessed_loops_once": counts.bytes_once if counts else None,
-        "flops_xla": xla["flops"],
-        "bytes_accessed_xla": xla["bytes_accessed"],
-        "matmul_flops_by_dtype": dict(counts.matmul_flops) if counts else {},
-        "loops": counts.loops_json() if counts else [],
-        "note": "flops and bytes per device and step, counted from the optimized HLO with every loop body times "
-        "its trip count (XLA's cost_analysis counts each body once: flops_xla)",
-    }
-    out["work"] = work
-    peak = (stats or {}).get("peak_memory_in_bytes")
-    # The roofline multiplies each collective's estimate by its repeat count; its memory term is the bytes
-    # the loop reader counts (given alone, the cost model's HBM-traffic rule falls back to them).
-    line = roofline(
-        {"flops": xla["flops"], "loop_corrected_flops": work["flops"], "bytes_accessed": work["bytes_accessed"]},
-        {"peak_bytes": peak} if peak is not None else None,
-        collectives,
-        hardware,
-        _dominant_dtype(counts),
-        PLAN_ROOFLINE,
-    )
-    out["roofline"] = line
-    out["communication"] = {
-        "collectives": len(collectives),
-        "per_step": sum(int(c.get("repeat", 1)) for c in collectives),
-        "bytes_per_step": sum(int(c.get("bytes") or 0) * int(c.get("repeat", 1)) for c in collectives),
-        "seconds_per_step": line.get("communication_seconds"),
-    }
-    known = [line.get(k) for k in ("compute_seconds", "memory_seconds", "communication_expected_seconds")]
-    expected = max((v for v in known if v is not None), default=None) if line.get("bound") else None
-    out["step_time"] = {
-        "lower_bound_seconds": line.get("lower_bound_seconds"),
-        "expected_seconds": expected,
-        "upper_bound_seconds": line.get("serial_seconds"),
-        "bound": line.get("bound"),
-        "compute_seconds": line.get("compute_seconds"),
-        "memory_seconds": line.get("memory_seconds"),
-        "communication_seconds": line.get("communication_seconds"),
-        "communication_expected_seconds": line.get("communication_expected_seconds"),
-        "note": EXPECTED_NOTE,
-    }
-    hbm = line.get("hbm") or {}
-    out["fits"] = hbm.get("fits")
-    out["over_bytes"] = hbm.get("over_bytes")
-    out["verdict"] = verdict(out, hbm, peak)
+    out["work"] = work_facts(compiled, facts)
     return out
-
-
-def verdict(plan: Mapping[str, Any], hbm: Mapping[str, Any], peak: int | None) -> str:
-    """One line: fits / over by X; which term bounds the step and the band."""
-    parts = [
-        str(hbm.get("text") or (f"peak {fmt_bytes(peak)} per device" if peak is not None else "no memory figures"))
-    ]
-    st = plan.get("step_time") or {}
-    bound = st.get("bound")
-    if bound:
-        low, high = st.get("lower_bound_seconds"), st.get("upper_bound_seconds")
-        terms = ", ".join(
-            f"{k} {fmt_seconds(st.get(f'{k}_seconds'))}"
-            for k in ("compute", "memory", "communication")
-            if st.get(f"{k}_seconds") is not None
-        )
-        parts.append(f"{bound}-bound: step {fmt_seconds(low)} to {fmt_seconds(high)} ({terms})")
-    elif plan.get("roofline", {}).get("why") and str(plan["roofline"]["why"]) not in parts:
-        parts.append(str(plan["roofline"]["why"]))  # said once: without hardware figures HBM says the same
-    return "; ".join(parts)
 
 
 def plan(f: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:

@@ -85,6 +85,10 @@ export function reshardBox(container, opts) {
       ` · ${fmtBytes(r.from_bytes_per_device)} → ${fmtBytes(r.to_bytes_per_device)} per device`,
     );
     results.appendChild(line);
+    if (r.compile_only) {
+      results.appendChild(el("p", "reshard-compile-only",
+        "Compiled, not run: the move was compiled for the hardware at its real size; nothing was allocated or moved."));
+    }
     if (c.program) results.appendChild(el("p", "muted reshard-program", `program: ${c.program}`));
     if (r.collectives.length) {
       const table = el("div", "table-wrap");
@@ -95,7 +99,7 @@ export function reshardBox(container, opts) {
     }
     if (r.compiler_log.length) results.appendChild(el("p", "muted", `XLA: ${r.compiler_log[0]}`));
     const tpu = r.tpu;
-    if (tpu && tpu.collectives) {
+    if (tpu && tpu.collectives && !r.compile_only) { // compile-only: the collectives above are the TPU program's
       const steps = [...tpu.collectives, ...(tpu.dcn || []).map((/** @type {any} */ d) => ({ ...d, shape: "cross-slice step (DCN)" }))];
       results.appendChild(el("h3", "", `TPU compile-only (${tpu.topology})`));
       if (steps.length) {

@@ -77,6 +77,10 @@ function memoryText(mem) {
 /** Significant digits NumPy prints a value of each float dtype with (its precision, about). */
 const DIGITS = /** @type {Record<string, number>} */ ({ float64: 16, float32: 8, bfloat16: 3, float16: 4 });
 
+const COMPILE_ONLY = "the kernel was compiled for the device set's hardware on abstract inputs, at their real size: "
+  + "nothing was allocated and nothing ran, so there are no values and no error against the reference; the "
+  + "collectives, memory and cost are the compiled program's";
+
 /** An output's values as NumPy prints a short array: "496" or "[48. 52. 56. …]". @param {any} a */
 function valuesText(a) {
   const v = a.values;
@@ -414,9 +418,12 @@ export function mount(root, host, initial) {
         ["mesh", `${meshAxes(m)} ${m.axis_types.join("/")} over ${r.devices_key}`],
         ["device ids", r.device_assignment.length <= 64 ? JSON.stringify(m.device_ids) : "(see the mesh under Collectives)"],
         ["ran on", r.executed_on],
+        ...(r.compile_only ? [["compiled, not run", COMPILE_ONLY]] : []),
         ["compile", `${fmtMs(t.lower_ms + t.compile_ms)} (lower ${fmtMs(t.lower_ms)}, XLA ${fmtMs(t.compile_ms)})`],
-        ["run", fmtMs(t.run_ms)],
-        ["max |error|", `${r.outputs.length === 1 ? errorText(r.outputs[0]) : fmtErr(r.max_abs_error)} vs ${r.reference}`],
+        ["run", r.compile_only ? "not run" : fmtMs(t.run_ms)],
+        ["max |error|", r.compile_only ? "none: nothing ran"
+          : `${r.outputs.length === 1 ? errorText(r.outputs[0]) : fmtErr(r.max_abs_error)} vs ${r.reference}`],
+        ...(r.figures_from ? [["figures from", r.figures_from.description]] : []),
         ["memory / device", memoryText(r.memory)],
         ["cost / device", [
           cost.flops !== null && cost.flops !== undefined ? `${fmtCount(cost.flops)} flops` : "no flops reported",
@@ -434,7 +441,7 @@ export function mount(root, host, initial) {
     const dark = host.dark();
     for (const a of arrays) {
       const facts = arrayFacts(a);
-      if (output) facts.push(`max |error| ${errorText(a)}`);
+      if (output) facts.push("max_abs_error" in a ? `max |error| ${errorText(a)}` : "compiled, not run: no values");
       const grid = h("div", { class: "grid-wrap kernel-grid" });
       const values = output ? valuesText(a) : null;
       container.appendChild(h("section", { class: "array-card" },
