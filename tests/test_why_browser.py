@@ -42,7 +42,7 @@ from tests.plugins.live import Server
 from tests.test_plan_browser import seconds_text
 from tests.test_why_corpus import measure
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.browser  # a real server or notebook and a browser (and kernel-lab workers)
 
 
 def block(x: jax.Array, w1: jax.Array, w2: jax.Array) -> jax.Array:
