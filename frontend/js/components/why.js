@@ -69,13 +69,36 @@ function stackList(stack) {
     h("ol", {}, stack.map((f) => h("li", {}, h("code", {}, `${f.file}:${f.line}`), ` in ${f.function}`))));
 }
 
+/**
+ * A table whose rows become cards on a phone (css: table.why-cards): each cell carries its column's name, shown
+ * before it there; a row's `lead` cell heads its card.
+ * @param {string} cls
+ * @param {string[]} headers
+ */
+function cardTable(cls, headers) {
+  const { table, body } = headedTable(`hops why-cards ${cls}`, headers);
+  const row = () => {
+    const tr = body.insertRow();
+    const cell = cellsOf(tr);
+    let n = 0;
+    /** @param {string} text @param {string} [c] */
+    const labelled = (text, c) => {
+      const td = cell(text, c);
+      td.dataset.label = headers[n++] ?? "";
+      return td;
+    };
+    return { tr, cell: labelled };
+  };
+  return { table, row };
+}
+
 /** The operands the collective moves: their shardings before (Shardy's) and after (what the op needs). @param {any[]} operands */
 function operandsTable(operands) {
   if (!operands || !operands.length) return null;
-  const { table, body } = headedTable("hops why-operands", ["operand", "shape", "sharded now", "the op needs", "leaf"]);
+  const { table, row } = cardTable("why-operands", ["operand", "shape", "sharded now", "the op needs", "leaf"]);
   for (const o of operands) {
-    const cell = cellsOf(body.insertRow());
-    cell(o.name || o.value || `operand ${o.operand}`);
+    const { cell } = row();
+    cell(o.name || o.value || `operand ${o.operand}`, "lead");
     cell(shapeText(o), "mono");
     cell(o.before || "—", "mono before");
     cell(o.after || "—", "mono after");
@@ -88,10 +111,10 @@ function operandsTable(operands) {
 function originTable(origin) {
   if (!Array.isArray(origin)) return typeof origin === "string" && origin ? h("p", { class: "muted", part: "why-origin" }, origin) : null;
   if (!origin.length) return null;
-  const { table, body } = headedTable("hops why-origin", ["of", "axis", "came from", "propagation edges"]);
+  const { table, row } = cardTable("why-origin", ["of", "axis", "came from", "propagation edges"]);
   for (const o of origin) {
-    const cell = cellsOf(body.insertRow());
-    cell(o.side || "");
+    const { cell } = row();
+    cell(o.side || "", "lead");
     cell(o.axis || "", "mono");
     cell(o.meaning || o.origin || "", "mono");
     const edges = (o.edges || []).map((/** @type {any} */ e) => `step ${e.step}: ${e.axis} ${e.source} → ${(e.to || []).join(", ")}`);
@@ -161,27 +184,20 @@ function fixesTable(fixes, onTry) {
   // run's program without collectives still says 0 s after): else no column
   const timed = fixes.some((f) => f.seconds_before !== null && f.seconds_before !== undefined);
   const headers = ["#", "change", "collectives", "bytes moved", ...(timed ? ["estimate"] : []), "peak memory", ""];
-  const { table, body } = headedTable("hops why-fixes", headers);
+  const { table, row } = cardTable("why-fixes", headers);
   fixes.forEach((fix, k) => {
-    const row = body.insertRow();
-    row.className = "why-fix";
-    const cell = cellsOf(row);
-    /** A figure's cell, labelled for the narrow layout (one fix a card, css: table.why-fixes). @param {string} text @param {string} label @param {string} cls */
-    const figure = (text, label, cls) => {
-      const td = cell(text, `num ${cls}`);
-      td.dataset.label = label;
-      return td;
-    };
+    const { tr, cell } = row();
+    tr.className = "why-fix";
     cell(String(k + 1), "rank");
-    cell(fix.text || `${fix.leaf} as ${fix.spec}`, "change");
-    figure(change(fix.collectives_before, fix.collectives_after, count), "collectives", "collectives-after");
-    figure(change(fix.bytes_before, fix.bytes_after, bytes), "bytes moved", "bytes-after").title = `${fix.bytes_before ?? "?"} → ${fix.bytes_after} bytes per device per step`;
-    if (timed) figure(change(fix.seconds_before, fix.seconds_after, seconds), "estimate", "seconds-after");
-    figure(change(fix.peak_before, fix.peak_after, bytes), "peak memory", "peak-after").title = `${fix.peak_before ?? "?"} → ${fix.peak_after ?? "?"} bytes (memory_analysis)`;
+    cell(fix.text || `${fix.leaf} as ${fix.spec}`, "change lead");
+    cell(change(fix.collectives_before, fix.collectives_after, count), "num collectives-after");
+    cell(change(fix.bytes_before, fix.bytes_after, bytes), "num bytes-after").title = `${fix.bytes_before ?? "?"} → ${fix.bytes_after} bytes per device per step`;
+    if (timed) cell(change(fix.seconds_before, fix.seconds_after, seconds), "num seconds-after");
+    cell(change(fix.peak_before, fix.peak_after, bytes), "num peak-after").title = `${fix.peak_before ?? "?"} → ${fix.peak_after ?? "?"} bytes (memory_analysis)`;
     const label = fix.run ? "Run it in the lab" : "Try this fix";
     const button = h("button", { type: "button", part: "try-fix", "data-fix": k }, label);
     button.addEventListener("click", () => onTry(k));
-    row.insertCell().append(button);
+    tr.insertCell().append(button);
   });
   return h("div", { class: "table-wrap", part: "why-fixes" }, table);
 }
