@@ -91,13 +91,14 @@ def _dicts(text: str) -> list[list[tuple[str, str]]]:
             if j < 0:
                 break
             k = _balanced(t, j, "{", "}")
-            out.append(_pairs(t[j:k]))
+            out.append(pairs(t[j:k]))
             i = k
         return out
-    return [_pairs(t)]
+    return [pairs(t)]
 
 
-def _pairs(text: str) -> list[tuple[str, str]]:
+def pairs(text: str) -> list[tuple[str, str]]:
+    """``x = "self", "y" = "input: 1"`` -> ``[("x", "self"), ("y", "input: 1")]`` (Shardy's origin attributes)."""
     return [(m.group("q") or m.group("n"), m.group("origin")) for m in _PAIR.finditer(text)]
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from sharding_core.hlo.origins import split_values
+from sharding_core.hlo.origins import pairs, split_values
 from sharding_core.hlo.text import HloParseError, balanced_end
 
 Dims = tuple[tuple[str, ...], ...]
@@ -37,7 +37,6 @@ MAX_OPS = 200_000
 _OP = re.compile(r"^(?P<res>%[\w.#]+(?::\d+)?(?:\s*,\s*%[\w.#]+)*)\s*=\s*(?P<kind>\"[\w.]+\"|[\w.]+)(?P<rest>.*)$")
 _TENSOR = re.compile(r"tensor<([^<>]*)>")
 _AXIS = re.compile(r"\"([^\"]+)\"(?::\((\d+)\)(\d+))?")
-_PAIR = re.compile(r"(?:\"(?P<q>[^\"]+)\"|(?P<n>[\w.\-]+))\s*=\s*\"(?P<origin>[^\"]*)\"")
 _EDGE_STEP = re.compile(r"step-(\d+)\s*=\s*\[")
 _EDGE = re.compile(r"\"([^\"]+)\"\s*=\s*([\w\-]+)\s*->\s*\[([^\]]*)\]")
 _MESH = re.compile(r"sdy\.mesh\s+@([\w.]+)\s*=\s*<\[([^\]]*)\]")
@@ -287,7 +286,7 @@ def origin_dicts(text: str | None) -> tuple[dict[str, str], ...]:
         return ()
     t = text.strip()
     if not t.startswith("["):
-        return ({(m.group("q") or m.group("n")): m.group("origin") for m in _PAIR.finditer(t)},)
+        return (dict(pairs(t)),)
     out: list[dict[str, str]] = []
     i = 1
     while True:
@@ -295,7 +294,7 @@ def origin_dicts(text: str | None) -> tuple[dict[str, str], ...]:
         if j < 0:
             break
         k = _end(t, j, "{", "}")
-        out.append({(m.group("q") or m.group("n")): m.group("origin") for m in _PAIR.finditer(t[j:k])})
+        out.append(dict(pairs(t[j:k])))
         i = k
     return tuple(out)
 
