@@ -280,9 +280,9 @@ def test_a_6144_chip_collective_is_estimated_quickly() -> None:
     ctx = context_for(parse_devices("tpu:v5p:16x16x24"))
     ids = np.asarray([d.id for d in parse_devices("tpu:v5p:16x16x24").devices]).reshape(24, 256)
     c = {"op": "all-reduce", "bytes": 1 << 20, "groups": ids.T.tolist()}  # 256 groups of 24 along z
-    t0 = time.perf_counter()
+    t0 = time.process_time()  # this process's CPU time: a busy machine does not move it
     est = estimate_collective(c, ctx)
-    assert time.perf_counter() - t0 < 0.5
+    assert time.process_time() - t0 < 0.5
     assert est["inputs"]["groups"] == 256 and est["seconds"] > 0
 
 
