@@ -13,7 +13,7 @@ import types
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sharding_core.cost.collectives import communication, estimate_collective, estimate_dcn_step, none
+from sharding_core.cost.collectives import communication, estimate_one, estimate_dcn_step, none
 from sharding_core.cost.context import NO_CPU_FIGURES, CostContext, context_for, context_for_devices, no_figures
 from sharding_core.cost.roofline import roofline
 from sharding_core.devices import parse_devices
@@ -31,7 +31,7 @@ GPU_ROOFLINE = (
 
 def with_estimates(collectives: Sequence[Mapping[str, Any]], ctx: CostContext | None) -> list[dict[str, Any]]:
     """The collectives, each with its ``estimate`` on ``ctx`` (any stored one replaced)."""
-    return [{**c, "estimate": estimate_collective(c, ctx)} for c in collectives]
+    return [{**c, "estimate": estimate_one(c, ctx)} for c in collectives]
 
 
 def dcn_with_estimates(steps: Sequence[Mapping[str, Any]], ctx: CostContext | None) -> list[dict[str, Any]]:
