@@ -1,6 +1,6 @@
 """The ``shardscope`` command: ``serve`` the dashboard, ``preview`` a layout in the terminal, ``plan`` a program for a
 device set you don't have, list the ``settings``, look after a server's ``store``, ``nccl-fit`` a GPU cost profile to
-your own nccl-tests output."""
+your own nccl-tests output, ``calibrate`` a cost profile on the devices you have."""
 
 from __future__ import annotations
 
@@ -119,6 +119,19 @@ def _parser() -> argparse.ArgumentParser:
     n.add_argument("file", help="a file with all_reduce_perf's output as printed ('-': standard input)")
     n.add_argument("--gpu", default=None, help="the GPU kind (h100, h200, b200, ...) when the output names another")
     n.add_argument("--json", action="store_true", help="print the fit as JSON")
+
+    c = sub.add_parser(
+        "calibrate",
+        help="measure collectives and matmuls on this process's devices and write a cost profile (--json OUT) that "
+        "plan --profile uses",
+    )
+    c.add_argument("--json", default=None, metavar="OUT", help="write the profile (shardscope.profile/1) to OUT")
+    c.add_argument("--devices", default="local", help="local (jax.devices(), default) or cpu:N (N forced CPU devices)")
+    c.add_argument("--sizes", type=lambda t: _ints(t, ","), default=None,
+                   help="collective sizes, bytes per device (default 4096,65536,1048576,8388608)")  # fmt: skip
+    c.add_argument("--shapes", default=None, help="matmul shapes MxKxN, comma-separated (default 512x512x512,...)")
+    c.add_argument("--repeats", type=int, default=5, help="timed runs per point (the median is kept)")
+    c.add_argument("--warmup", type=int, default=2, help="untimed runs before them")
 
     from shardscope.plan_command import add_parser as add_plan_parser
 
@@ -350,4 +363,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return plan(args)
     if args.command == "nccl-fit":
         return nccl_fit(args)
+    if args.command == "calibrate":
+        from shardscope.calibrate_command import run as calibrate
+
+        return calibrate(args)
     return serve(args)

@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 from sharding_core.cost import collectives as cc
-from sharding_core.cost.collectives import RingAxis, communication, estimate_one, estimate_dcn_step
+from sharding_core.cost.collectives import RingAxis, communication, estimate_dcn_step, estimate_one
 from sharding_core.cost.compare import compare, kernel_summary, snapshot_summary
 from sharding_core.cost.context import NO_CPU_FIGURES, context_for
 from sharding_core.cost.roofline import roofline

@@ -86,7 +86,7 @@ def evaluate(profiles: Mapping[str, FabricProfile] | None = None) -> dict[str, A
 
 def _evaluate(profiles: Mapping[str, FabricProfile]) -> dict[str, Any]:
     loso = _leave_one_source_out()
-    table = []
+    table: list[dict[str, Any]] = []
     for m, row, fabric in measured_rows():
         expected = expected_of(row, profiles)
         table.append({
@@ -104,7 +104,7 @@ def _evaluate(profiles: Mapping[str, FabricProfile]) -> dict[str, Any]:
                            "expected_error": error(expected, row.measured)})  # fmt: skip
 
     def pick(split: str | None = None, fabric: str | None = None, key: str = "expected_error") -> list[float]:
-        return [r[key] for r in table if (split is None or r["split"] == split)
+        return [float(r[key]) for r in table if (split is None or r["split"] == split)
                 and (fabric is None or r["fabric"] == fabric) and r[key] is not None]  # fmt: skip
 
     per_fabric = {
@@ -173,10 +173,10 @@ def summary_table(result: Mapping[str, Any]) -> str:
         share += f" ({held * 100:.0f} %)" if held is not None else ""
         lines.append(f"| {f} | {e['sources']} | {_cell(e['in_sample'])} | {_cell(e['held_out'])} | "
                      f"{_cell(e['leave_one_source_out'])} | {share} |")  # fmt: skip
+    above = _above([r["expected_error"] for r in result["rows"]]) or 0.0
     lines.append(
         f"| all | {len({r['source'] for r in result['rows']})} | {_cell(result['in_sample'])} | "
-        f"{_cell(result['held_out'])} | {_cell(result['leave_one_source_out'])} | "
-        f"{_above([r['expected_error'] for r in result['rows']]) or 0:.0%} |".replace("%", " %")
+        f"{_cell(result['held_out'])} | {_cell(result['leave_one_source_out'])} | {above * 100:.0f} % |"
     )
     return "\n".join(lines)
 

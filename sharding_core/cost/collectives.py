@@ -611,8 +611,18 @@ def _tpu_group(
             bound=t.bound,
         )
         steps = t.hops * (2 if kind == "all-reduce" else 1)
-        parts.append(Part("ici", t.bandwidth_seconds, steps, t_hop, all(r.wraparound for r in rings), kind,
-                          size=buffer_bytes(kind, nbytes, size), latency_steps=phases_of(kind)))
+        parts.append(
+            Part(
+                "ici",
+                t.bandwidth_seconds,
+                steps,
+                t_hop,
+                all(r.wraparound for r in rings),
+                kind,
+                size=buffer_bytes(kind, nbytes, size),
+                latency_steps=phases_of(kind),
+            )
+        )
         inner_formula = f"{ICI_FORMULAS[kind]}; {RING_NOTE}"
     else:
         inner_formula = ON_CHIP if members > 1 else "one device per slice: nothing moves inside it"
@@ -625,8 +635,17 @@ def _tpu_group(
     w_dev = w_out / hw.devices_per_chip
     n = size / islands
     outer = outer_seconds(kind, nbytes, n, islands, size, w_dev)
-    parts.append(Part("dcn", outer, switched_steps(kind, islands), t_dcn, kind=kind, size=buffer_bytes(kind, nbytes, size),
-                      latency_steps=expected_steps(kind, islands)))
+    parts.append(
+        Part(
+            "dcn",
+            outer,
+            switched_steps(kind, islands),
+            t_dcn,
+            kind=kind,
+            size=buffer_bytes(kind, nbytes, size),
+            latency_steps=expected_steps(kind, islands),
+        )
+    )
     inputs.update(islands=islands, per_island=n, network_bandwidth=w_dev, dcn_step_latency=t_dcn)
     formula = (
         f"inside each of the slices (ici): {inner_formula}; plus across S = {islands} slices (dcn, n = {n:g} per "
@@ -656,8 +675,17 @@ def _gpu_group(
         else:
             inner = switched_seconds(kind, _inner_bytes(kind, nbytes, islands), members, w_in)
         # no spec sheet gives an NVLink latency: the bound has none; the expected time fits one per step
-        parts.append(Part("nvlink", inner, switched_steps(kind, members), 0.0, kind=kind,
-                          size=buffer_bytes(kind, nbytes, size), latency_steps=expected_steps(kind, members)))
+        parts.append(
+            Part(
+                "nvlink",
+                inner,
+                switched_steps(kind, members),
+                0.0,
+                kind=kind,
+                size=buffer_bytes(kind, nbytes, size),
+                latency_steps=expected_steps(kind, members),
+            )
+        )
         inner_formula = SWITCHED_FORMULAS[kind].replace("W", "W_nvlink")
         inputs.update(members=members, nvlink_bandwidth=w_in)
     if islands == 1:
@@ -669,8 +697,18 @@ def _gpu_group(
     n = size / islands
     outer = outer_seconds(kind, nbytes, n, islands, size, w_out)
     ring = (size - 1) / size / ((islands - 1) / islands) if kind != "all-to-all" else 1.0
-    parts.append(Part("network", outer, switched_steps(kind, islands), t_net, kind=kind, ring_factor=ring,
-                      size=buffer_bytes(kind, nbytes, size), latency_steps=expected_steps(kind, size)))
+    parts.append(
+        Part(
+            "network",
+            outer,
+            switched_steps(kind, islands),
+            t_net,
+            kind=kind,
+            ring_factor=ring,
+            size=buffer_bytes(kind, nbytes, size),
+            latency_steps=expected_steps(kind, size),
+        )
+    )
     inputs.update(islands=islands, per_island=n, network_bandwidth=w_out, network_step_latency=t_net)
     if kind == "all-to-all":
         formula = (
@@ -712,7 +750,9 @@ def _permute(nbytes: float, pairs: Sequence[Sequence[int]], ctx: CostContext, pr
             hops, load = link_load(ctx.coords[src[inside]], ctx.coords[tgt[inside]], ctx.sizes, ctx.wraps)
             if hops:
                 t = ici_permute(nbytes, load, hops, w, t_hop)
-                parts.append(Part("ici", t.bandwidth_seconds, hops, t_hop, bool(ctx.wraps.all()), "permute", size=nbytes))
+                parts.append(
+                    Part("ici", t.bandwidth_seconds, hops, t_hop, bool(ctx.wraps.all()), "permute", size=nbytes)
+                )
         inputs.update(hops=hops, busiest_link=load, link_bandwidth=w, hop_latency=t_hop)
         if not crossing.any():
             formula = ICI_FORMULAS["permute"] if hops else ON_CHIP
@@ -768,8 +808,9 @@ def estimate_dcn_step(
             return none("the step names no source → target pairs in the device set")
         sends = int(np.bincount(ctx.chip[rows[:, 0]]).max())
         inputs.update(pairs=len(pairs), sends_per_chip=sends)
-        part = Part("dcn", float(nbytes) * sends / (w_dev * hw.devices_per_chip), 1, t_dcn, kind="permute",
-                    size=float(nbytes))
+        part = Part(
+            "dcn", float(nbytes) * sends / (w_dev * hw.devices_per_chip), 1, t_dcn, kind="permute", size=float(nbytes)
+        )
         formula = "b · sends per chip / W_dcn per chip + t_dcn (each pair one DCN transfer)"
         return finish([part], "sum", formula, inputs, "dcn", profiles)
     groups = step.get("groups") or []
@@ -781,8 +822,15 @@ def estimate_dcn_step(
     n = size / islands
     seconds = outer_seconds(kind, float(nbytes), n, islands, size, w_dev)
     inputs.update(islands=islands, per_island=n, group_size=size, groups=len(groups))
-    part = Part("dcn", seconds, switched_steps(kind, islands), t_dcn, kind=kind,
-                size=buffer_bytes(kind, float(nbytes), size), latency_steps=expected_steps(kind, islands))
+    part = Part(
+        "dcn",
+        seconds,
+        switched_steps(kind, islands),
+        t_dcn,
+        kind=kind,
+        size=buffer_bytes(kind, float(nbytes), size),
+        latency_steps=expected_steps(kind, islands),
+    )
     formula = f"across S = {islands} slices (DCN, n = {n:g} per slice): {OUTER_FORMULAS[kind]} + steps · t_dcn"
     return finish([part], "sum", formula, inputs, "dcn", profiles)
 

@@ -46,7 +46,9 @@ BORROW = {"ici_torus": "ici_line", "dcn": "network"}
 OPS = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "permute")
 
 EFFICIENCY_GRID = np.round(np.arange(0.20, 1.6001, 0.005), 3)
-LATENCY_GRID = np.unique([0.0, *(float(f"{x:.3g}") for x in np.geomspace(1e-7, 2e-3, 431))])
+LATENCY_GRID = np.unique(
+    [0.0, *(round(m * 10.0**e, 12) for e in range(-7, -2) for m in np.round(np.arange(1.0, 9.995, 0.01), 2))]
+)  # 0, and 100 ns to 10 ms at three significant digits
 HALF_SIZE_GRID = np.unique([0.0, *(float(f"{x:.3g}") for x in np.geomspace(1e3, 1e11, 321))])
 EXPONENT_GRID = np.round(np.arange(0.05, 1.0001, 0.05), 2)
 ROUNDS = 8
@@ -68,6 +70,7 @@ class FabricProfile:
     half_size: float = 0.0  # bytes
     exponent: float = 1.0
     op_efficiency: tuple[tuple[str, float], ...] = ()
+    op_latency: tuple[tuple[str, float], ...] = ()  # a calibrated profile's latency per operation (seconds)
     rows: int = 0  # training measurements it was fitted to
     borrowed: str | None = None  # the fabric whose fit it uses, when it has no measurements of its own
     source: str = "fitted"  # "fitted", or where a calibrated profile came from
@@ -82,12 +85,16 @@ class FabricProfile:
     def term(self, kind: str, bandwidth_seconds: float, size: float, steps: int, floor: float = 0.0) -> float:
         """The expected time of one term: ``steps`` latency steps (at least ``floor``, the bound's latency) plus
         the bandwidth time at the operation's efficiency on the saturating curve (``size``: the per-rank buffer)."""
+        measured = dict(self.op_latency).get(kind)
+        if measured is not None:  # a calibrated profile: the operation's own latency, the α–β line it measured
+            return max(measured, floor) + bandwidth_seconds / self.efficiency_of(kind)
         return float(_term(bandwidth_seconds, size, steps, floor, self.efficiency_of(kind), self.step_latency,
                            self.half_size, self.exponent))  # fmt: skip
 
     def json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out["op_efficiency"] = dict(self.op_efficiency)
+        out["op_latency"] = dict(self.op_latency)
         return out
 
     def summary_json(self) -> dict[str, Any]:
@@ -113,9 +120,35 @@ def profile_key(fabric: str, wraparound: bool = False) -> str:
 # (tests/test_cost_measured.py refits on the training rows alone and checks they are what it gives;
 # `python -m sharding_core.cost.accuracy` prints the refit in this form).
 SHIPPED: dict[str, dict[str, Any]] = {
-    "ici_line": {"efficiency": 0.88, "step_latency": 1.26e-05, "half_size": 44700.0, "exponent": 1.0, "op_efficiency": (('all-gather', 0.88), ('all-reduce', 0.63)), "rows": 9},
-    "nvlink": {"efficiency": 0.805, "step_latency": 3.89e-06, "half_size": 750000.0, "exponent": 0.4, "op_efficiency": (('all-gather', 0.775), ('all-reduce', 0.945), ('all-to-all', 0.77), ('reduce-scatter', 0.785)), "rows": 32},
-    "network": {"efficiency": 1.06, "step_latency": 1.86e-05, "half_size": 15000000.0, "exponent": 0.55, "op_efficiency": (('all-reduce', 1.06),), "rows": 9},
+    "ici_line": {
+        "efficiency": 0.88,
+        "step_latency": 1.28e-05,
+        "half_size": 21100.0,
+        "exponent": 1.0,
+        "op_efficiency": (("all-gather", 0.88), ("all-reduce", 0.63)),
+        "rows": 9,
+    },
+    "nvlink": {
+        "efficiency": 0.805,
+        "step_latency": 3.89e-06,
+        "half_size": 750000.0,
+        "exponent": 0.4,
+        "op_efficiency": (
+            ("all-gather", 0.775),
+            ("all-reduce", 0.945),
+            ("all-to-all", 0.77),
+            ("reduce-scatter", 0.785),
+        ),
+        "rows": 32,
+    },
+    "network": {
+        "efficiency": 1.07,
+        "step_latency": 1.84e-05,
+        "half_size": 18800000.0,
+        "exponent": 0.55,
+        "op_efficiency": (("all-reduce", 1.07),),
+        "rows": 9,
+    },
 }
 
 
@@ -161,8 +194,14 @@ def terms_of(estimate: Mapping[str, Any]) -> tuple[tuple[Term, ...], str]:
     """The terms an estimate was built from (``inputs.terms``) and how they combine."""
     inputs = estimate.get("inputs") or {}
     terms = tuple(
-        Term(str(t["key"]), str(t["kind"]), float(t["expected_bandwidth_seconds"]), float(t["size"]),
-             int(t["expected_steps"]), float(t["latency_seconds"]))
+        Term(
+            str(t["key"]),
+            str(t["kind"]),
+            float(t["expected_bandwidth_seconds"]),
+            float(t["size"]),
+            int(t["expected_steps"]),
+            float(t["latency_seconds"]),
+        )
         for t in inputs.get("terms") or ()
     )
     return terms, str(inputs.get("combine") or "sum")
@@ -186,7 +225,9 @@ class _State:
     common: float = 0.8
 
     def profile(self, rows: int) -> FabricProfile:
-        return FabricProfile(self.common, self.alpha, self.half, self.k, tuple(sorted(self.ops.items())), rows)
+        return FabricProfile(
+            self.common, self.alpha, self.half, self.k, op_efficiency=tuple(sorted(self.ops.items())), rows=rows
+        )
 
 
 def _loss(
@@ -442,7 +483,7 @@ def summary(errors: Sequence[float]) -> dict[str, float]:
 
 def fmt_profile(p: FabricProfile) -> str:
     lat = p.step_latency * 1e6
-    return f"efficiency {p.efficiency_of('all-reduce'):.3g}, latency {lat:.3g} µs per phase" + (
+    return f"efficiency {p.efficiency_of('all-reduce'):.3g}, latency {lat:.3g} µs per step" + (
         f" (borrowed from {p.borrowed})" if p.borrowed else f" ({p.rows} rows)"
     )
 

@@ -545,8 +545,12 @@ NVLINK: tuple[Measurement, ...] = (
             f"the issue's table, 8xH100 intra-node, NCCL (µs) column: {label}, {us} us (rows taken 16MB, 1MB, 64KB "
             "(every 16x) and the smallest, 128B)",
         )
-        for size, label, us in ((16 * MiB, "16MB", 135.68), (1 * MiB, "1MB", 32.42), (64 * KiB, "64KB", 23.05),
-                                (128, "128B", 19.19))  # fmt: skip
+        for size, label, us in (
+            (16 * MiB, "16MB", 135.68),
+            (1 * MiB, "1MB", 32.42),
+            (64 * KiB, "64KB", 23.05),
+            (128, "128B", 19.19),
+        )
     ),
     *(
         _b200_node(size, label, bw)
