@@ -14,6 +14,26 @@ from typing import Any
 from sharding_core.cost.calibrate import DEFAULT_SHAPES, DEFAULT_SIZES, describe
 
 
+def add_parser(sub: Any, ints: Any) -> None:
+    c = sub.add_parser(
+        "calibrate",
+        help="measure collectives and matmuls on this process's devices and write a cost profile (--json OUT) that "
+        "plan --profile uses",
+        description=__doc__,
+    )
+    c.add_argument("--json", default=None, metavar="OUT", help="write the profile (shardscope.profile/1) to OUT")
+    c.add_argument("--devices", default="local", help="local (jax.devices(), default) or cpu:N (N forced CPU devices)")
+    c.add_argument(
+        "--sizes",
+        type=lambda t: ints(t, ","),
+        default=None,
+        help="collective sizes, bytes per device (default 4096,65536,1048576,8388608)",
+    )
+    c.add_argument("--shapes", default=None, help="matmul shapes MxKxN, comma-separated (default 512x512x512,...)")
+    c.add_argument("--repeats", type=int, default=5, help="timed runs per point (the median is kept)")
+    c.add_argument("--warmup", type=int, default=2, help="untimed runs before them")
+
+
 def _shapes(text: str | None) -> tuple[tuple[int, int, int], ...]:
     from sharding_core.errors import ShardingError
 

@@ -11,6 +11,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
@@ -97,6 +98,19 @@ def _parser() -> argparse.ArgumentParser:
             one.add_argument("--snapshot", metavar="ID", help="a snapshot's id")
             one.add_argument("--link", metavar="ID", help="a share link's id (after /s/): it and what it opens")
 
+    _add_preview(sub)
+    _add_nccl_fit(sub)
+
+    from shardscope.calibrate_command import add_parser as add_calibrate_parser
+
+    add_calibrate_parser(sub, _ints)
+    from shardscope.plan_command import add_parser as add_plan_parser
+
+    add_plan_parser(sub, _ints)
+    return p
+
+
+def _add_preview(sub: Any) -> None:
     v = sub.add_parser("preview", help="print an array's layout, like jax.debug.visualize_array_sharding, any rank")
     v.add_argument("--devices", required=True, help="cpu:N, gpu:KIND:HxG, tpu:GEN:TOPO or local")
     v.add_argument("--slices", type=int, default=1, help="slices of a tpu: set (multi-slice)")
@@ -111,6 +125,8 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--json", action="store_true", help="print the layout JSON instead of the grid")
     v.add_argument("--width", type=int, default=80, help="maximum line width")
 
+
+def _add_nccl_fit(sub: Any) -> None:
     n = sub.add_parser(
         "nccl-fit",
         help="refit the GPU cost profile (NVLink for one host, the network for several) to nccl-tests "
@@ -119,24 +135,6 @@ def _parser() -> argparse.ArgumentParser:
     n.add_argument("file", help="a file with all_reduce_perf's output as printed ('-': standard input)")
     n.add_argument("--gpu", default=None, help="the GPU kind (h100, h200, b200, ...) when the output names another")
     n.add_argument("--json", action="store_true", help="print the fit as JSON")
-
-    c = sub.add_parser(
-        "calibrate",
-        help="measure collectives and matmuls on this process's devices and write a cost profile (--json OUT) that "
-        "plan --profile uses",
-    )
-    c.add_argument("--json", default=None, metavar="OUT", help="write the profile (shardscope.profile/1) to OUT")
-    c.add_argument("--devices", default="local", help="local (jax.devices(), default) or cpu:N (N forced CPU devices)")
-    c.add_argument("--sizes", type=lambda t: _ints(t, ","), default=None,
-                   help="collective sizes, bytes per device (default 4096,65536,1048576,8388608)")  # fmt: skip
-    c.add_argument("--shapes", default=None, help="matmul shapes MxKxN, comma-separated (default 512x512x512,...)")
-    c.add_argument("--repeats", type=int, default=5, help="timed runs per point (the median is kept)")
-    c.add_argument("--warmup", type=int, default=2, help="untimed runs before them")
-
-    from shardscope.plan_command import add_parser as add_plan_parser
-
-    add_plan_parser(sub, _ints)
-    return p
 
 
 def nccl_fit(args: argparse.Namespace) -> int:

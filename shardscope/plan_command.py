@@ -125,14 +125,7 @@ def run(args: argparse.Namespace) -> int:
     from sharding_core.why import NO_FIXES, Budget
 
     try:
-        profile = None
-        if args.profile:
-            from sharding_core.cost.calibrate import check_matches, load_profile
-            from sharding_core.cost.context import context_for
-            from sharding_core.devices import parse_devices
-
-            profile = load_profile(args.profile)
-            check_matches(profile, context_for(parse_devices(args.devices, slices=args.slices)))  # before compiling
+        profile = _profile(args) if args.profile else None
         previous = None
         if args.baseline:
             try:
@@ -170,9 +163,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     sys.stdout.write(render(snap))
     if profile is not None:
-        from sharding_core.cost.calibrate import describe
-
-        print(f"collectives' expected times: {describe(profile)}")
+        print(f"collectives' expected times: {snap['cost_profile_description']}")
     if args.json:
         Path(args.json).write_text(json.dumps(snap, allow_nan=False))
         print(f"wrote {args.json}")
@@ -195,11 +186,22 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _profile(args: argparse.Namespace) -> dict[str, Any]:
+    """``--profile FILE``, read and checked against the target's hardware before anything compiles."""
+    from sharding_core.cost.calibrate import check_matches, load_profile
+    from sharding_core.cost.context import context_for
+    from sharding_core.devices import parse_devices
+
+    profile = load_profile(args.profile)
+    check_matches(profile, context_for(parse_devices(args.devices, slices=args.slices)))
+    return profile
+
+
 def with_profile(snap: dict[str, Any], profile: dict[str, Any]) -> dict[str, Any]:
     """The plan with its figures from a calibrated ``profile`` (kept in the snapshot as ``cost_profile``, so a
     reader of the stored plan gets the same figures); refused when the profile is for other hardware."""
     from sharding_core.cost.annotate import snapshot_context, snapshot_with_estimates
-    from sharding_core.cost.calibrate import check_matches
+    from sharding_core.cost.calibrate import check_matches, describe
 
     check_matches(profile, snapshot_context(snap))
-    return snapshot_with_estimates({**snap, "cost_profile": profile})
+    return snapshot_with_estimates({**snap, "cost_profile": profile, "cost_profile_description": describe(profile)})
