@@ -116,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
         import jax
 
         jax.config.update("jax_num_cpu_devices", int(count))  # cpu:N runs on N of this process's CPU devices
+    from sharding_core.cost.calibrate import apply_profile
     from sharding_core.errors import ShardingError
     from sharding_core.planning import baseline as base
     from sharding_core.planning.program import inspect_program
@@ -151,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
         file, _, fn_name = args.target.rpartition(":")
         snap["name"] = f"{Path(file).name}:{fn_name}"
         if profile is not None:
-            snap = with_profile(snap, profile)
+            snap = apply_profile(snap, profile)
     except ShardingError as e:
         print(f"error [{e.code}]: {e.message}", file=sys.stderr)
         if e.hint:
@@ -195,13 +196,3 @@ def _profile(args: argparse.Namespace) -> dict[str, Any]:
     profile = load_profile(args.profile)
     check_matches(profile, context_for(parse_devices(args.devices, slices=args.slices)))
     return profile
-
-
-def with_profile(snap: dict[str, Any], profile: dict[str, Any]) -> dict[str, Any]:
-    """The plan with its figures from a calibrated ``profile`` (kept in the snapshot as ``cost_profile``, so a
-    reader of the stored plan gets the same figures); refused when the profile is for other hardware."""
-    from sharding_core.cost.annotate import snapshot_context, snapshot_with_estimates
-    from sharding_core.cost.calibrate import check_matches, describe
-
-    check_matches(profile, snapshot_context(snap))
-    return snapshot_with_estimates({**snap, "cost_profile": profile, "cost_profile_description": describe(profile)})

@@ -156,11 +156,15 @@ def test_a_plan_with_the_profile_takes_its_figures_from_it(
     for c in plan["collectives"]:
         assert c["estimate"]["profile"].startswith("calibrated: profile.json")
         assert c["estimate"]["expected_seconds"] > 0
-    # read again (a stored plan reopened), the same profile gives the same figures
+    # read again (a stored plan reopened), the same profile gives the same figures; in Python, apply_profile
     from sharding_core.cost.annotate import facts_only, snapshot_with_estimates
 
     again = snapshot_with_estimates(facts_only(plan))
     assert [c["estimate"] for c in again["collectives"]] == [c["estimate"] for c in plan["collectives"]]
+    bare = {k: v for k, v in facts_only(plan).items() if not k.startswith("cost_profile")}
+    assert snapshot_with_estimates(bare)["collectives"][0]["estimate"]["seconds"] is None  # CPU: no figures
+    applied = cal.apply_profile(bare, profile_path)
+    assert [c["estimate"] for c in applied["collectives"]] == [c["estimate"] for c in plan["collectives"]]
     # a TPU plan with a CPU profile: refused, exit 2, with what to do
     assert (
         main(["plan", f"{script}:fn", "--devices", "tpu:v5e:2x4", "--profile", str(profile_path), "--no-temporaries"])

@@ -16,10 +16,12 @@ bytes: all-reduce ``2 (n − 1) / n`` of the bytes, all-gather and all-to-all ``
 ``n − 1`` results, a permute its bytes); where the devices have hardware figures (a TPU or GPU the hardware table
 knows) ``efficiency`` is the spec-sheet bandwidth time of the cost model's bound over the measured bandwidth time
 (the efficiency the expected time uses) and ``fabric`` the profile key it is for (``ici_line``, ``nvlink``, ...);
-a CPU has no figures (``efficiency`` null, ``fabric`` ``cpu``). ``matmul.efficiency`` is the best achieved
+a CPU has no figures (``efficiency`` null, ``fabric`` ``cpu``); over one device nothing moves (``fabric``
+``none``). ``matmul.efficiency`` is the best achieved
 FLOP/s over the device's peak for the dtype (null without a peak).
 
-A profile makes the cost model use it (:func:`profiles_for`, :func:`estimate_with_profile`): the expected time of
+A profile makes the cost model use it (:func:`profiles_for`, :func:`estimate_with_profile`; a snapshot's or a
+plan's figures: :func:`apply_profile`): the expected time of
 each measured operation over its fabric is the profile's line instead of the published fit, on device sets of the
 same hardware; every figure says which profile it came from (``"calibrated: <file> (<device_kind> x N, <date>)"``).
 A profile measured on other hardware is refused with what to do (:data:`PROFILE_MISMATCH`).
@@ -207,7 +209,7 @@ def calibrate(
             per = int(x.shape[0]) // len(devices)
             points.append({"bytes": _hlo_bytes(op, len(devices), per), "group_size": len(devices), "seconds": seconds})
         latency, bandwidth = fit_line([(bus_bytes(op, p["bytes"], len(devices)), p["seconds"]) for p in points])
-        fabric, efficiency = _fabric_fit(op, points, ctx, group) if len(devices) > 1 else ("cpu", None)
+        fabric, efficiency = _fabric_fit(op, points, ctx, group) if len(devices) > 1 else ("none", None)
         collectives[op] = {
             "fabric": fabric,
             "efficiency": efficiency,
@@ -412,3 +414,14 @@ def estimate_with_profile(c: Mapping[str, Any], ctx: Any, profile: Mapping[str, 
     if est.get("seconds") is not None:
         est["profile"] = describe(profile)
     return est
+
+
+def apply_profile(snapshot: Mapping[str, Any], profile: str | Path | Mapping[str, Any]) -> dict[str, Any]:
+    """A snapshot (``inspect_jit``'s, ``plan``'s) with its figures from a calibrated ``profile``: every collective's
+    estimate, the plan's roofline and step time. The profile is kept in the snapshot (``cost_profile``), so a
+    reader of the stored snapshot gets the same figures; one for other hardware is refused."""
+    from sharding_core.cost.annotate import snapshot_context, snapshot_with_estimates
+
+    loaded = load_profile(profile)
+    check_matches(loaded, snapshot_context(snapshot))
+    return snapshot_with_estimates({**snapshot, "cost_profile": loaded, "cost_profile_description": describe(loaded)})
