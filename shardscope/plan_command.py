@@ -164,7 +164,9 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     sys.stdout.write(render(snap))
     if profile is not None:
-        print(f"collectives' expected times: {snap['cost_profile_description']}")
+        from sharding_core.cost.calibrate import describe
+
+        print(f"collectives' expected times: {describe(profile)}")
     if args.json:
         Path(args.json).write_text(json.dumps(snap, allow_nan=False))
         print(f"wrote {args.json}")

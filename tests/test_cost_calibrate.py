@@ -161,7 +161,7 @@ def test_a_plan_with_the_profile_takes_its_figures_from_it(
 
     again = snapshot_with_estimates(facts_only(plan))
     assert [c["estimate"] for c in again["collectives"]] == [c["estimate"] for c in plan["collectives"]]
-    bare = {k: v for k, v in facts_only(plan).items() if not k.startswith("cost_profile")}
+    bare = {k: v for k, v in facts_only(plan).items() if k != "cost_profile"}
     assert snapshot_with_estimates(bare)["collectives"][0]["estimate"]["seconds"] is None  # CPU: no figures
     applied = cal.apply_profile(bare, profile_path)
     assert [c["estimate"] for c in applied["collectives"]] == [c["estimate"] for c in plan["collectives"]]
@@ -187,3 +187,24 @@ def test_calibrate_refuses_bad_input(capsys: pytest.CaptureFixture[str]) -> None
     assert main(["calibrate", "--devices", "tpu:v5e:2x2"]) == 2
     with pytest.raises(ShardingError, match="repeats"):
         cal.calibrate(repeats=0)
+
+
+def test_the_server_keeps_a_plans_profile_and_reopens_it_with_its_figures(
+    profile_path: Path, tmp_path: Path, client: Any
+) -> None:
+    """A plan made with --profile, published (POST /api/snapshots) and read back, carries the same figures: the
+    server re-estimates it from the profile it was stored with."""
+    from shardscope.cli import main
+    from tests.helpers import post
+
+    script = tmp_path / "prog.py"
+    script.write_text(PROGRAM)
+    out = tmp_path / "plan.json"
+    assert main(["plan", f"{script}:fn", "--devices", "cpu:8", "--profile", str(profile_path), "--json", str(out),
+                 "--no-temporaries"]) == 0  # fmt: skip
+    plan = json.loads(out.read_text())
+    created = post(client, "/api/snapshots", plan)
+    assert created.status_code == 201, created.text
+    got = client.get(f"/api/snapshots/{created.json()['id']}").json()
+    assert got["cost_profile"]["source"] == "profile.json"
+    assert [c["estimate"] for c in got["collectives"]] == [c["estimate"] for c in plan["collectives"]]

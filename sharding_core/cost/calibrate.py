@@ -424,4 +424,4 @@ def apply_profile(snapshot: Mapping[str, Any], profile: str | Path | Mapping[str
 
     loaded = load_profile(profile)
     check_matches(loaded, snapshot_context(snapshot))
-    return snapshot_with_estimates({**snapshot, "cost_profile": loaded, "cost_profile_description": describe(loaded)})
+    return snapshot_with_estimates({**snapshot, "cost_profile": loaded})

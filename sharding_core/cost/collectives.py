@@ -67,7 +67,7 @@ from sharding_core.cost.context import CostContext
 from sharding_core.cost.efficiency import PROFILES, FabricProfile, phases_of, profile_key
 from sharding_core.hardware import GpuFigures, TpuFigures
 
-FABRICS = ("ici", "dcn", "nvlink", "network")
+FABRICS = ("ici", "dcn", "nvlink", "network", "cpu")  # "cpu": a calibrated profile's measurement on CPU devices
 TORUS_AXES = ("x", "y", "z")
 ON_CHIP = "on one chip: no ICI link is used (the model counts copies between a chip's cores as free)"
 Profiles = Mapping[str, FabricProfile]
