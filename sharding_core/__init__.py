@@ -1,7 +1,7 @@
 """Shardscope's domain: device sets, meshes, PartitionSpecs and layouts, computed by JAX.
 
-``capture``, ``publish``, ``inspect_jit``, ``explain``, ``why_budget``, ``plan``, ``mesh``, ``new_run_id`` and
-``PublishError`` are loaded
+``capture``, ``publish``, ``inspect_jit``, ``explain``, ``why_budget``, ``plan``, ``mesh``, ``estimate_collective``,
+``new_run_id`` and ``PublishError`` are loaded
 on first use (PEP 562), so ``import sharding_core`` stays light for a training script. Drawing a value inline
 in a notebook is ``shardscope.show`` (the notebook host lives beside the front end, in :mod:`shardscope`).
 """
@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from sharding_core.capturing import capture, explain, inspect_jit
+    from sharding_core.cost.estimate import estimate_collective
     from sharding_core.planning.program import plan
     from sharding_core.planning.targets import mesh
     from sharding_core.publishing import PublishError, new_run_id, publish
@@ -21,6 +22,7 @@ _LAZY = {
     "capture": "sharding_core.capturing",
     "inspect_jit": "sharding_core.capturing",
     "explain": "sharding_core.capturing",
+    "estimate_collective": "sharding_core.cost.estimate",
     "why_budget": "sharding_core.why.fixes",
     "publish": "sharding_core.publishing",
     "new_run_id": "sharding_core.publishing",
@@ -32,6 +34,7 @@ _LAZY = {
 __all__ = [
     "PublishError",
     "capture",
+    "estimate_collective",
     "explain",
     "inspect_jit",
     "mesh",

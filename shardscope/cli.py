@@ -1,6 +1,6 @@
 """The ``shardscope`` command: ``serve`` the dashboard, ``preview`` a layout in the terminal, ``plan`` a program for a
 device set you don't have, list the ``settings``, look after a server's ``store``, ``nccl-fit`` a GPU cost profile to
-your own nccl-tests output."""
+your own nccl-tests output, ``calibrate`` a cost profile on the devices you have."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
@@ -97,6 +98,19 @@ def _parser() -> argparse.ArgumentParser:
             one.add_argument("--snapshot", metavar="ID", help="a snapshot's id")
             one.add_argument("--link", metavar="ID", help="a share link's id (after /s/): it and what it opens")
 
+    _add_preview(sub)
+    _add_nccl_fit(sub)
+
+    from shardscope.calibrate_command import add_parser as add_calibrate_parser
+
+    add_calibrate_parser(sub, _ints)
+    from shardscope.plan_command import add_parser as add_plan_parser
+
+    add_plan_parser(sub, _ints)
+    return p
+
+
+def _add_preview(sub: Any) -> None:
     v = sub.add_parser("preview", help="print an array's layout, like jax.debug.visualize_array_sharding, any rank")
     v.add_argument("--devices", required=True, help="cpu:N, gpu:KIND:HxG, tpu:GEN:TOPO or local")
     v.add_argument("--slices", type=int, default=1, help="slices of a tpu: set (multi-slice)")
@@ -111,6 +125,8 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--json", action="store_true", help="print the layout JSON instead of the grid")
     v.add_argument("--width", type=int, default=80, help="maximum line width")
 
+
+def _add_nccl_fit(sub: Any) -> None:
     n = sub.add_parser(
         "nccl-fit",
         help="refit the GPU cost profile (NVLink for one host, the network for several) to nccl-tests "
@@ -119,11 +135,6 @@ def _parser() -> argparse.ArgumentParser:
     n.add_argument("file", help="a file with all_reduce_perf's output as printed ('-': standard input)")
     n.add_argument("--gpu", default=None, help="the GPU kind (h100, h200, b200, ...) when the output names another")
     n.add_argument("--json", action="store_true", help="print the fit as JSON")
-
-    from shardscope.plan_command import add_parser as add_plan_parser
-
-    add_plan_parser(sub, _ints)
-    return p
 
 
 def nccl_fit(args: argparse.Namespace) -> int:
@@ -350,4 +361,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return plan(args)
     if args.command == "nccl-fit":
         return nccl_fit(args)
+    if args.command == "calibrate":
+        from shardscope.calibrate_command import run as calibrate
+
+        return calibrate(args)
     return serve(args)

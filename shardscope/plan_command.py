@@ -59,6 +59,13 @@ def add_parser(sub: Any, ints: Any) -> None:
     )
     p.add_argument("--no-temporaries", action="store_true", help="skip reading XLA's buffer assignment (faster)")
     p.add_argument(
+        "--profile",
+        default=None,
+        metavar="FILE",
+        help="a cost profile from `shardscope calibrate --json FILE` on the target's hardware: the collectives' "
+        "expected times are its measurements instead of the fit to published measurements",
+    )
+    p.add_argument(
         "--why",
         action="store_true",
         help="say why each collective is there (one more compile, with Shardy's sharding origins)",
@@ -109,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
         import jax
 
         jax.config.update("jax_num_cpu_devices", int(count))  # cpu:N runs on N of this process's CPU devices
+    from sharding_core.cost.calibrate import apply_profile
     from sharding_core.errors import ShardingError
     from sharding_core.planning import baseline as base
     from sharding_core.planning.program import inspect_program
@@ -118,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
     from sharding_core.why import NO_FIXES, Budget
 
     try:
+        profile = _profile(args) if args.profile else None
         previous = None
         if args.baseline:
             try:
@@ -142,6 +151,8 @@ def run(args: argparse.Namespace) -> int:
         snap = inspect_program(jitted, pos, kw, detailed=not args.no_temporaries, why=budget)
         file, _, fn_name = args.target.rpartition(":")
         snap["name"] = f"{Path(file).name}:{fn_name}"
+        if profile is not None:
+            snap = apply_profile(snap, profile)
     except ShardingError as e:
         print(f"error [{e.code}]: {e.message}", file=sys.stderr)
         if e.hint:
@@ -152,6 +163,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"error [script_failed]: {args.target} raised (traceback above)", file=sys.stderr)
         return EXIT_ERROR
     sys.stdout.write(render(snap))
+    if profile is not None:
+        from sharding_core.cost.calibrate import describe
+
+        print(f"collectives' expected times: {describe(profile)}")
     if args.json:
         Path(args.json).write_text(json.dumps(snap, allow_nan=False))
         print(f"wrote {args.json}")
@@ -172,3 +187,14 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(render_comparison(result))
         return EXIT_REGRESSED if result["regressed"] else 0
     return 0
+
+
+def _profile(args: argparse.Namespace) -> dict[str, Any]:
+    """``--profile FILE``, read and checked against the target's hardware before anything compiles."""
+    from sharding_core.cost.calibrate import check_matches, load_profile
+    from sharding_core.cost.context import context_for
+    from sharding_core.devices import parse_devices
+
+    profile = load_profile(args.profile)
+    check_matches(profile, context_for(parse_devices(args.devices, slices=args.slices)))
+    return profile

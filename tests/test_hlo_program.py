@@ -22,7 +22,7 @@ from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from sharding_core import inspect_jit
-from sharding_core.cost.collectives import communication, estimate_collective
+from sharding_core.cost.collectives import communication, estimate_one
 from sharding_core.cost.context import context_for
 from sharding_core.cost.roofline import roofline
 from sharding_core.devices import parse_devices
@@ -101,7 +101,7 @@ def test_nested_loops_multiply() -> None:
 def test_totals_multiply_by_the_repeat_count() -> None:
     ctx = context_for(parse_devices("tpu:v5e:2x2"))
     found = collectives(compiled(scanned, X, W))
-    estimated = [{**x, "estimate": estimate_collective(x, ctx)} for x in found]
+    estimated = [{**x, "estimate": estimate_one(x, ctx)} for x in found]
     one = estimated[0]["estimate"]["seconds"]
     totals = communication(estimated)
     assert totals["count"] == 1 and totals["runs"] == 10
@@ -144,9 +144,9 @@ def test_cpu_widened_bf16_reductions_are_estimated_at_bf16() -> None:
     assert ar["op"] == "all-reduce" and ar["shape"].startswith("f32")  # the CPU program reduces in f32
     assert ar["widened"] == {"dtype": "bf16", "bytes": ar["bytes"] // 2}
     gpu = context_for(parse_devices("gpu:h100:1x4"))
-    est = estimate_collective(ar, gpu)
+    est = estimate_one(ar, gpu)
     assert est["inputs"]["bytes"] == ar["bytes"] // 2 and est["inputs"]["bytes_as_compiled"] == ar["bytes"]
-    plain = estimate_collective({**ar, "widened": None}, gpu)
+    plain = estimate_one({**ar, "widened": None}, gpu)
     assert est["seconds"] == pytest.approx(plain["seconds"] / 2)
     f32 = collectives(compiled(lambda h, w: h @ w, sds((64, 64), P(None, "x")), sds((64, 64), P("x", None))))
     assert f32[0]["widened"] is None

@@ -248,15 +248,30 @@ class Estimate(TypedDict):
     ]
     expected_seconds: NotRequired[
         Annotated[
-            Seconds, Field(description="Expected: each fabric at its efficiency fitted to published measurements")
+            Seconds,
+            Field(
+                description="Expected: each fabric at its efficiency for the operation, latency and size curve fitted "
+                "to published measurements, or measured on the devices (a calibrated profile)"
+            ),
         ]
     ]
     formula: NotRequired[Annotated[str, Field(max_length=4000, description="The formula, as the model uses it")]]
     inputs: NotRequired[
         Annotated[dict[str, Any], Field(description="What went into it: bytes, group size, bandwidth, hops...")]
     ]
-    fabric: NotRequired[Annotated[Fabric, Field(description="What the data crosses: ici, dcn, nvlink or network")]]
+    fabric: NotRequired[
+        Annotated[Fabric, Field(description="What the data crosses: ici, dcn, nvlink or network (cpu: calibrated)")]
+    ]
     why: NotRequired[Annotated[str, Field(max_length=1000, description="Why there is no estimate")]]
+    profile: NotRequired[
+        Annotated[
+            str,
+            Field(max_length=1000, description="The calibrated profile the expected time is from, when one was given"),
+        ]
+    ]
+    why_no_bound: NotRequired[
+        Annotated[str, Field(max_length=1000, description="Why a calibrated estimate has no bound (CPU sets)")]
+    ]
 
 
 @with_config(CLOSED)

@@ -200,6 +200,16 @@ class SnapshotProgram(TypedDict):
             Field(max_length=64, description="A plan's figures (sharding_core.planning.program.plan_section)"),
         ]
     ]
+    cost_profile: NotRequired[
+        Annotated[
+            dict[Annotated[str, Field(max_length=64)], Any],
+            Field(
+                max_length=16,
+                description="The calibrated profile (shardscope.profile/1, `shardscope calibrate`) the figures are "
+                "from (sharding_core.cost.calibrate.apply_profile)",
+            ),
+        ]
+    ]
 
 
 @with_config(_SNAPSHOT_CONFIG)

@@ -13,7 +13,7 @@ import types
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sharding_core.cost.collectives import communication, estimate_collective, estimate_dcn_step, none
+from sharding_core.cost.collectives import communication, estimate_dcn_step, estimate_one, none
 from sharding_core.cost.context import NO_CPU_FIGURES, CostContext, context_for, context_for_devices, no_figures
 from sharding_core.cost.roofline import roofline
 from sharding_core.devices import parse_devices
@@ -29,9 +29,19 @@ GPU_ROOFLINE = (
 )
 
 
-def with_estimates(collectives: Sequence[Mapping[str, Any]], ctx: CostContext | None) -> list[dict[str, Any]]:
-    """The collectives, each with its ``estimate`` on ``ctx`` (any stored one replaced)."""
-    return [{**c, "estimate": estimate_collective(c, ctx)} for c in collectives]
+def with_estimates(
+    collectives: Sequence[Mapping[str, Any]], ctx: CostContext | None, profile: Mapping[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """The collectives, each with its ``estimate`` on ``ctx`` (any stored one replaced); with a calibrated
+    ``profile`` (:mod:`sharding_core.cost.calibrate`) its measurements, where they apply."""
+    if profile is not None:
+        from sharding_core.cost.calibrate import ProfileError, estimate_with_profile
+
+        try:
+            return [{**c, "estimate": estimate_with_profile(c, ctx, profile)} for c in collectives]
+        except ProfileError as e:  # a stored profile that does not apply: said on every estimate, none invented
+            return [{**c, "estimate": none(e.message)} for c in collectives]
+    return [{**c, "estimate": estimate_one(c, ctx)} for c in collectives]
 
 
 def dcn_with_estimates(steps: Sequence[Mapping[str, Any]], ctx: CostContext | None) -> list[dict[str, Any]]:
@@ -135,7 +145,8 @@ def snapshot_with_estimates(snap: Mapping[str, Any]) -> dict[str, Any]:
         ctx, why = None, f"the snapshot's devices cannot be placed: {e}"
     if collectives:
         if ctx is not None:
-            out["collectives"] = with_estimates(collectives, ctx)
+            # a calibrated profile the snapshot was made with (``shardscope plan --profile``) stays its figures' source
+            out["collectives"] = with_estimates(collectives, ctx, snap.get("cost_profile"))
         else:
             out["collectives"] = [{**c, "estimate": none(str(why))} for c in collectives]
     if snap.get("fixes"):
