@@ -16,7 +16,8 @@ OLDEST_ENV := build/oldest-jax
 WHEEL_DIR := build/dist
 GPU_ENV := build/gpu
 
-.PHONY: serve install install-dev chromium services lint typecheck docs docs-gen test bench wheel oldest-jax gpu-env
+.PHONY: serve install install-dev chromium services debootstrap lint typecheck docs docs-gen test bench wheel oldest-jax \
+  newest-jax gpu-env
 
 $(UV):
 	$(PYTHON) -m venv .tools
@@ -53,6 +54,13 @@ services:
 	  SUDO=$$(if [ "$$(id -u)" -ne 0 ]; then echo sudo; fi); \
 	  $$SUDO apt-get update -qq && \
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql caddy >/dev/null; }
+
+# Debian's debootstrap: `make newest-jax` builds its Debian 13 root with it.
+debootstrap:
+	@command -v debootstrap >/dev/null 2>&1 || { \
+	  SUDO=$$(if [ "$$(id -u)" -ne 0 ]; then echo sudo; fi); \
+	  $$SUDO apt-get update -qq && \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }
 
 lint: install-dev
 	.venv/bin/ruff check .
