@@ -13,7 +13,7 @@ PORT ?= 8000
 # from the built wheel in a second environment beside it (tests/test_wheel.py calls `make oldest-jax`).
 OLDEST_JAX := $(shell sed -n 's/^ *"jax>=\([0-9.]*\)".*/\1/p' pyproject.toml)
 OLDEST_ENV := build/oldest-jax
-WHEEL_DIR := build/dist
+WHEEL_DIR ?= build/dist
 GPU_ENV := build/gpu
 
 .PHONY: serve install install-dev chromium services debootstrap lint typecheck docs docs-gen test bench wheel oldest-jax \
@@ -92,7 +92,27 @@ oldest-jax: wheel
 	$(UV) pip install --quiet --no-config --python $(OLDEST_ENV)/bin/python --reinstall-package shardscope \
 	  "$$(ls $(WHEEL_DIR)/shardscope-*.whl)[notebook]" "jax==$(OLDEST_JAX)" "jaxlib==$(OLDEST_JAX)"
 
-test: install-dev chromium services lint typecheck docs
+# The newest JAX, jaxlib and libtpu the registry serves (resolved when it runs), on Python 3.13 in a Debian 13
+# root (build/newest-jax-root, made by debootstrap; JAX 0.11+ needs Python 3.12+, which Debian 12 lacks), beside
+# the wheel built now: tests/newest_jax.sh (needs root: chroot and mount) runs the wheel's surface and
+# tests/newest_jax_checks.py there, against the answers the locked JAX gives in .venv. Downloads, the
+# bootstrapped root and uv's cache for it are kept in ~/.cache/shardscope/newest-jax, outside the clone.
+# tests/test_newest_jax.py runs it beside the rest of the suite (docs/compat.md: what it checks, how long).
+NEWEST_DIST := build/newest-jax-dist
+NEWEST_CACHE := $(HOME)/.cache/shardscope/newest-jax
+newest-jax: install-dev debootstrap
+	@$(MAKE) -s wheel WHEEL_DIR=$(NEWEST_DIST)
+	@# the locked JAX's answers, kept per content of what computes them
+	@key=$$(cat $$(git ls-files --cached --others --exclude-standard sharding_core server | sort) \
+	  tests/newest_jax_checks.py uv.lock | sha256sum | cut -c1-16); \
+	locked=$(NEWEST_CACHE)/locked/$$key.json; \
+	if [ ! -f "$$locked" ]; then mkdir -p $(NEWEST_CACHE)/locked && \
+	  .venv/bin/python tests/newest_jax_checks.py locked "$$locked.tmp" && mv "$$locked.tmp" "$$locked"; fi; \
+	cp "$$locked" build/newest-jax-locked.json
+	@SUDO=$$(if [ "$$(id -u)" -ne 0 ]; then echo sudo; fi); \
+	  $$SUDO tests/newest_jax.sh "$$(ls $(NEWEST_DIST)/shardscope-*.whl)" build/newest-jax-locked.json
+
+test: install-dev chromium services debootstrap lint typecheck docs
 	.venv/bin/python -m pytest
 
 bench: install-dev

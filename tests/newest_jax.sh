@@ -33,7 +33,7 @@ RECIPE="$SUITE minbase $PACKAGES v1"  # the root's recipe: a change makes a new 
 ROOT_MAX_AGE_DAYS=30                  # then a fresh root (Debian's security updates)
 STAMP=.shardscope-root
 
-say() { printf 'newest-jax: %s\n' "$*" >&2; }
+say() { printf 'newest-jax %s: %s\n' "$(date +%T)" "$*" >&2; }
 die() { say "$*"; exit 1; }
 
 [ "$(id -u)" -eq 0 ] || die "needs root (debootstrap, chroot and mount): run \`sudo make newest-jax\`"
@@ -46,7 +46,7 @@ mkdir -p "$CACHE/debs" "$CACHE/roots" "$CACHE/uv" "$(dirname "$ROOT")"
 
 # One run per root at a time (a second waits), and one bootstrap per cache.
 exec 8>"$ROOT.lock"
-flock 8
+flock -w 1800 8 || die "another run has held $ROOT.lock for 30 minutes"
 
 # ---- mounts, undone whatever happens ----------------------------------------------------------------
 
@@ -71,9 +71,12 @@ unmount_root() {  # 0 when nothing is left mounted under the root
   [ -z "$(mounts_under "$ROOT")" ]
 }
 
+BACKGROUND=()  # pids of this script's background jobs: in a script they ignore SIGINT, so they are ended here
+
 cleanup() {
-  local rc=$?
+  local rc=$? pid
   trap - EXIT INT TERM HUP
+  for pid in "${BACKGROUND[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   if ! unmount_root; then say "still mounted: $(mounts_under "$ROOT" | tr '\n' ' ')"; [ "$rc" -ne 0 ] || rc=1; fi
   exit "$rc"
 }
@@ -103,7 +106,7 @@ bootstrap_root() {
   # a tarball older than ROOT_MAX_AGE_DAYS is made again
   find "$CACHE/roots" -name "$SUITE-$key.tar.zst" -mtime +"$ROOT_MAX_AGE_DAYS" -delete
   exec 9>"$CACHE/roots/.lock"
-  flock 9
+  flock -w 1800 9 || die "another bootstrap has held $CACHE/roots/.lock for 30 minutes"
   if [ ! -f "$tarball" ]; then
     started=$SECONDS
     tmp=$(mktemp -d "$CACHE/roots/.build.XXXXXX")
@@ -121,6 +124,7 @@ bootstrap_root() {
     say "bootstrapped in $((SECONDS - started)) s; kept as $tarball ($(du -h "$tarball" | cut -f1))"
   fi
   flock -u 9
+  exec 9>&-
   if [ "$(cat "$ROOT/$STAMP" 2>/dev/null)" != "$key" ]; then
     rm -rf "$ROOT"
     mkdir -p "$ROOT"
@@ -130,10 +134,14 @@ bootstrap_root() {
   fi
 }
 
+# The certificates this machine trusts (SSL_CERT_FILE: a proxy's own CA, say) are trusted in the root too.
+HOST_CA=${SSL_CERT_FILE:-}
+ROOT_CA=/etc/ssl/certs/shardscope-host-ca.crt
+
 in_root() {  # run a command inside the root, with a clean environment
   chroot "$ROOT" /usr/bin/env -i HOME=/root PATH=/opt/venv/bin:/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8 \
     UV_CACHE_DIR=/var/cache/uv UV_LINK_MODE=copy UV_PYTHON_DOWNLOADS=never UV_NO_PROGRESS=1 \
-    TPU_SKIP_MDS_QUERY=1 "$@"
+    ${HOST_CA:+SSL_CERT_FILE=$ROOT_CA} TPU_SKIP_MDS_QUERY=1 "$@"
 }
 
 started=$SECONDS
@@ -141,7 +149,59 @@ started=$SECONDS
 unmount_root || die "could not unmount what an earlier run left under $ROOT"
 bootstrap_root
 cp /etc/resolv.conf "$ROOT/etc/resolv.conf"
+if [ -n "$HOST_CA" ]; then mkdir -p "$ROOT/etc/ssl/certs" && cp "$HOST_CA" "$ROOT$ROOT_CA"; fi
 install -m 0755 "$UV" "$ROOT/usr/local/bin/uv"
 mount_root
+say "mounted: $(mounts_under "$ROOT" | tr '\n' ' ')"
 [ -z "${NEWEST_JAX_FAIL_AFTER_MOUNT:-}" ] || die "failing on purpose after mounting (NEWEST_JAX_FAIL_AFTER_MOUNT)"
+if [ -n "${NEWEST_JAX_HOLD_AFTER_MOUNT:-}" ]; then  # the interrupt test: wait here to be signalled
+  say "holding after mounting (NEWEST_JAX_HOLD_AFTER_MOUNT)"
+  sleep "$NEWEST_JAX_HOLD_AFTER_MOUNT" 8>&- 9>&- &
+  BACKGROUND+=($!)
+  wait $!
+fi
 say "root ready in $((SECONDS - started)) s: $(in_root python3 --version)"
+
+# ---- the newest JAX, resolved from the registry now, beside the wheel ------------------------------------
+
+installed=$SECONDS
+in_root uv venv --quiet --allow-existing --python /usr/bin/python3 /opt/venv
+# What the registry serves now for this Python: the newest jax, its jaxlib and the libtpu jax[tpu] pins.
+pins=$(printf 'jax[tpu]\n' | in_root uv pip compile - --quiet --no-header --no-annotate --upgrade \
+  --python /opt/venv/bin/python) || die "could not resolve jax[tpu] from the registry"
+pin() { printf '%s\n' "$pins" | sed -n "s/^$1==\([^ ;]*\).*/\1/p"; }
+JAX=$(pin jax) JAXLIB=$(pin jaxlib) LIBTPU=$(pin libtpu)
+[ -n "$JAX" ] && [ -n "$JAXLIB" ] && [ -n "$LIBTPU" ] || die "no jax, jaxlib and libtpu pins in: $pins"
+say "newest on the registry for Python 3.13: jax $JAX, jaxlib $JAXLIB, libtpu $LIBTPU"
+rm -rf "$ROOT/tmp/newest-jax"
+mkdir -p "$ROOT/tmp/newest-jax/work"
+cp "$WHEEL" "$ROOT/tmp/newest-jax/"
+cp "$HERE/wheel_surface.py" "$HERE/newest_jax_checks.py" "$LOCKED" "$ROOT/tmp/newest-jax/"
+wheel_in_root=/tmp/newest-jax/$(basename "$WHEEL")
+in_root uv pip install --quiet --python /opt/venv/bin/python --reinstall-package shardscope \
+  "$wheel_in_root[notebook,tpu]" "jax==$JAX" "jaxlib==$JAXLIB" "libtpu==$LIBTPU"
+say "installed in $((SECONDS - installed)) s"
+
+# ---- the checks, from an empty directory with -I (only the installed wheel is importable) ------------------
+
+checks=$SECONDS
+OUT=$ROOT/tmp/newest-jax
+run_check() {  # NAME SCRIPT ARGS...: its output kept in $OUT/NAME.out and .err, shown when it fails
+  local name=$1
+  shift
+  in_root env -C /tmp/newest-jax/work /opt/venv/bin/python -I "$@" >"$OUT/$name.out" 2>"$OUT/$name.err" \
+    || { cat "$OUT/$name.out"; tail -n 40 "$OUT/$name.err"; die "$name failed (above)"; } >&2
+}
+# both at once (two processes, each with its own server): the machine's two cores
+run_check surface /tmp/newest-jax/wheel_surface.py &
+surface_pid=$!
+BACKGROUND+=("$surface_pid")
+run_check checks /tmp/newest-jax/newest_jax_checks.py check "/tmp/newest-jax/$(basename "$LOCKED")"
+wait "$surface_pid" || die "the wheel surface failed"
+surface=$(tail -n 1 "$OUT/surface.out")
+grep -h '^ok ' "$OUT/surface.out" "$OUT/checks.out" >&2
+say "checks in $((SECONDS - checks)) s; all in $((SECONDS - started)) s"
+# the summary, one JSON line: the versions, every check's name, the plan's memory, the times
+printf '{"surface": %s, "checks": %s, "seconds": {"root": %d, "install": %d, "checks": %d, "total": %d}}\n' \
+  "$surface" "$(tail -n 1 "$OUT/checks.out")" "$((installed - started))" \
+  "$((checks - installed))" "$((SECONDS - checks))" "$((SECONDS - started))"
