@@ -99,7 +99,8 @@ oldest-jax: wheel
 # bootstrapped root and uv's cache for it are kept in ~/.cache/shardscope/newest-jax, outside the clone.
 # tests/test_newest_jax.py runs it beside the rest of the suite (docs/compat.md: what it checks, how long).
 NEWEST_DIST := build/newest-jax-dist
-NEWEST_CACHE := $(HOME)/.cache/shardscope/newest-jax
+export SHARDSCOPE_CACHE ?= $(HOME)/.cache/shardscope
+NEWEST_CACHE = $(SHARDSCOPE_CACHE)/newest-jax
 newest-jax: install-dev debootstrap
 	@$(MAKE) -s wheel WHEEL_DIR=$(NEWEST_DIST)
 	@# the locked JAX's answers, kept per content of what computes them
@@ -108,12 +109,15 @@ newest-jax: install-dev debootstrap
 	locked=$(NEWEST_CACHE)/locked/$$key.json; \
 	if [ ! -f "$$locked" ]; then mkdir -p $(NEWEST_CACHE)/locked && \
 	  .venv/bin/python tests/newest_jax_checks.py locked "$$locked.tmp" && mv "$$locked.tmp" "$$locked"; fi; \
-	cp "$$locked" build/newest-jax-locked.json
+	cp "$$locked" build/newest-jax-locked.json; \
+	ls -t $(NEWEST_CACHE)/locked/*.json | tail -n +17 | xargs -r rm -f  # the newest 16 kept
 	@SUDO=$$(if [ "$$(id -u)" -ne 0 ]; then echo sudo; fi); \
-	  $$SUDO tests/newest_jax.sh "$$(ls $(NEWEST_DIST)/shardscope-*.whl)" build/newest-jax-locked.json
+	  $$SUDO env SHARDSCOPE_CACHE="$(SHARDSCOPE_CACHE)" $${SSL_CERT_FILE:+SSL_CERT_FILE="$$SSL_CERT_FILE"} \
+	  tests/newest_jax.sh "$$(ls $(NEWEST_DIST)/shardscope-*.whl)" build/newest-jax-locked.json
 
+# PYTEST_ARGS narrows the run (make test PYTEST_ARGS=tests/test_newest_jax.py); the default is everything.
 test: install-dev chromium services debootstrap lint typecheck docs
-	.venv/bin/python -m pytest
+	.venv/bin/python -m pytest $(PYTEST_ARGS)
 
 bench: install-dev
 	.venv/bin/python bench/bench_layout.py

@@ -118,7 +118,10 @@ def ambient_mesh() -> Any:
 def context_mesh() -> Any:
     """The concrete mesh of ``jax.set_mesh`` in effect (``jax.sharding.get_mesh``, public from JAX 0.9; the
     private ``get_concrete_mesh`` in 0.8), or None. This is the mesh jit compares committed arguments with
-    ("incompatible devices"); the legacy ``with mesh:`` context is not (jit does not check it)."""
+    ("incompatible devices"); the legacy ``with mesh:`` context is not (jit does not check it). Inside a trace
+    (``capture`` called in a jitted function) there is none to read: None.
+
+    Regression: ``capture`` of a traced value raised JAX's "`get_mesh` can only be used outside of `jax.jit`"."""
     import jax
 
     getter: Callable[[], Any] | None = getattr(jax.sharding, "get_mesh", None)
@@ -127,7 +130,12 @@ def context_mesh() -> Any:
             from jax._src import mesh as mesh_lib
 
             getter = getattr(mesh_lib, "get_concrete_mesh", None)
-    return _nonempty(getter() if getter is not None else None)
+    if getter is None:
+        return None
+    try:
+        return _nonempty(getter())
+    except ValueError:  # inside jit: JAX gives the concrete mesh outside a trace only
+        return None
 
 
 def _nonempty(mesh: Any) -> Any:

@@ -15,8 +15,9 @@
 # Usage: tests/newest_jax.sh WHEEL LOCKED_JSON — LOCKED_JSON holds the answers the locked JAX gave
 # (`.venv/bin/python tests/newest_jax_checks.py locked OUT`), compared inside the root.
 # Environment: SHARDSCOPE_CACHE (default ~/.cache/shardscope), NEWEST_JAX_ROOT (default
-# build/newest-jax-root), NEWEST_JAX_FAIL_AFTER_MOUNT=1 fails on purpose once everything is mounted
-# (tests/test_newest_jax.py checks that such a failure leaves no mount behind).
+# build/newest-jax-root); for tests/test_newest_jax.py, which checks that neither leaves a mount behind:
+# NEWEST_JAX_FAIL_AFTER_MOUNT=1 fails on purpose once everything is mounted, NEWEST_JAX_HOLD_AFTER_MOUNT=N
+# waits N seconds there (to be interrupted). Each cache is bounded by bytes (the *_MAX_* below).
 set -euo pipefail
 
 WHEEL=${1:?usage: tests/newest_jax.sh WHEEL LOCKED_JSON}
@@ -31,6 +32,8 @@ MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 PACKAGES=python3,ca-certificates
 RECIPE="$SUITE minbase $PACKAGES v1"  # the root's recipe: a change makes a new tarball
 ROOT_MAX_AGE_DAYS=30                  # then a fresh root (Debian's security updates)
+UV_CACHE_MAX_MB=4096                  # uv's cache for the root (~1.3 GB per JAX release), then emptied
+DEBS_MAX_MB=512                       # debootstrap's .debs (~40 MB a root), then emptied
 STAMP=.shardscope-root
 
 say() { printf 'newest-jax %s: %s\n' "$(date +%T)" "$*" >&2; }
@@ -44,7 +47,9 @@ command -v debootstrap >/dev/null || die "debootstrap is missing: \`make deboots
 
 mkdir -p "$CACHE/debs" "$CACHE/roots" "$CACHE/uv" "$(dirname "$ROOT")"
 
-# One run per root at a time (a second waits), and one bootstrap per cache.
+# One run per root at a time (a second waits), and one bootstrap per cache; every run holds the caches shared.
+exec 7>"$CACHE/.in-use"
+flock -s 7
 exec 8>"$ROOT.lock"
 flock -w 1800 8 || die "another run has held $ROOT.lock for 30 minutes"
 
@@ -99,10 +104,21 @@ mount_root() {
 
 recipe_key() { printf '%s' "$RECIPE" | sha256sum | cut -c1-12; }
 
+bound_cache() {  # DIR MAX_MB: emptied when it holds more (every cache here is bounded by bytes), unless
+  # another run (another clone's) is using the caches now: then the next run empties it
+  if [ "$(du -sm "$1" | cut -f1)" -gt "$2" ] && flock -n -x 7; then
+    say "$1 holds more than $2 MB: emptied"
+    find "$1" -mindepth 1 -maxdepth 1 -exec rm -rf {} +
+    flock -s 7
+  fi
+}
+
 bootstrap_root() {
   local key tarball tmp started
   key=$(recipe_key)
   tarball="$CACHE/roots/$SUITE-$key.tar.zst"
+  bound_cache "$CACHE/debs" "$DEBS_MAX_MB"
+  bound_cache "$CACHE/uv" "$UV_CACHE_MAX_MB"
   # a tarball older than ROOT_MAX_AGE_DAYS is made again
   find "$CACHE/roots" -name "$SUITE-$key.tar.zst" -mtime +"$ROOT_MAX_AGE_DAYS" -delete
   exec 9>"$CACHE/roots/.lock"
@@ -121,6 +137,7 @@ bootstrap_root() {
     tar -C "$tmp/root" --numeric-owner -cf - . | zstd -q -T0 -3 -o "$tmp/root.tar.zst"
     mv "$tmp/root.tar.zst" "$tarball"
     rm -rf "$tmp"
+    find "$CACHE/roots" -name '*.tar.zst' ! -name "$(basename "$tarball")" -delete  # other recipes' roots
     say "bootstrapped in $((SECONDS - started)) s; kept as $tarball ($(du -h "$tarball" | cut -f1))"
   fi
   flock -u 9
@@ -156,7 +173,7 @@ say "mounted: $(mounts_under "$ROOT" | tr '\n' ' ')"
 [ -z "${NEWEST_JAX_FAIL_AFTER_MOUNT:-}" ] || die "failing on purpose after mounting (NEWEST_JAX_FAIL_AFTER_MOUNT)"
 if [ -n "${NEWEST_JAX_HOLD_AFTER_MOUNT:-}" ]; then  # the interrupt test: wait here to be signalled
   say "holding after mounting (NEWEST_JAX_HOLD_AFTER_MOUNT)"
-  sleep "$NEWEST_JAX_HOLD_AFTER_MOUNT" 8>&- 9>&- &
+  sleep "$NEWEST_JAX_HOLD_AFTER_MOUNT" 7>&- 8>&- 9>&- &
   BACKGROUND+=($!)
   wait $!
 fi
