@@ -28,7 +28,7 @@ WAIT_SECONDS = 1500
 """The most a run may take: a first one bootstraps the root (about 3 minutes) and downloads JAX."""
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(repr=False)
 class Run:
     """The background ``make -s newest-jax``: its process, when it started, and once done its exit status,
     output and the summary line the script prints last."""
@@ -38,6 +38,9 @@ class Run:
     rc: int | None = None
     seconds: float | None = None
     output: str = ""
+
+    def __repr__(self) -> str:  # what a failed assertion prints: not the whole output
+        return f"Run(make newest-jax, rc={self.rc}, seconds={self.seconds})"
 
     def wait(self) -> Run:
         if self.rc is None:
