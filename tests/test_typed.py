@@ -179,3 +179,16 @@ def test_typeof_text_is_jax_typeof_and_sharded_type_text_refuses_in_none() -> No
     assert compat.sharded_type_text((8,), np.float32, x.sharding) is None  # rank 1 under a rank-2 spec
     assert compat.has_explicit_axes(mesh) and not compat.has_explicit_axes(mesh_of("auto"))
     assert compat.has_explicit_axes(mesh_of("mixed"))
+
+
+def test_a_trees_text_has_a_typed_column_where_axes_are_explicit() -> None:
+    from shardscope.notebook import snapshot_text
+
+    x = placed(mesh_of("explicit"), P("x", "y"))
+    a = placed(mesh_of("auto"), P("x", "y"))
+    text = snapshot_text(sharding_core.capture({"x": x, "a": a}))
+    header, row_a, row_x = text.splitlines()[1:4]
+    column = header.index("typed")
+    assert row_x[column:].split()[0] == str(jax.typeof(x))
+    assert row_a[column:].split()[0] == "-"  # an Auto mesh: nothing typed
+    assert "typed" not in snapshot_text(sharding_core.capture({"a": a}))
