@@ -24,7 +24,14 @@ from typing import Any
 
 import numpy as np
 
-from sharding_core.compat import ambient_mesh, equivalent, sharded_type_text, typeof_text
+from sharding_core.compat import (
+    ambient_mesh,
+    context_mesh,
+    equivalent,
+    refuses_devices,
+    sharded_type_text,
+    typeof_text,
+)
 from sharding_core.errors import TOO_LARGE, ShardingError
 from sharding_core.findings.mesh_order import mesh_order_findings, user_line
 from sharding_core.layout import Layout
@@ -114,6 +121,8 @@ def _refused_beside_context_mesh(f: Callable[..., Any], args: Any, kwargs: Any) 
     when JAX lowers the program (the usual case: no context mesh, or arguments on it)."""
     import jax
 
+    if context_mesh() is None:
+        return None
     inputs = {"inputs": {"args": list(args), "kwargs": dict(kwargs)}}
     source = user_line()
     flat, _ = jax.tree_util.tree_flatten_with_path(inputs, is_leaf=_is_capture_leaf)
@@ -124,7 +133,7 @@ def _refused_beside_context_mesh(f: Callable[..., Any], args: Any, kwargs: Any) 
     try:
         jitted.lower(*args, **kwargs)
     except ValueError as e:
-        if "incompatible devices" not in str(e):
+        if not refuses_devices(e):
             raise
         name = getattr(f, "__name__", None) or getattr(getattr(f, "__wrapped__", None), "__name__", None) or "jit"
         snap = capture(inputs, f"jit({name})")

@@ -43,7 +43,8 @@ the mesh of ``jax.set_mesh``    :func:`context_mesh` (what jit checks arguments 
 (what jit compares)             ``with mesh:`` context is not checked by jit and is left out)
 a sharding's device order       :func:`device_order` (``NamedSharding``: the mesh's devices in mesh
                                 order; one device; else the private ``_device_assignment``)
-an array's committed-ness       :func:`committed` (``committed`` / the private ``_committed``)
+an array's committed-ness       :func:`committed` (``committed`` / the private ``_committed``);
+                                :func:`refuses_devices` reads jit's refusal of the others
 ``kept_var_idx`` (private)      :func:`kept_inputs`: the arguments jit kept (Shardy's ``input: N``)
 persistent compilation cache    :func:`compilation_cache_disabled` (a cache hit writes no dumps)
 jaxpr equations' user frame     :func:`equation_frame` (``source_info_util.user_frame``, private)
@@ -280,6 +281,12 @@ def device_order(sharding: Any) -> tuple[int, ...] | None:
         return (int(next(iter(devices)).id),)
     assignment = getattr(sharding, "_device_assignment", None)
     return tuple(int(d.id) for d in assignment) if assignment is not None else None
+
+
+def refuses_devices(error: Exception) -> bool:
+    """Whether ``error`` is jit's refusal of arguments on other devices than the context mesh's, "Received
+    incompatible devices for jitted computation" (the words of every JAX this project declares)."""
+    return isinstance(error, ValueError) and "incompatible devices" in str(error)
 
 
 def committed(x: Any) -> bool:

@@ -22,6 +22,7 @@ import jax
 import pytest
 
 from tests.plugins.newest_jax import Run
+from tests.test_wheel import SURFACE_CHECKS
 
 pytestmark = pytest.mark.workers  # subprocesses (a chroot's)
 
@@ -29,18 +30,6 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "tests" / "newest_jax.sh"
 NEWEST_ROOT = ROOT / "build" / "newest-jax-root"
 MOUNTS = ("proc", "sys", "dev", "dev/shm", "var/cache/uv")
-SURFACE = [
-    "installed",
-    "Layout.from_sharding",
-    "capture",
-    "inspect_jit",
-    "typed",
-    "show outside a notebook",
-    "shardscope preview",
-    "shardscope serve",
-    "publish",
-    "widget payload",
-]
 CHECKS = ["layout API", "typed", "plan on a compile-only TPU slice"]
 
 
@@ -59,7 +48,7 @@ def test_the_newest_jax_answers_as_the_locked_jax(newest_jax_run: Run) -> None:
     summary = newest_jax_run.summary
     assert summary is not None, newest_jax_run.output[-3000:]
     checks = summary["checks"]
-    assert summary["surface"]["checks"] == SURFACE and checks["checks"] == CHECKS, summary
+    assert summary["surface"]["checks"] == SURFACE_CHECKS and checks["checks"] == CHECKS, summary
     # the versions it got: the newest JAX is newer than the locked one, on Python 3.13, from the wheel built now
     assert checks["locked_jax"] == jax.__version__
     assert release(checks["jax"]) > release(jax.__version__), (checks["jax"], jax.__version__)
