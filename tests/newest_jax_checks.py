@@ -297,8 +297,28 @@ def check_plan() -> dict[str, Any]:
     assert ours["peak_memory_in_bytes"] > 0 and snap["plan"]["verdict"], snap["plan"].get("verdict")
     ops = sorted({c["op"] for c in snap["collectives"] or []})
     assert ops, "no collectives in a data- and model-parallel step"
+    check_typed_plan()
     ok("plan on a compile-only TPU slice")
     return {"memory_per_device": ours, "collectives": ops}
+
+
+def check_typed_plan() -> None:
+    """On Explicit axes a plan's leaves are typed as this JAX types them: its input as ``jax.typeof`` of the
+    argument, its output as ``jax.typeof`` of what ``jax.eval_shape`` gives."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    import sharding_core
+    import shardscope
+
+    mesh = shardscope.mesh("tpu:v5e:2x4", (2, 4), ("data", "model"), axis_types=("explicit", "explicit"))
+    w = jax.ShapeDtypeStruct((1024, 512), jnp.bfloat16, sharding=NamedSharding(mesh, P("model", "data")))
+    f = jax.jit(lambda a: jnp.tanh(a).sum(0))
+    typed = {leaf["path"]: leaf["typed"] for leaf in sharding_core.plan(f, w)["leaves"]}
+    want = {"inputs/args/0": str(jax.typeof(w)), "outputs": str(jax.typeof(jax.eval_shape(f, w)))}
+    assert typed == want and all("@" in t for t in want.values()), (typed, want)
 
 
 def versions() -> dict[str, str]:
