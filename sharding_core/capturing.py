@@ -24,8 +24,16 @@ from typing import Any
 
 import numpy as np
 
-from sharding_core.compat import ambient_mesh, equivalent
+from sharding_core.compat import (
+    ambient_mesh,
+    context_mesh,
+    equivalent,
+    refuses_devices,
+    sharded_type_text,
+    typeof_text,
+)
 from sharding_core.errors import TOO_LARGE, ShardingError
+from sharding_core.findings.mesh_order import mesh_order_findings, user_line
 from sharding_core.layout import Layout
 from sharding_core.snapshot.format import FORMAT, MAX_SNAPSHOT_LEAVES, VERSION
 from sharding_core.snapshot.rules import Rule, check_rules, logical_to_mesh_axes, rules_json
@@ -59,10 +67,13 @@ def capture(tree: Any, name: str | None = None, *, rules: Any = None, mesh: Any 
             hint="capture a subtree (e.g. the parameters without the optimizer state)",
             limit=MAX_SNAPSHOT_LEAVES,
         )
-    for path, leaf in flat:
-        text = jax.tree_util.keystr(path, simple=True, separator="/") or ROOT_PATH
+    paths = [jax.tree_util.keystr(path, simple=True, separator="/") or ROOT_PATH for path, _ in flat]
+    for text, (_, leaf) in zip(paths, flat, strict=True):
         builder.add(text, leaf)
-    return builder.snapshot(name if name is not None else "snapshot")
+    snap = builder.snapshot(name if name is not None else "snapshot")
+    # under jax.set_mesh: leaves jit would refuse beside the context mesh (MaxText #2863)
+    snap["findings"] = mesh_order_findings((p, _unboxed(x)) for p, (_, x) in zip(paths, flat, strict=True))
+    return snap
 
 
 def inspect_jit(f: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
@@ -81,7 +92,7 @@ def inspect_jit(f: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, A
     """
     from sharding_core.planning.program import inspect_program
 
-    return inspect_program(f, args, kwargs, detailed=False)
+    return _refused_beside_context_mesh(f, args, kwargs) or inspect_program(f, args, kwargs, detailed=False)
 
 
 def explain(f: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
@@ -98,7 +109,39 @@ def explain(f: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
     from sharding_core.planning.program import inspect_program
     from sharding_core.why.fixes import current_budget
 
-    return inspect_program(f, args, kwargs, detailed=False, why=current_budget())
+    return _refused_beside_context_mesh(f, args, kwargs) or inspect_program(
+        f, args, kwargs, detailed=False, why=current_budget()
+    )
+
+
+def _refused_beside_context_mesh(f: Callable[..., Any], args: Any, kwargs: Any) -> dict[str, Any] | None:
+    """Under ``jax.set_mesh``, arguments committed to other devices (or the same in another order) than the
+    context mesh are refused by JAX before anything compiles ("incompatible devices", MaxText #2863). Then the
+    snapshot is the arguments' capture, whose ``findings`` say what to change, with JAX's own words; None
+    when JAX lowers the program (the usual case: no context mesh, or arguments on it)."""
+    import jax
+
+    if context_mesh() is None:
+        return None
+    inputs = {"inputs": {"args": list(args), "kwargs": dict(kwargs)}}
+    source = user_line()
+    flat, _ = jax.tree_util.tree_flatten_with_path(inputs, is_leaf=_is_capture_leaf)
+    leaves = [(jax.tree_util.keystr(p, simple=True, separator="/"), _unboxed(x)) for p, x in flat]
+    if not mesh_order_findings(leaves, source=source):
+        return None
+    jitted = f if hasattr(f, "lower") else jax.jit(f)
+    try:
+        jitted.lower(*args, **kwargs)
+    except ValueError as e:
+        if not refuses_devices(e):
+            raise
+        name = getattr(f, "__name__", None) or getattr(getattr(f, "__wrapped__", None), "__name__", None) or "jit"
+        snap = capture(inputs, f"jit({name})")
+        for finding in snap["findings"]:
+            finding["source"] = finding["fix"]["line"] = source
+            finding["text"] += f" JAX: {str(e).splitlines()[0][:600]}"
+        return snap
+    return None  # this JAX lowers it after all: nothing to report
 
 
 def argument_names(f: Callable[..., Any], count: int) -> list[str | None]:
@@ -206,6 +249,7 @@ class _Builder:
             return self.nnx_variable(path, x)
         if isinstance(x, jax.core.Tracer):
             rec = _record(path, "shape_dtype_struct", _type_name(x), tuple(x.shape), x.dtype)
+            rec["typed"] = typeof_text(x)  # inside jit the type still carries an Explicit sharding
             rec["note"] = "a traced value (captured inside jit): call capture outside the traced function"
             return rec
         if isinstance(x, jax.Array):
@@ -216,6 +260,7 @@ class _Builder:
                 self.fill(rec, x.sharding, tuple(x.shape), x.dtype)
             else:
                 rec["note"] = "no sharding given"
+            rec["typed"] = _typed(x, rec["typed"])
             return rec
         if isinstance(x, jax.sharding.Sharding):
             rec = _record(path, "sharding", _type_name(x), None, None)
@@ -238,6 +283,7 @@ class _Builder:
             return rec
         sharding = x.sharding
         self.fill(rec, sharding, tuple(x.shape), x.dtype)
+        rec["typed"] = _typed(x, rec["typed"])  # the value's own type (a weak type included)
         rec["fully_addressable"] = bool(x.is_fully_addressable)
         rec["array_kind"] = array_kind(x)
         if not rec["fully_addressable"]:
@@ -251,6 +297,8 @@ class _Builder:
         rec["memory_kind"] = getattr(sharding, "memory_kind", None)
         if isinstance(sharding, jax.sharding.NamedSharding):
             rec["spec"] = canonical_spec(sharding.spec)
+            if shape is not None and dtype is not None:
+                rec["typed"] = sharded_type_text(shape, dtype, sharding)
             if not isinstance(sharding.mesh, jax.sharding.Mesh):
                 rec["mesh_axes"] = dict(sharding.mesh.shape)
                 rec["note"] = "an abstract mesh (no devices): the layout needs a concrete mesh"
@@ -434,6 +482,7 @@ def _record(path: str, kind: str, type_name: str, shape: tuple[int, ...] | None,
         "dtype": str(dtype) if dtype is not None else None,
         "sharding": None,
         "spec": None,
+        "typed": None,
         "declared_spec": None,
         "logical_axes": None,
         "rules": None,
@@ -447,6 +496,23 @@ def _record(path: str, kind: str, type_name: str, shape: tuple[int, ...] | None,
         "layout": None,
         "note": None,
     }
+
+
+def _unboxed(x: Any) -> Any:
+    """The value inside a Flax box or nnx variable (what jit is given), else ``x``."""
+    boxes = _flax_box_types() + _nnx_variable_types()
+    if boxes and isinstance(x, boxes):
+        getter = getattr(x, "get_value", None)
+        return getter() if callable(getter) else getattr(x, "value", x)
+    return x
+
+
+def _typed(x: Any, otherwise: str | None) -> str | None:
+    """``x``'s own type as ``jax.typeof`` prints it, else ``otherwise`` (its sharding's)."""
+    try:
+        return typeof_text(x)
+    except (TypeError, ValueError, AttributeError, NotImplementedError, AssertionError):
+        return otherwise
 
 
 def _type_name(x: Any) -> str:

@@ -43,6 +43,9 @@ def test_default_view_shows_device_labels(server: Server, watched: Watched) -> N
     assert tile_labels(page) == want == ["TPU 0,1,2,3", "TPU 12,13,14,15", "TPU 4,5,6,7", "TPU 8,9,10,11"]
     expect(page.get_by_label("PartitionSpec")).to_have_value("P('x', None)")
     expect(page.locator("[data-part=summary]")).to_contain_text("replicated over y")
+    # jax.make_mesh's axes are Explicit: the sharding is in the type, shown as JAX prints it (the API's typed)
+    assert "Explicit" in layout["mesh"]["axis_types"] and "@" in layout["typed"]
+    expect(page.locator("[data-part=summary]")).to_contain_text("typed" + layout["typed"])
     shot(page, "01-default")
 
 

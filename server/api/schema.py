@@ -25,7 +25,7 @@ from sharding_core.kernels.catalog import KERNEL_DTYPES
 from sharding_core.kernels.plan import INPUT_DATA
 from sharding_core.layout import DTYPES, MAX_ARRAY_ELEMENTS, MAX_RANK
 from sharding_core.mesh import AXIS_TYPES, MAX_AXIS_NAME_CHARS, MAX_MESH_AXES, ORDERS, MeshSpec
-from sharding_core.snapshot.format import AXIS_TYPE_NAMES, MAX_RUN_PROCESSES
+from sharding_core.snapshot.format import AXIS_TYPE_NAMES, MAX_LEAF_PATH_CHARS, MAX_RUN_PROCESSES
 from sharding_core.spec import MAX_SPEC_CHARS
 
 
@@ -187,6 +187,17 @@ class ArrayLayout(TypedDict):
     snapshot's ``layouts`` hold."""
 
     spec: Annotated[str | None, Field(max_length=MAX_SPEC_CHARS, description="As JAX prints it, e.g. P('x', None)")]
+    typed: NotRequired[
+        Annotated[
+            str | None,
+            Field(
+                max_length=2 * MAX_SPEC_CHARS,
+                description="The array's type with its sharding, as str(jax.typeof(x)) prints it: float32[8@x,16@y] "
+                "where the mesh's axes are Explicit, {U:y} / {R:y} for unreduced / reduced axes (Auto and Manual "
+                "axes are not in the type); null without a mesh. Absent from layouts stored before it existed",
+            ),
+        ]
+    ]
     shape: Annotated[list[Dim], Field(max_length=MAX_RANK)]
     dtype: Annotated[str, Field(max_length=64)]
     itemsize: Annotated[int, Field(ge=0, le=1024)]
@@ -520,6 +531,35 @@ class SnapshotRef(TypedDict):
             int, Field(ge=0, le=64, description="The snapshot as its fixes[fix] compiled it (sharding_core.explain)")
         ]
     ]
+
+
+# ---- a finding: what a capture, plan or kernel run should change (sharding_core.findings) ---------------
+
+MAX_FINDINGS = 256
+LineText = Annotated[str, Field(max_length=4096, description="file:line in the user's source")]
+
+
+@with_config(CLOSED)
+class FindingFix(TypedDict):
+    text: Annotated[str, Field(max_length=4000, description="What to change, in words and code")]
+    line: LineText | None
+    leaf: Annotated[str | None, Field(max_length=MAX_LEAF_PATH_CHARS, description="The leaf to change (its path)")]
+    spec: SpecText | None
+    bytes_after: ByteCount
+    expected_seconds_after: Annotated[float | None, Field(ge=0)]
+    peak_after: ByteCount | None
+
+
+@with_config(CLOSED)
+class Finding(TypedDict):
+    """``{"kind", "source", "bytes_per_step", "text", "fix"}``: e.g. ``mesh_device_order`` / ``mesh_devices``,
+    arguments jit refuses beside the mesh of ``jax.set_mesh`` (sharding_core.findings.mesh_order)."""
+
+    kind: Annotated[str, Field(max_length=64)]
+    source: LineText | None
+    bytes_per_step: ByteCount
+    text: Annotated[str, Field(max_length=4000)]
+    fix: FindingFix | None
 
 
 # ---- kernel runs and reshards: what the kernel lab, reshard and compare take and answer ----------------

@@ -28,6 +28,7 @@ from typing_extensions import TypedDict
 from server.api.deps import STORE_ERRORS, SnapshotsDep, client_of, responses
 from server.api.schema import (
     MAX_COLLECTIVES,
+    MAX_FINDINGS,
     ArrayLayout,
     AxisName,
     AxisSize,
@@ -37,6 +38,7 @@ from server.api.schema import (
     DeviceId,
     Dim,
     ErrorDetail,
+    Finding,
     LogicalRule,
     MeshInfo,
     ProcessIndex,
@@ -103,6 +105,16 @@ class SnapshotLeaf(TypedDict):
     dtype: Annotated[str, Field(max_length=64)] | None
     sharding: ShortText | None
     spec: SpecText | None
+    typed: NotRequired[
+        Annotated[
+            str | None,
+            Field(
+                max_length=1024,
+                description="The leaf's type as str(jax.typeof(x)) prints it: float32[8@x,16@y] where the mesh's axes "
+                "are Explicit (the sharding is in the type), {U:y} / {R:y} for unreduced / reduced axes",
+            ),
+        ]
+    ]
     declared_spec: SpecText | None
     logical_axes: Annotated[list[AxisName | None], Field(max_length=MAX_RANK)] | None
     rules: Annotated[list[LogicalRule], Field(max_length=MAX_RULES)] | None
@@ -193,6 +205,12 @@ class SnapshotProgram(TypedDict):
     skipped: Annotated[int, Field(ge=0, le=2**40)]
     collectives: Annotated[list[Collective], Field(max_length=MAX_COLLECTIVES)] | None
     jit: SnapshotJit | None
+    findings: NotRequired[
+        Annotated[
+            list[Finding],
+            Field(max_length=MAX_FINDINGS, description="What to change (sharding_core.findings), with its fix"),
+        ]
+    ]
     target: NotRequired[SnapshotTarget]
     plan: NotRequired[
         Annotated[

@@ -27,7 +27,7 @@ import tempfile
 import time
 from typing import Any
 
-from sharding_core.compat import set_mesh
+from sharding_core.compat import set_mesh, typeof_text
 from sharding_core.hlo import origins
 from sharding_core.hlo.collectives import DCN_NOTE, dcn_steps, device_assignment, read_collectives
 from sharding_core.hlo.program import program_facts
@@ -249,7 +249,7 @@ def compile_only(
             "shape": list(leaf.shape),
             "dtype": str(leaf.dtype),
             "spec": _spec_text(leaf.sharding),
-            "typeof": str(jax.typeof(leaf)),
+            "typeof": typeof_text(leaf),
         }
 
     shardings = jax.tree.leaves(compiled.output_shardings)

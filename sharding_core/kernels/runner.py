@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from sharding_core.compat import cost_analysis, make_mesh, set_mesh
+from sharding_core.compat import cost_analysis, make_mesh, set_mesh, typeof_text
 from sharding_core.errors import ShardingError
 from sharding_core.hlo import origins
 from sharding_core.hlo.collectives import device_assignment, read_collectives
@@ -499,7 +499,7 @@ def _run(job: KernelJob, progress: Progress, max_text_chars: int) -> dict[str, A
             "shape": list(arr.shape),
             "dtype": str(arr.dtype),
             "spec": _spec_text(arr.sharding),
-            "typeof": str(jax.typeof(arr)),
+            "typeof": typeof_text(arr),
         }
         if check is not None:
             entry.update(check)

@@ -18,7 +18,8 @@ A snapshot (``"version": 1``)::
 and a leaf::
 
     {"path", "kind" (array | shape_dtype_struct | sharding | partition_spec | host), "type", "box",
-     "shape", "dtype", "sharding", "spec", "logical_axes", "rules", "mesh" (index into meshes),
+     "shape", "dtype", "sharding", "spec", "typed" (jax.typeof as JAX prints it), "logical_axes", "rules",
+     "mesh" (index into meshes),
      "memory_kind", "array_kind" (single_device | sharded | global), "fully_addressable",
      "num_devices", "addressable_devices", "layout" (index into layouts), "note"}
 

@@ -403,22 +403,28 @@ def _send(value: Any, name: str, url: str, token: str | None, timeout: float) ->
 
 
 def snapshot_text(snap: dict[str, Any]) -> str:
-    """A snapshot's leaves (path, shape, dtype, spec, shard shape, bytes per device) and collectives, as text."""
+    """A snapshot's leaves (path, shape, dtype, spec, the type with its sharding where a mesh axis is Explicit,
+    shard shape, bytes per device) and collectives, as text."""
     from sharding_core.render import _fmt_bytes, compact_ids
 
     leaves = snap.get("leaves") or []
     layouts = snap.get("layouts") or []
     n_dev = len((snap.get("devices") or {}).get("id") or [])
     lines = [f"{snap.get('name')}: {len(leaves)} leaves on {n_dev} {snap.get('platform', '')} devices"]
-    rows = [("path", "shape", "dtype", "spec", "shard shape", "per device")]
+    # where a mesh axis is Explicit the sharding is in the type: its column, as jax.typeof prints it
+    explicit = {i for i, m in enumerate(snap.get("meshes") or []) if "Explicit" in (m.get("axis_types") or [])}
+    typed = any(leaf.get("mesh") in explicit and leaf.get("typed") for leaf in leaves[:TEXT_MAX_LEAVES])
+    rows = [("path", "shape", "dtype", "spec", *(("typed",) if typed else ()), "shard shape", "per device")]
     for leaf in leaves[:TEXT_MAX_LEAVES]:
         lay = layouts[leaf["layout"]] if leaf.get("layout") is not None else None
+        shown = (leaf.get("typed") or "-") if leaf.get("mesh") in explicit else "-"
         rows.append(
             (
                 leaf["path"],
                 str(tuple(leaf["shape"])) if leaf.get("shape") is not None else "-",
                 leaf.get("dtype") or "-",
                 leaf.get("spec") or "-",
+                *((shown,) if typed else ()),
                 str(tuple(lay["shard_shape"])) if lay else "-",
                 _fmt_bytes(lay["bytes_per_device"]) if lay else "-",
             )

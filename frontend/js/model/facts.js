@@ -22,6 +22,17 @@ export function replicationText(j) {
   return `${j.replication_factor}× (${how})${unreduced.length ? `; unreduced over ${unreduced.join(", ")}` : ""}`;
 }
 
+/**
+ * The array's type with its sharding as jax.typeof prints it ("float32[8@x,16@y]", "{U:y}" for an unreduced
+ * axis), where the mesh has an Explicit axis (the sharding is then part of the type); null elsewhere.
+ * @param {{typed?: string | null}} j a layout's JSON or a snapshot leaf
+ * @param {{axis_types?: string[]} | null | undefined} mesh
+ * @returns {string | null}
+ */
+export function typedText(j, mesh) {
+  return j.typed && mesh && (mesh.axis_types || []).includes("Explicit") ? j.typed : null;
+}
+
 /** "x.dims[0]: 16 / x(2) → 8"-style rows, one per array dimension, the first labelled "split". @param {{dims: {text: string}[]}} j */
 function splitRows(j) {
   return j.dims.map((d, i) => /** @type {Row} */ ([i === 0 ? "split" : " ", d.text]));
@@ -38,7 +49,7 @@ export function layoutFacts(l, opts = {}) {
   const j = l.json;
   const single = Boolean(opts.single);
   /** @type {Row[]} */
-  const rows = [["spec", opts.spec ?? l.spec]];
+  const rows = [["spec", opts.spec ?? l.spec], ["typed", single ? null : typedText(j, l.mesh)]];
   if (single) rows.push(["sharding", `SingleDeviceSharding(${l.platform} ${l.meshIds[0]})`]);
   rows.push(
     ["mesh", single ? `one device: ${l.platform} ${l.meshIds[0]} of ${l.devicesKey}` : `${meshAxes(l.mesh)} over ${l.devicesKey}`],
@@ -138,6 +149,8 @@ export function leafFacts(snap, leaf, v, held) {
     ["kind", kindOnDevices(leaf)],
     ["array", leaf.shape ? `(${leaf.shape.join(", ")}) ${leaf.dtype}` : null],
     ["spec", v.spec || (leaf.sharding ? leaf.sharding : null)],
+    // the captured type; a what-if's spec changes the sharding, so its layout's type is the one shown
+    ["typed", typedText(v.changed && lay ? lay : leaf, mesh)],
     ["captured spec", v.changed || v.error ? v.captured : null],
     ["what-if error", v.error ? `${v.error.code}: ${v.error.message}` : null],
     // under a what-if the box's declaration is the what-if's spec: what the capture noted about it is moot
