@@ -435,7 +435,8 @@ def pick_collective(
         if not 0 <= index < len(collectives):
             raise ShardingError(
                 "bad_collective",
-                f"collective index {index} is out of range: the plan has {len(collectives)} (0..{len(collectives) - 1})",
+                f"collective index {index} is out of range: the plan has {len(collectives)} "
+                f"(0..{len(collectives) - 1})",
                 hint="use an index from the plan's collectives list, or give op= and/or line=",
             )
         return index, dict(collectives[index])

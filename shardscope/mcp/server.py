@@ -66,6 +66,7 @@ Every answer lists `evidence` (computed by JAX, compiled by XLA for a target, es
 its held-out error, measured) and a `link` to the same thing in the dashboard.
 """
 
+Pair = Annotated[list[DeviceId], Field(min_length=2, max_length=2, description="[source, target] device ids")]
 Devices = Annotated[DevicesText, Field(description="A device set: cpu:N, gpu:KIND:HxG or tpu:GEN:TOPO")]
 PlanId = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$", description="A plan's id")]
 Target = Annotated[
@@ -322,7 +323,7 @@ def _quick_tools(mcp: MCPServer, state: Shardscope) -> None:
         op: CollectiveOp,
         bytes: Annotated[int, Field(ge=1, le=2**50, description="Bytes per device as the HLO writes them")],
         groups: Annotated[list[list[DeviceId]] | None, Field(max_length=4096)] = None,
-        pairs: Annotated[list[Annotated[list[DeviceId], Field(min_length=2, max_length=2)]] | None, Field(max_length=65536)] = None,
+        pairs: Annotated[list[Pair] | None, Field(max_length=65536)] = None,
         slices: Slices = 1,
     ) -> CallToolResult:
         """The cost model's estimate of one collective on a device set: a lower bound (the scaling book's
@@ -420,9 +421,8 @@ def _plan_tools(mcp: MCPServer, state: Shardscope) -> None:
         TPU sets), each with its bytes, groups, mesh axes and estimated time."""
         with refusing():
             for spec in (from_spec, to_spec):  # quick checks first: a spec that does not fit needs no compile
-                answers.layout(
-                    devices, mesh, spec, shape, dtype, slices, url=state.options.url, max_devices=state.options.max_devices
-                )
+                o = state.options
+                answers.layout(devices, mesh, spec, shape, dtype, slices, url=o.url, max_devices=o.max_devices)
             request = {"op": "reshard", "devices": devices, "slices": slices, "mesh": mesh.model_dump(),
                        "shape": shape, "dtype": dtype, "from_spec": from_spec, "to_spec": to_spec}  # fmt: skip
             snap = (await state.compile(request, ctx))["snapshot"]
@@ -547,15 +547,25 @@ def _doc_resource(mcp: MCPServer, page: Path) -> None:
 
     read.__name__ = f"docs_{page.stem.replace('-', '_')}"
     title = page.read_text(encoding="utf-8").partition("\n")[0].lstrip("# ").strip()
-    mcp.resource(f"shardscope://docs/{page.name}", name=f"docs/{page.name}", description=title, mime_type="text/markdown")(read)
+    uri = f"shardscope://docs/{page.name}"
+    mcp.resource(uri, name=f"docs/{page.name}", description=title, mime_type="text/markdown")(read)
 
 
 def measurement_rows() -> dict[str, Any]:
     from sharding_core.cost.measurements import MEASUREMENTS, SOURCES
 
     rows = [
-        {"name": m.name, "devices": m.devices, "op": m.op, "bytes": m.bytes, "seconds": m.seconds,
-         "source": m.source, "split": m.split, "url": m.url, "read": m.read}  # fmt: skip
+        {
+            "name": m.name,
+            "devices": m.devices,
+            "op": m.op,
+            "bytes": m.bytes,
+            "seconds": m.seconds,
+            "source": m.source,
+            "split": m.split,
+            "url": m.url,
+            "read": m.read,
+        }
         for m in MEASUREMENTS
     ]
     return {"rows": rows, "sources": {k: {"url": s.url, "split": s.split} for k, s in SOURCES.items()}}

@@ -197,7 +197,7 @@ def _search(request: dict[str, Any], stage: Callable[[str], None]) -> dict[str, 
 
         raise ShardingError("not_available", "search is not available in this version", hint="issue 34")
     fn = _function(request, stage)
-    options = {"slices": int(request.get("slices", 1))}
+    options: dict[str, Any] = {"slices": int(request.get("slices", 1))}
     if request.get("budget_seconds") is not None:
         options["budget"] = float(request["budget_seconds"])
     stage(f"searching meshes and rules on {request['devices']}")
