@@ -16,6 +16,10 @@ from typing import Any
 
 from sharding_core.errors import ShardingError
 
+MAX_GRID_DEVICES = 64
+"""Up to this many devices a layout's text is the grid ``shardscope preview`` draws; past it, the summary (the grid
+of a 256-device set is thousands of characters no model reads, and drawing it takes most of a second): the
+``link`` draws it."""
 MAX_LISTED_COLLECTIVES = 40
 """Collectives a plan answer lists (the costliest per step first); the snapshot keeps them all."""
 
@@ -220,7 +224,7 @@ def layout(
     import orjson
 
     from sharding_core.layout import Layout
-    from sharding_core.render import render_text
+    from sharding_core.render import render_text, summary_text
 
     devset = checked_devices(devices, slices, max_devices)
     result = Layout.from_named(devset, mesh_spec(mesh), spec, list(shape), dtype)
@@ -228,7 +232,9 @@ def layout(
     state.update(spec=str(result.spec), shape=",".join(map(str, shape)), dtype=dtype)
     return {
         "layout": orjson.loads(result.json_text),
-        "text": render_text(result, summary=True, max_width=width),
+        "text": render_text(result, summary=True, max_width=width)
+        if len(result.shards) <= MAX_GRID_DEVICES
+        else summary_text(result) + f"(grid of {len(result.shards)} devices not drawn here: the link draws it)\n",
         "link": f"{url}/?{urllib.parse.urlencode(state)}",
         "evidence": [
             evidence(
