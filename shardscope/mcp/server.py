@@ -435,11 +435,14 @@ def _same_collective(snap: Mapping[str, Any], first: Mapping[str, Any], index: i
     """The explained program's collective that is the plan's ``index``-th (the same compile gives the same
     order; matched by op, bytes and line when it does not)."""
     cs = list(snap.get("collectives") or ())
-    key = (first.get("op"), first.get("bytes"), first.get("line"))
-    if index < len(cs) and (cs[index].get("op"), cs[index].get("bytes"), cs[index].get("line")) == key:
+
+    def key(c: Mapping[str, Any]) -> tuple[Any, ...]:
+        return c.get("op"), c.get("bytes"), Path(str(c.get("line") or "")).name
+
+    if index < len(cs) and key(cs[index]) == key(first):
         return index
     for i, c in enumerate(cs):
-        if (c.get("op"), c.get("bytes"), c.get("line")) == key:
+        if key(c) == key(first):
             return i
     raise ShardingError("bad_collective", "the program compiled again has no such collective", hint="plan it again")
 

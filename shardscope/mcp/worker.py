@@ -126,9 +126,17 @@ def _function(request: dict[str, Any], stage: Callable[[str], None]) -> Any:
     if request.get("target"):
         stage(f"importing {request['target']}")
         return load_function(str(request["target"]))
-    directory = Path(tempfile.mkdtemp(prefix="shardscope-mcp-"))  # removed with the process's temporary files
+    import hashlib
+
+    code = str(request["code"])
+    # one directory per code text: the same snippet has the same source lines in every call (plan, then why)
+    digest = hashlib.sha256(code.encode()).hexdigest()[:16]
+    directory = Path(tempfile.gettempdir()) / f"shardscope-mcp-{os.getuid()}-{digest}"
+    directory.mkdir(mode=0o700, exist_ok=True)
+    if directory.is_symlink() or directory.stat().st_uid != os.getuid():  # not ours: a fresh one
+        directory = Path(tempfile.mkdtemp(prefix="shardscope-mcp-"))
     path = directory / SNIPPET_FILE
-    path.write_text(str(request["code"]), encoding="utf-8")
+    path.write_text(code, encoding="utf-8")
     stage("importing the code")
     return load_function(f"{path}:{request.get('function', 'build')}")
 
