@@ -27,7 +27,8 @@ from tests.plugins.live import start, stop
 
 pytestmark = pytest.mark.workers
 MLP = (Path(__file__).parent / "mcp_tasks" / "mlp.py").read_text()
-COLLECTIVE = re.compile(r"=\s*\S+\s+(all-gather|all-reduce|reduce-scatter|all-to-all|collective-permute)(?:-start)?\(")
+COLLECTIVE = re.compile(r"\s(all-gather|all-reduce|reduce-scatter|all-to-all|collective-permute)(?:-start)?\(")
+"""A collective instruction of HLO text (tuple-shaped results included; an async pair counted once, by its start)."""
 
 
 def solve(task: str, steps: Callable[[Transcript], Awaitable[None]], *args: str) -> None:
