@@ -6,13 +6,14 @@ from __future__ import annotations
 import gc
 import os
 from collections.abc import AsyncIterator, Iterable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from importlib.metadata import version
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 from starlette.exceptions import HTTPException
-from starlette.routing import BaseRoute, Match, Mount
+from starlette.routing import BaseRoute, Match, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from server import docs, vendor
@@ -53,6 +54,9 @@ from sharding_core import cache
 from sharding_core.errors import ShardingError
 from sharding_core.kernels import worker
 from shardscope.assets import frontend_dir
+
+if TYPE_CHECKING:
+    from shardscope.mcp.server import Options as McpOptions
 
 FRONTEND_DIR = frontend_dir()
 """The static dashboard (no build step), served at ``/``."""
@@ -118,6 +122,7 @@ def create_app(
     token: str | None = None,
     settings: Settings | None = None,
     kernel_pool: WorkerPool | None = None,
+    mcp: McpOptions | None = None,
 ) -> FastAPI:
     """The dashboard app.
 
@@ -131,6 +136,8 @@ def create_app(
     ``settings``: the limits (default: every setting's default; ``shardscope serve --setting``).
     ``kernel_pool``: the kernel lab's worker processes (default: a pool with the settings' limits);
     its workers start on first use and stop with the app.
+    ``mcp``: also answer the Model Context Protocol at ``/mcp`` (``shardscope serve --mcp``), behind ``token``
+    (:mod:`shardscope.mcp.http`; needs the mcp extra).
     """
     settings = settings if settings is not None else Settings()
     problem = token_problem(token)
@@ -146,6 +153,7 @@ def create_app(
     kernels = kernel_pool if kernel_pool is not None else kernel_worker_pool(settings)
     jobs = JobBoard(store, kernels, settings)
     frontend = Path(frontend_dir) if frontend_dir is not None else FRONTEND_DIR
+    mcp_route, mcp_lifespan = _mcp(mcp, token, settings) if mcp is not None else (None, None)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -159,7 +167,10 @@ def create_app(
         kernels.open()
         jobs.start()
         try:
-            yield
+            async with AsyncExitStack() as stack:
+                if mcp_lifespan is not None:
+                    await stack.enter_async_context(mcp_lifespan())
+                yield
         finally:
             kernels.close()  # its last jobs' states (shutting down) reach the store before it closes
             jobs.stop()
@@ -191,6 +202,8 @@ def create_app(
         app.include_router(router)
     app.include_router(docs.router)
     app.include_router(vendor.router)
+    if mcp_route is not None:
+        app.router.routes.append(mcp_route)  # before the front end's catch-all mount
     app.mount("/", FrontendFiles(frontend, app.router.routes), name="frontend")
 
     if allowed_hosts is None and is_loopback(bind_host):
@@ -213,6 +226,15 @@ def create_app(
     app.add_middleware(ChunkedSend, held=connections.held)
     app.add_middleware(SecurityHeaders, csp_overrides={"/docs": docs.DOCS_CSP})
     return app
+
+
+def _mcp(options: McpOptions, token: str | None, settings: Settings) -> tuple[Route, Any]:
+    """The ``/mcp`` route (every method, behind the token) and the lifespan its session manager needs."""
+    from shardscope.mcp.http import MCP_PATH, mount
+    from shardscope.mcp.server import build
+
+    endpoint, lifespan = mount(build(options), token, settings.max_body_bytes)
+    return Route(MCP_PATH, endpoint=endpoint), lifespan
 
 
 def kernel_worker_pool(settings: Settings, setup: Sequence[str] = ()) -> WorkerPool:

@@ -39,7 +39,13 @@ def add_parser(sub: Any, ints: Any) -> None:
         help="mesh shape, e.g. 16x4 (default: all devices on one axis)",
     )
     p.add_argument("--axes", default=None, help="mesh axis names, e.g. fsdp,tp (default: data)")
-    p.add_argument("--json", default=None, metavar="OUT", help="write the plan (a snapshot with its plan) as JSON")
+    p.add_argument(
+        "--json",
+        default=None,
+        metavar="OUT",
+        help="write the plan (a snapshot with its plan) as JSON to OUT ('-': standard output, the report then goes "
+        "to standard error)",
+    )
     p.add_argument("--publish", default=None, metavar="URL", help="publish the plan to the dashboard at URL")
     p.add_argument("--token", default=None, help="the dashboard's write token (default $SHARDSCOPE_TOKEN)")
     p.add_argument(
@@ -162,18 +168,21 @@ def run(args: argparse.Namespace) -> int:
         traceback.print_exc()
         print(f"error [script_failed]: {args.target} raised (traceback above)", file=sys.stderr)
         return EXIT_ERROR
-    sys.stdout.write(render(snap))
+    report = sys.stderr if args.json == "-" else sys.stdout  # stdout carries the JSON alone
+    report.write(render(snap))
     if profile is not None:
         from sharding_core.cost.calibrate import describe
 
-        print(f"collectives' expected times: {describe(profile)}")
-    if args.json:
+        print(f"collectives' expected times: {describe(profile)}", file=report)
+    if args.json == "-":
+        sys.stdout.write(json.dumps(snap, allow_nan=False) + "\n")
+    elif args.json:
         Path(args.json).write_text(json.dumps(snap, allow_nan=False))
-        print(f"wrote {args.json}")
+        print(f"wrote {args.json}", file=report)
     if args.publish:
         try:
             link = publish(snap, f"plan {snap['name']} on {args.devices}", args.publish, token=args.token)
-            print(f"published: {link}")
+            print(f"published: {link}", file=report)
         except PublishError as e:
             print(f"error [{e.code}]: {e.message}", file=sys.stderr)
             return EXIT_ERROR
@@ -184,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
         if args.max_new_collective_bytes is not None:
             options["max_new_collective_bytes"] = args.max_new_collective_bytes
         result = base.compare(previous, snap, **options)
-        sys.stdout.write(render_comparison(result))
+        report.write(render_comparison(result))
         return EXIT_REGRESSED if result["regressed"] else 0
     return 0
 
