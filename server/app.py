@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import AsyncIterator, Iterable, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from importlib.metadata import version
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 from starlette.exceptions import HTTPException
@@ -54,9 +53,6 @@ from sharding_core import cache
 from sharding_core.errors import ShardingError
 from sharding_core.kernels import worker
 from shardscope.assets import frontend_dir
-
-if TYPE_CHECKING:
-    from shardscope.mcp.server import Options as McpOptions
 
 FRONTEND_DIR = frontend_dir()
 """The static dashboard (no build step), served at ``/``."""
@@ -122,7 +118,7 @@ def create_app(
     token: str | None = None,
     settings: Settings | None = None,
     kernel_pool: WorkerPool | None = None,
-    mcp: McpOptions | None = None,
+    extra_routes: Sequence[tuple[Route, Callable[[], AbstractAsyncContextManager[None]] | None]] = (),
 ) -> FastAPI:
     """The dashboard app.
 
@@ -136,8 +132,8 @@ def create_app(
     ``settings``: the limits (default: every setting's default; ``shardscope serve --setting``).
     ``kernel_pool``: the kernel lab's worker processes (default: a pool with the settings' limits);
     its workers start on first use and stop with the app.
-    ``mcp``: also answer the Model Context Protocol at ``/mcp`` (``shardscope serve --mcp``), behind ``token``
-    (:mod:`shardscope.mcp.http`; needs the mcp extra).
+    ``extra_routes``: routes to answer before the front end's catch-all, each with the lifespan it needs
+    (``shardscope serve --mcp`` adds the Model Context Protocol's ``/mcp``: :func:`shardscope.mcp.http.route`).
     """
     settings = settings if settings is not None else Settings()
     problem = token_problem(token)
@@ -153,7 +149,6 @@ def create_app(
     kernels = kernel_pool if kernel_pool is not None else kernel_worker_pool(settings)
     jobs = JobBoard(store, kernels, settings)
     frontend = Path(frontend_dir) if frontend_dir is not None else FRONTEND_DIR
-    mcp_route, mcp_lifespan = _mcp(mcp, token, settings) if mcp is not None else (None, None)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -168,8 +163,9 @@ def create_app(
         jobs.start()
         try:
             async with AsyncExitStack() as stack:
-                if mcp_lifespan is not None:
-                    await stack.enter_async_context(mcp_lifespan())
+                for _route, extra_lifespan in extra_routes:
+                    if extra_lifespan is not None:
+                        await stack.enter_async_context(extra_lifespan())
                 yield
         finally:
             kernels.close()  # its last jobs' states (shutting down) reach the store before it closes
@@ -202,8 +198,8 @@ def create_app(
         app.include_router(router)
     app.include_router(docs.router)
     app.include_router(vendor.router)
-    if mcp_route is not None:
-        app.router.routes.append(mcp_route)  # before the front end's catch-all mount
+    for route, _ in extra_routes:
+        app.router.routes.append(route)  # before the front end's catch-all mount
     app.mount("/", FrontendFiles(frontend, app.router.routes), name="frontend")
 
     if allowed_hosts is None and is_loopback(bind_host):
@@ -226,15 +222,6 @@ def create_app(
     app.add_middleware(ChunkedSend, held=connections.held)
     app.add_middleware(SecurityHeaders, csp_overrides={"/docs": docs.DOCS_CSP})
     return app
-
-
-def _mcp(options: McpOptions, token: str | None, settings: Settings) -> tuple[Route, Any]:
-    """The ``/mcp`` route (every method, behind the token) and the lifespan its session manager needs."""
-    from shardscope.mcp.http import MCP_PATH, mount
-    from shardscope.mcp.server import build
-
-    endpoint, lifespan = mount(build(options), token, settings.max_body_bytes)
-    return Route(MCP_PATH, endpoint=endpoint), lifespan
 
 
 def kernel_worker_pool(settings: Settings, setup: Sequence[str] = ()) -> WorkerPool:

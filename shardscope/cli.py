@@ -420,6 +420,7 @@ def serve(args: argparse.Namespace) -> int:
     mcp = None
     if args.mcp or args.mcp_allow_code:
         try:
+            from shardscope.mcp.http import route as mcp_route
             from shardscope.mcp.server import Options
         except ImportError as e:
             return refuse(ShardingError("missing_extra", f"--mcp needs the mcp extra ({e.name} is not installed)",
@@ -434,7 +435,7 @@ def serve(args: argparse.Namespace) -> int:
             token=args.token,
             settings=settings,
             allowed_hosts=args.allowed_host,
-            mcp=mcp,
+            extra_routes=[mcp_route(mcp, args.token, settings.max_body_bytes)] if mcp is not None else (),
         )
     except ShardingError as e:  # the store cannot be opened (server.store.StoreUnavailable): one line, no traceback
         return refuse(e)

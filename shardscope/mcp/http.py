@@ -18,9 +18,11 @@ from typing import Any
 
 from mcp.server import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
+from starlette.routing import Route
 
 from server.errors import ApiError, send_error
 from server.middleware import ASGIApp, Receive, Scope, Send, bad_token, header
+from shardscope.mcp.server import Options, build
 
 MCP_PATH = "/mcp"
 
@@ -75,3 +77,10 @@ def mount(mcp: MCPServer, token: str | None, max_body_bytes: int) -> tuple[ASGIA
             yield
 
     return BearerOnly(app, token), lifespan
+
+
+def route(options: Options, token: str | None, max_body_bytes: int) -> tuple[Route, Any]:
+    """The ``/mcp`` route (every method, behind the token) and the lifespan its session manager needs, for
+    :func:`server.app.create_app`'s ``extra_routes``."""
+    endpoint, lifespan = mount(build(options), token, max_body_bytes)
+    return Route(MCP_PATH, endpoint=endpoint), lifespan
