@@ -165,6 +165,3 @@ def summary_text(layout: Layout) -> str:
         f"across {len(layout.shards)} devices vs {fmt_bytes(layout.logical_bytes)} logical"
     )
     return "\n".join(lines) + "\n"
-
-
-_fmt_bytes = fmt_bytes  # the notebook's text tables import it by this name

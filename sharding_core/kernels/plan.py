@@ -37,10 +37,11 @@ from sharding_core.errors import (
     ShardingError,
 )
 from sharding_core.kernels.catalog import KERNEL_DTYPES, Footing, Kernel, default_footprint, get_kernel, kernels
-from sharding_core.kernels.memory import Estimate, estimate, fmt_bytes
+from sharding_core.kernels.memory import Estimate, estimate
 from sharding_core.layout import INVALID_SPEC, Layout, check_dtype
 from sharding_core.mesh import MeshSpec, build_mesh
 from sharding_core.spec import canonical_spec, parse_spec, spec_axes
+from sharding_core.units import fmt_bytes
 
 MAX_KERNEL_DEVICES = 2048
 """Largest mesh a kernel runs on: XLA's CPU client compiles for at most 2048 devices."""

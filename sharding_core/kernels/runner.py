@@ -29,9 +29,10 @@ from sharding_core.hlo import origins
 from sharding_core.hlo.collectives import device_assignment, read_collectives
 from sharding_core.hlo.program import ProgramFacts, program_facts
 from sharding_core.kernels.catalog import Built, Kernel, KernelContext, KernelInputError, get_kernel
-from sharding_core.kernels.memory import Estimate, fmt_bytes, resident_bytes
+from sharding_core.kernels.memory import Estimate, resident_bytes
 from sharding_core.kernels.plan import MAX_VALUES_SHOWN, KernelJob
 from sharding_core.spec import canonical_spec, parse_spec
+from sharding_core.units import fmt_bytes
 from sharding_core.why import Budget
 from sharding_core.why.dump import Dump
 from sharding_core.why.kernel import explain_run

@@ -404,7 +404,8 @@ def _send(value: Any, name: str, url: str, token: str | None, timeout: float) ->
 
 def snapshot_text(snap: dict[str, Any]) -> str:
     """A snapshot's leaves (path, shape, dtype, spec, shard shape, bytes per device) and collectives, as text."""
-    from sharding_core.render import _fmt_bytes, compact_ids
+    from sharding_core.render import compact_ids
+    from sharding_core.units import fmt_bytes
 
     leaves = snap.get("leaves") or []
     layouts = snap.get("layouts") or []
@@ -420,7 +421,7 @@ def snapshot_text(snap: dict[str, Any]) -> str:
                 leaf.get("dtype") or "-",
                 leaf.get("spec") or "-",
                 str(tuple(lay["shard_shape"])) if lay else "-",
-                _fmt_bytes(lay["bytes_per_device"]) if lay else "-",
+                fmt_bytes(lay["bytes_per_device"]) if lay else "-",
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -430,7 +431,7 @@ def snapshot_text(snap: dict[str, Any]) -> str:
     for k, c in enumerate(snap.get("collectives") or []):
         groups = c.get("groups") or c.get("pairs") or []
         text = " ".join("{" + compact_ids(g) + "}" for g in groups[:8]) + (" ..." if len(groups) > 8 else "")
-        size = _fmt_bytes(c["bytes"]) if c.get("bytes") is not None else "-"
+        size = fmt_bytes(c["bytes"]) if c.get("bytes") is not None else "-"
         lines.append(f"collective {k + 1}: {c['op']} {c.get('shape', '')} {size} groups {text}".rstrip())
     return "\n".join(lines) + "\n"
 
