@@ -18,7 +18,9 @@ import os
 import urllib.parse
 from typing import Any
 
+from sharding_core.devices import GPU_KINDS, TPU_GENERATIONS
 from sharding_core.errors import BAD_SHAPE, ShardingError
+from sharding_core.spec import canonical_spec
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 URL_ENV = "SHARDSCOPE_URL"
@@ -104,8 +106,6 @@ def _address(base: str, sharding: Any, shape: tuple[int, ...], dtype: str) -> st
 
 
 def _spec_text(spec: Any) -> str:
-    from sharding_core.spec import canonical_spec
-
     return str(canonical_spec(spec))
 
 
@@ -113,8 +113,6 @@ def device_set(device: Any, known: list[Any]) -> tuple[str, int]:
     """The device-set string (and slice count) of the program's devices of ``device``'s platform (its
     client's; else ``known``, the devices the mesh was made of): the set ``parse_devices`` builds with the
     same ids (and coordinates, hosts and slices)."""
-    from sharding_core.devices import GPU_KINDS, TPU_GENERATIONS
-
     platform = str(device.platform)
     everything = [d for d in _client_devices(device) or known if d.platform == platform] or [device]
     if platform == "cpu":

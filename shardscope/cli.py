@@ -128,7 +128,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def nccl_fit(args: argparse.Namespace) -> int:
     from sharding_core.cost.efficiency import MAX_NCCL_TEXT_CHARS, fit_nccl_tests, fmt_profile, rel
-    from sharding_core.cost.efficiency import FabricProfile as Profile
+    from sharding_core.cost.profiles import FabricProfile as Profile
     from sharding_core.errors import ShardingError
     from sharding_core.units import fmt_bytes, fmt_seconds
 

@@ -40,6 +40,7 @@ from server.api.schema import (
     LogicalRule,
     MeshInfo,
     ProcessIndex,
+    ProgramReport,
     Reply,
     Request,
     RunId,
@@ -155,7 +156,7 @@ class SnapshotJit(TypedDict):
 
 @with_config(_SNAPSHOT_CONFIG)
 class SnapshotTarget(TypedDict):
-    """What an ``inspect_jit`` / plan compiled for (sharding_core.planning.targets.Target.describe)."""
+    """What an ``inspect_jit`` / plan compiled for (sharding_core.program.targets.Target.describe)."""
 
     devices: Annotated[str, Field(max_length=64)]
     platform: Annotated[str, Field(max_length=64)]
@@ -194,6 +195,9 @@ class SnapshotProgram(TypedDict):
     collectives: Annotated[list[Collective], Field(max_length=MAX_COLLECTIVES)] | None
     jit: SnapshotJit | None
     target: NotRequired[SnapshotTarget]
+    program: NotRequired[
+        Annotated[ProgramReport, Field(description="The compiled program's report (sharding_core.program.report)")]
+    ]
     plan: NotRequired[
         Annotated[
             dict[Annotated[str, Field(max_length=64)], Any],

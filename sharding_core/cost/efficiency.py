@@ -27,46 +27,17 @@ from typing import Any
 
 import numpy as np
 
+from sharding_core.cost.collectives import estimate_collective
+from sharding_core.cost.context import context_for
+from sharding_core.cost.measurements import MEASUREMENTS
+from sharding_core.cost.profiles import BORROW, KEYS, PROFILES, FabricProfile
+from sharding_core.devices import parse_devices
 from sharding_core.errors import ShardingError
-
-# The fabrics with a profile of their own, and where one without measurements borrows its fit.
-KEYS = ("ici_torus", "ici_line", "dcn", "nvlink", "network")
-BORROW = {"ici_torus": "ici_line", "dcn": "network"}
+from sharding_core.hardware import GPU_FIGURES, GpuFigures, figures_for_kind
+from sharding_core.units import fmt_bytes, fmt_seconds
 
 EFFICIENCY_GRID = np.round(np.arange(0.20, 1.6001, 0.005), 3)
 LATENCY_GRID = np.round(np.arange(0.0, 40.0001, 0.1), 1) * 1e-6
-
-
-@dataclasses.dataclass(frozen=True)
-class FabricProfile:
-    """A fabric's fitted efficiency (measured bandwidth / spec-sheet bandwidth) and latency per step."""
-
-    efficiency: float
-    step_latency: float  # seconds
-    rows: int = 0  # measurements it was fitted to
-    borrowed: str | None = None  # the fabric whose fit it uses, when it has no measurements of its own
-
-    def json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-def profile_key(fabric: str, wraparound: bool = False) -> str:
-    if fabric == "ici":
-        return "ici_torus" if wraparound else "ici_line"
-    return fabric
-
-
-# Fitted to sharding_core.cost.measurements.MEASUREMENTS by fit_profiles() (tests/test_cost_measured.py
-# checks they are what the table gives).
-_ICI_LINE = FabricProfile(efficiency=0.805, step_latency=2.9e-6, rows=12)
-_NETWORK = FabricProfile(efficiency=0.92, step_latency=10.0e-6, rows=4)
-PROFILES: dict[str, FabricProfile] = {
-    "ici_line": _ICI_LINE,
-    "ici_torus": dataclasses.replace(_ICI_LINE, rows=0, borrowed="ici_line"),
-    "nvlink": FabricProfile(efficiency=0.775, step_latency=3.9e-6, rows=12),
-    "network": _NETWORK,
-    "dcn": dataclasses.replace(_NETWORK, rows=0, borrowed="network"),
-}
 
 
 # ------------------------------------------------------------------------------------------------ fit
@@ -146,11 +117,7 @@ def fit_profiles(rows: Sequence[Row], start: Mapping[str, FabricProfile] | None 
 
 
 def measured_rows() -> list[tuple[Any, Row]]:
-    """The published measurements with their estimates' terms (imports the estimator: call, not import-time)."""
-    from sharding_core.cost.collectives import estimate_collective
-    from sharding_core.cost.context import context_for
-    from sharding_core.cost.measurements import MEASUREMENTS
-
+    """The published measurements with their estimates' terms."""
     out = []
     for m in MEASUREMENTS:
         devset = m.devset()
@@ -301,11 +268,6 @@ def fit_nccl_tests(text: str, gpu: str | None = None) -> dict[str, Any]:
     — overrides); every row becomes an all-reduce of ``size`` bytes over all ranks on ``gpu:KIND:HxG``. Returns
     the fitted profile, the shipped one, and each row's measured, bound and expected times (both profiles).
     """
-    from sharding_core.cost.collectives import estimate_collective
-    from sharding_core.cost.context import context_for
-    from sharding_core.devices import parse_devices
-    from sharding_core.hardware import GPU_FIGURES, GpuFigures, figures_for_kind
-
     run = parse_all_reduce_perf(text)
     hw: GpuFigures | None
     if gpu is not None:
@@ -367,8 +329,6 @@ def fit_nccl_tests(text: str, gpu: str | None = None) -> dict[str, Any]:
 
 def markdown_table(result: Mapping[str, Any] | None = None) -> str:
     """The measurement table with its errors, as ``docs/cost-model.md`` prints it (a test checks it is current)."""
-    from sharding_core.units import fmt_bytes, fmt_seconds
-
     result = result if result is not None else evaluate()
     lines = [
         "| # | measurement (source) | devices | bytes | fabrics | measured | bound | expected | bound error | "

@@ -41,6 +41,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from sharding_core.devices import MAX_DEVICES
 from sharding_core.errors import ShardingError
 
 FORMAT = "shardscope.snapshot"
@@ -81,8 +82,6 @@ def check_snapshot(snap: Mapping[str, Any]) -> None:
     """
     if snap.get("version") != VERSION:
         raise bad(f"snapshot version {snap.get('version')!r} is not supported; this server reads version {VERSION}")
-    from sharding_core.devices import MAX_DEVICES
-
     devices = snap["devices"]
     ids = devices["id"]
     n = len(ids)

@@ -181,10 +181,11 @@ def view_of(
 ) -> View:
     """The :class:`View` of ``obj`` and the options (see :func:`show`)."""
     from sharding_core.layout import Layout
+    from sharding_core.program.upgrade import upgrade_snapshot
     from sharding_core.publishing import is_snapshot
 
     if is_snapshot(obj):
-        snap = dict(obj)
+        snap = upgrade_snapshot(obj)  # a snapshot saved before the program report reads as today's
         return View("snapshot", name or str(snap.get("name") or "snapshot"), snapshot=snap, publish=_publisher(snap))
     if isinstance(obj, Layout):
         return View("layout", name or (obj.spec or "layout"), layout=obj, spec_text=obj.spec, dims=dims)
