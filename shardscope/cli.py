@@ -36,6 +36,42 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="shardscope", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
 
+    _add_serve_parser(sub)
+
+    sub.add_parser("settings", help="list every setting: name, default, whether --setting can change it, what it does")
+
+    _add_store_parser(sub)
+
+    v = sub.add_parser("preview", help="print an array's layout, like jax.debug.visualize_array_sharding, any rank")
+    v.add_argument("--devices", required=True, help="cpu:N, gpu:KIND:HxG, tpu:GEN:TOPO or local")
+    v.add_argument("--slices", type=int, default=1, help="slices of a tpu: set (multi-slice)")
+    v.add_argument("--mesh", required=True, type=lambda t: _ints(t.lower(), "x"), help="mesh shape, e.g. 2x4")
+    v.add_argument("--axes", required=True, help="mesh axis names, e.g. x,y")
+    v.add_argument("--spec", required=True, help="the PartitionSpec, e.g. \"P('x', None)\"")
+    v.add_argument("--shape", required=True, type=lambda t: _ints(t, ","), help="array shape, e.g. 4,8")
+    v.add_argument("--dtype", default="float32")
+    v.add_argument("--order", default="make_mesh", choices=["make_mesh", "iota"], help="mesh device order")
+    v.add_argument("--dims", type=lambda t: _ints(t, ","), default=None, help="array dims of each grid, e.g. 0,2")
+    v.add_argument("--compact", action="store_true", help="device ids as ranges (0-3,8-11)")
+    v.add_argument("--json", action="store_true", help="print the layout JSON instead of the grid")
+    v.add_argument("--width", type=int, default=80, help="maximum line width")
+
+    n = sub.add_parser(
+        "nccl-fit",
+        help="refit the GPU cost profile (NVLink for one host, the network for several) to nccl-tests "
+        "all_reduce_perf output",
+    )
+    n.add_argument("file", help="a file with all_reduce_perf's output as printed ('-': standard input)")
+    n.add_argument("--gpu", default=None, help="the GPU kind (h100, h200, b200, ...) when the output names another")
+    n.add_argument("--json", action="store_true", help="print the fit as JSON")
+
+    from shardscope.plan_command import add_parser as add_plan_parser
+
+    add_plan_parser(sub, _ints)
+    return p
+
+
+def _add_serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s = sub.add_parser("serve", help="serve the dashboard (loopback only unless --host says otherwise)")
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8000)
@@ -71,8 +107,8 @@ def _parser() -> argparse.ArgumentParser:
         help="change a limit, e.g. --setting max_kernel_workers 4 (repeatable; `shardscope settings` lists them)",
     )
 
-    sub.add_parser("settings", help="list every setting: name, default, whether --setting can change it, what it does")
 
+def _add_store_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     st = sub.add_parser("store", help="look after a server's store: what it holds, prune it, delete records")
     actions = st.add_subparsers(dest="action", required=True)
     for action, what in (
@@ -96,34 +132,6 @@ def _parser() -> argparse.ArgumentParser:
             one.add_argument("--run", metavar="READ_ID", help="a run's read id (its /api/snapshots/runs/ id)")
             one.add_argument("--snapshot", metavar="ID", help="a snapshot's id")
             one.add_argument("--link", metavar="ID", help="a share link's id (after /s/): it and what it opens")
-
-    v = sub.add_parser("preview", help="print an array's layout, like jax.debug.visualize_array_sharding, any rank")
-    v.add_argument("--devices", required=True, help="cpu:N, gpu:KIND:HxG, tpu:GEN:TOPO or local")
-    v.add_argument("--slices", type=int, default=1, help="slices of a tpu: set (multi-slice)")
-    v.add_argument("--mesh", required=True, type=lambda t: _ints(t.lower(), "x"), help="mesh shape, e.g. 2x4")
-    v.add_argument("--axes", required=True, help="mesh axis names, e.g. x,y")
-    v.add_argument("--spec", required=True, help="the PartitionSpec, e.g. \"P('x', None)\"")
-    v.add_argument("--shape", required=True, type=lambda t: _ints(t, ","), help="array shape, e.g. 4,8")
-    v.add_argument("--dtype", default="float32")
-    v.add_argument("--order", default="make_mesh", choices=["make_mesh", "iota"], help="mesh device order")
-    v.add_argument("--dims", type=lambda t: _ints(t, ","), default=None, help="array dims of each grid, e.g. 0,2")
-    v.add_argument("--compact", action="store_true", help="device ids as ranges (0-3,8-11)")
-    v.add_argument("--json", action="store_true", help="print the layout JSON instead of the grid")
-    v.add_argument("--width", type=int, default=80, help="maximum line width")
-
-    n = sub.add_parser(
-        "nccl-fit",
-        help="refit the GPU cost profile (NVLink for one host, the network for several) to nccl-tests "
-        "all_reduce_perf output",
-    )
-    n.add_argument("file", help="a file with all_reduce_perf's output as printed ('-': standard input)")
-    n.add_argument("--gpu", default=None, help="the GPU kind (h100, h200, b200, ...) when the output names another")
-    n.add_argument("--json", action="store_true", help="print the fit as JSON")
-
-    from shardscope.plan_command import add_parser as add_plan_parser
-
-    add_plan_parser(sub, _ints)
-    return p
 
 
 def nccl_fit(args: argparse.Namespace) -> int:

@@ -57,7 +57,7 @@ def upgrade_snapshot(snap: Mapping[str, Any]) -> dict[str, Any]:
         "timings": timings,
         "compiler_log": [],
         "temporaries": plan.get("temporaries"),
-        "refusal": _refusal(plan.get("refusal")),
+        "refusal": _refusal(plan.get("refusal"), plan.get("temporaries")),
     }
     return out
 
@@ -112,10 +112,15 @@ def _work_of_jit(jit: Mapping[str, Any]) -> dict[str, Any] | None:
             "unknown_trip_counts": jit.get("unknown_trip_counts") or []}  # fmt: skip
 
 
-def _refusal(refusal: Any) -> dict[str, Any] | None:
+def _refusal(refusal: Any, temporaries: Any) -> dict[str, Any] | None:
+    """XLA's refusal as the report holds it: without what the plan adds (its advice, and the buffer assignment's
+    largest temporaries where XLA listed none)."""
     if not isinstance(refusal, Mapping):
         return None
-    return {k: v for k, v in refusal.items() if k != "advice"}
+    out = {k: v for k, v in refusal.items() if k != "advice"}
+    if isinstance(temporaries, Mapping) and out.get("largest") and out["largest"] == temporaries.get("largest"):
+        out["largest"] = []
+    return out
 
 
 def _run_program(run: Mapping[str, Any], lower_ms: Any, compile_ms: Any) -> dict[str, Any]:
