@@ -26,6 +26,30 @@ DEFAULT_URL = "http://127.0.0.1:8000"
 URL_ENV = "SHARDSCOPE_URL"
 UNLINKABLE = "unlinkable"
 
+LAYOUT_STATE: dict[str, str | int] = {
+    "devices": "tpu:v5e:4x4",
+    "slices": 1,
+    "mesh": "4x4",
+    "axes": "x,y",
+    "order": "make_mesh",
+    "types": "",
+    "spec": "P('x', None)",
+    "shape": "16,16",
+    "dtype": "float32",
+    "dims": "",
+    "axis": "",
+    "groups": "",
+    "glabel": "",
+    "split": "",
+    "dcn": "",
+    "ids": "",
+    "rules": "",
+    "reshard": "",
+}
+"""The layout explorer's URL state — its query's fields and their defaults — written here once: :func:`link` writes
+it and the page reads it (``frontend/js/model/state.js``, through the generated ``frontend/js/lib/vocabulary.js``);
+``tests/test_linking.py`` checks that the page reads what this writes."""
+
 
 def link(obj: Any, url: str | None = None, *, shape: Any = None, dtype: Any = None) -> Any:
     """The layout explorer's address showing ``obj`` exactly as it is laid out.
@@ -98,6 +122,7 @@ def layout_state(sharding: Any, shape: tuple[int, ...], dtype: str) -> dict[str,
     state.update(shape=",".join(map(str, shape)), dtype=dtype)
     if slices > 1:
         state["slices"] = str(slices)
+    assert set(state) <= set(LAYOUT_STATE), sorted(set(state) - set(LAYOUT_STATE))
     return state
 
 

@@ -26,7 +26,7 @@ from sharding_core.kernels.plan import INPUT_DATA
 from sharding_core.layout import DTYPES, MAX_ARRAY_ELEMENTS, MAX_RANK
 from sharding_core.mesh import AXIS_TYPES, MAX_AXIS_NAME_CHARS, MAX_MESH_AXES, ORDERS, MeshSpec
 from sharding_core.program.memory import MEMORY_FIELDS
-from sharding_core.snapshot.format import AXIS_TYPE_NAMES, MAX_RUN_PROCESSES
+from sharding_core.snapshot.format import AXIS_TYPE_NAMES, ID_PATTERN, MAX_RUN_PROCESSES
 from sharding_core.spec import MAX_SPEC_CHARS
 
 
@@ -480,11 +480,11 @@ class Collective(TypedDict):
 
 # ---- a reference to a stored snapshot: what diff, what-if and compare take -------------------------------
 
-RecordId = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$", description="An id from this server")]
+RecordId = Annotated[str, Field(pattern=rf"^{ID_PATTERN}$", description="An id from this server")]
 RunId = Annotated[
     str,
     Field(
-        pattern=r"^[A-Za-z0-9_-]{22,64}$",
+        pattern=rf"^{ID_PATTERN}$",
         description="A run's id, at least 128 random bits, URL-safe: in a snapshot's run, the run's secret "
         "(which writes); in a reference, the run's read id (which reads)",
     ),

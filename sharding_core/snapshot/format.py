@@ -65,7 +65,28 @@ ARRAY_KINDS = ("single_device", "sharded", "global")
 AXIS_TYPE_NAMES = ("Auto", "Explicit", "Manual")
 """Mesh axis types as JAX names them (``AxisType.<name>``), in the snapshot's ``meshes``."""
 
-RUN_ID_RE = re.compile(r"[A-Za-z0-9_-]{22,64}")
+SNAPSHOT_FIELDS = ("format", "version", "name", "created", "jax_version", "process_index", "process_count", "run",
+                   "platform", "device_kind", "devices", "meshes", "rules", "layouts", "leaves", "skipped",
+                   "collectives", "jit")  # fmt: skip
+"""Every snapshot's fields (what :func:`sharding_core.capture` writes)."""
+PROGRAM_FIELDS = ("target", "plan", "program")
+"""What ``inspect_jit``, ``explain`` and plans add (:mod:`sharding_core.capturing`); a fix's snapshot has them too."""
+EXPLAINED_FIELDS = ("fixes", "why_search")
+"""What ``explain`` adds besides (its fixes' snapshots carry none of these two)."""
+DEVICE_COLUMNS = ("id", "process_index", "core_on_chip", "coords")
+MESH_FIELDS = ("shape", "axis_names", "axis_types", "device_ids")
+RUN_FIELDS = ("id", "process_index", "process_count")
+LEAF_FIELDS = ("path", "kind", "type", "box", "shape", "dtype", "sharding", "spec", "declared_spec", "logical_axes",
+               "rules", "mesh", "mesh_axes", "memory_kind", "array_kind", "fully_addressable", "num_devices",
+               "addressable_devices", "layout", "note")  # fmt: skip
+"""The format's fields, written once: the server's request model (``server/api/snapshots.py``) declares exactly
+these (``tests/test_snapshots_api.py`` checks it) and :func:`check_snapshot` cross-checks what they point at."""
+
+ID_PATTERN = r"[A-Za-z0-9_-]{22,64}"
+"""Every id the dashboard makes and takes — share links, snapshots, runs (their secret and their read id), kernel
+jobs: ``secrets.token_urlsafe(16)`` (128 random bits, 22 characters; up to 64 so longer ids can come later). The
+one pattern: the store, the request models and the front end (a generated module) read it from here."""
+RUN_ID_RE = re.compile(ID_PATTERN)
 """Run ids are secrets shared by a job's processes (``secrets.token_urlsafe(16)``: 128 random bits)."""
 
 
