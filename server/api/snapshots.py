@@ -201,7 +201,11 @@ class SnapshotProgram(TypedDict):
     plan: NotRequired[
         Annotated[
             dict[Annotated[str, Field(max_length=64)], Any],
-            Field(max_length=64, description="A plan's figures (sharding_core.planning.program.plan_section)"),
+            Field(
+                max_length=64,
+                description="A plan's facts (sharding_core.planning.program.plan_facts) and figures "
+                "(sharding_core.cost.annotate.plan_with_figures: added when it is read)",
+            ),
         ]
     ]
 

@@ -12,7 +12,8 @@ A snapshot (``"version": 1``)::
      "rules": [[logical, mesh axis | [mesh axes] | null], ...] | null,
      "layouts": [layout, ...], "leaves": [leaf, ...], "skipped": int,
      "collectives": [...] | null, "jit": {...} | null,
-     "target": {...}, "plan": {...},   (both optional: inspect_jit and plans, sharding_core.planning)
+     "target": {...}, "plan": {...}, "program": {...},   (optional: inspect_jit and plans; program: the compiled
+                                                          program's report, sharding_core.program.report)
      "fixes": [snapshot, ...], "why_search": {...}}   (optional: sharding_core.explain, sharding_core.why)
 
 and a leaf::
