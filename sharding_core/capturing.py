@@ -152,7 +152,7 @@ def planned_snapshot(planned: Planned, nargs: int, *, light: bool) -> dict[str, 
         tree["outputs"] = signature.out_info
     snap = capture(tree, f"jit({planned.name})")
     if report.target.get("source") != LOCAL:
-        snap["target"] = dict(report.target)  # also for "local" targets: the program's own devices
+        snap["target"] = dict(report.target)  # a set shardscope.mesh made (compile-only, or cpu:N / local)
     if report.refusal is None and planned.program is not None and planned.program.hlo:
         snap["collectives"] = report.collectives_json()
         sources = lines(snap["collectives"], planned.program.hlo)
