@@ -78,6 +78,7 @@ docs: install-dev
 # The reference pages (docs/reference/) from the code that owns each; tests/test_docs.py fails when they drift.
 docs-gen: install-dev
 	.venv/bin/python docs/gen_reference.py
+	.venv/bin/python -m server.vocabulary
 
 # The wheel users install: sharding_core, server, shardscope and the front end inside it.
 wheel: $(UV)

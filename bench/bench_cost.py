@@ -42,7 +42,7 @@ from sharding_core.cost.roofline import roofline
 from sharding_core.devices import parse_devices
 from sharding_core.hlo.collectives import device_assignment, read_collectives
 from sharding_core.hlo.program import program_facts
-from sharding_core.kernels.runner import libtpu_available
+from sharding_core.program.targets import libtpu_available
 
 DEVICES = "tpu:v5p:16x16x24"
 ROUNDS = 5
@@ -152,10 +152,10 @@ def speed() -> None:
         facts = program_facts(text)
         cost = compiled.cost_analysis()
         cost = cost[0] if isinstance(cost, list) else cost
-        figures = {"flops": (cost or {}).get("flops"), "bytes_accessed": (cost or {}).get("bytes accessed"),
-                   "loop_corrected_flops": facts.corrected_flops((cost or {}).get("flops")),
+        figures = {"flops_xla": (cost or {}).get("flops"), "bytes_accessed": (cost or {}).get("bytes accessed"),
+                   "flops": facts.corrected_flops((cost or {}).get("flops")),
                    "matmul_traffic_bytes": facts.matmul_traffic()}  # fmt: skip
-        roof_ms = median_ms(lambda: roofline(figures, {"peak_bytes": None}, estimated, ctx, "bfloat16", "bench"))  # noqa: B023
+        roof_ms = median_ms(lambda: roofline(figures, {}, estimated, ctx, "bfloat16", "bench"))  # noqa: B023
         groups = sum(len(c["groups"] or c["pairs"] or []) for c in colls)
         added = estimates + roof_ms
         worst = max(worst, added)

@@ -173,6 +173,3 @@ def summary_text(layout: Layout) -> str:
 def explicit_axes(layout: Layout) -> list[str]:
     """The mesh axes of ``layout`` that are Explicit (their shardings are in the array's type)."""
     return [n for n, t in zip(layout.axis_names, layout.axis_types, strict=True) if t == "Explicit"]
-
-
-_fmt_bytes = fmt_bytes  # the notebook's text tables import it by this name

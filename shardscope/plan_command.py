@@ -122,12 +122,12 @@ def run(args: argparse.Namespace) -> int:
         import jax
 
         jax.config.update("jax_num_cpu_devices", int(count))  # cpu:N runs on N of this process's CPU devices
+    from sharding_core.capturing import program_snapshot
     from sharding_core.cost.calibrate import apply_profile
     from sharding_core.errors import ShardingError
     from sharding_core.planning import baseline as base
-    from sharding_core.planning.program import inspect_program
     from sharding_core.planning.report import render, render_comparison
-    from sharding_core.planning.targets import compile_target, mesh
+    from sharding_core.program.targets import compile_target, mesh
     from sharding_core.publishing import PublishError, publish
     from sharding_core.why import NO_FIXES, Budget
 
@@ -154,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
         if args.fixes < 0 or args.fix_seconds < 0:
             raise ShardingError("bad_budget", "--fixes and --fix-seconds must be >= 0")
         budget = Budget(args.fixes, args.fix_seconds) if args.fixes else NO_FIXES if args.why else None
-        snap = inspect_program(jitted, pos, kw, detailed=not args.no_temporaries, why=budget)
+        snap = program_snapshot(jitted, pos, kw, detailed=not args.no_temporaries, why=budget)
         file, _, fn_name = args.target.rpartition(":")
         snap["name"] = f"{Path(file).name}:{fn_name}"
         if profile is not None:

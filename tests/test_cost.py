@@ -292,18 +292,19 @@ def test_a_6144_chip_collective_is_estimated_quickly() -> None:
 def test_roofline_bound_and_hbm_fit() -> None:
     ctx = context_for(parse_devices("tpu:v5e:2x2"))
     bandwidth = 800 * GIB  # v5e HBM bandwidth per chip: 800 GiBps (the Cloud TPU v5e page)
-    cost = {"flops": 197e12 * 1e-3, "bytes_accessed": 1e15}  # XLA's bytes accessed is not the HBM traffic
-    memory = {"argument_bytes": int(bandwidth * 1.5e-3), "output_bytes": int(bandwidth * 0.5e-3), "peak_bytes": 1 << 30}
+    work = {"flops": 197e12 * 1e-3, "bytes_accessed": 1e15}  # XLA's bytes accessed is not the HBM traffic
+    memory = {"argument_size_in_bytes": int(bandwidth * 1.5e-3), "output_size_in_bytes": int(bandwidth * 0.5e-3),
+              "peak_memory_in_bytes": 1 << 30}  # fmt: skip
     coll = [{"estimate": {"seconds": 5e-4, "expected_seconds": 6e-4}, "repeat": 2}]
-    r = roofline(cost, memory, coll, ctx, "bfloat16", "test")
+    r = roofline(work, memory, coll, ctx, "bfloat16", "test")
     assert close(r["compute_seconds"], 1e-3) and close(r["memory_seconds"], 2e-3, 1e-6)
     assert r["communication_seconds"] == 1e-3 and r["communication_expected_seconds"] == 1.2e-3  # × repeat 2
     assert r["bound"] == "memory" and r["inputs"]["hbm_traffic_from"] == "arguments + outputs"
     assert close(r["lower_bound_seconds"], 2e-3, 1e-6) and close(r["serial_seconds"], 4e-3, 1e-6)
     assert r["hbm"]["fits"] is True and r["hbm"]["text"].startswith("fits:")
-    over = roofline(cost, {"peak_bytes": 16 * GIB + 3 * 2**30}, coll, ctx, "bfloat16", "test")  # 16 GiB of HBM
+    over = roofline(work, {"peak_memory_in_bytes": 16 * GIB + 3 * 2**30}, coll, ctx, "bfloat16", "test")  # 16 GiB
     assert over["hbm"]["fits"] is False and over["hbm"]["text"].startswith("over by 3.0 GiB")
-    cpu = roofline(cost, {"peak_bytes": 1}, coll, context_for(parse_devices("cpu:4")), "float32", "test")
+    cpu = roofline(work, {"peak_memory_in_bytes": 1}, coll, context_for(parse_devices("cpu:4")), "float32", "test")
     assert cpu["why"] == NO_CPU_FIGURES and cpu["lower_bound_seconds"] is None and cpu["hbm"]["fits"] is None
 
 
@@ -477,7 +478,7 @@ def test_hbm_capacities_and_bandwidth_as_the_sources_print_them() -> None:
     assert TPU_FIGURES["v5e"].hbm_bytes.value == 16 * GIB and TPU_FIGURES["v6e"].hbm_bytes.value == 32 * GIB
     assert TPU_FIGURES["v5e"].hbm_bandwidth.value == 800 * GIB
     ctx = context_for(parse_devices("tpu:v5e:2x2"))
-    near = roofline({}, {"peak_bytes": 16 * 10**9 + 10**9}, [], ctx, "bfloat16", "test")  # 17 GB < 16 GiB
+    near = roofline({}, {"peak_memory_in_bytes": 16 * 10**9 + 10**9}, [], ctx, "bfloat16", "test")  # 17 GB < 16 GiB
     assert near["hbm"]["fits"] is True
 
 

@@ -20,7 +20,7 @@ from server.app import kernel_worker_pool
 from server.pool import WorkerPool
 from server.settings import Settings
 from sharding_core.kernels import catalog
-from sharding_core.kernels.memory import fmt_bytes
+from sharding_core.units import fmt_bytes
 from tests.conftest import ClientFactory
 from tests.helpers import assert_error, post, wait_job
 from tests.kernel_hooks import HOOKS, register

@@ -42,6 +42,7 @@ from server.api.schema import (
     LogicalRule,
     MeshInfo,
     ProcessIndex,
+    ProgramReport,
     Reply,
     Request,
     RunId,
@@ -167,7 +168,7 @@ class SnapshotJit(TypedDict):
 
 @with_config(_SNAPSHOT_CONFIG)
 class SnapshotTarget(TypedDict):
-    """What an ``inspect_jit`` / plan compiled for (sharding_core.planning.targets.Target.describe)."""
+    """What an ``inspect_jit`` / plan compiled for (sharding_core.program.targets.Target.describe)."""
 
     devices: Annotated[str, Field(max_length=64)]
     platform: Annotated[str, Field(max_length=64)]
@@ -212,10 +213,17 @@ class SnapshotProgram(TypedDict):
         ]
     ]
     target: NotRequired[SnapshotTarget]
+    program: NotRequired[
+        Annotated[ProgramReport, Field(description="The compiled program's report (sharding_core.program.report)")]
+    ]
     plan: NotRequired[
         Annotated[
             dict[Annotated[str, Field(max_length=64)], Any],
-            Field(max_length=64, description="A plan's figures (sharding_core.planning.program.plan_section)"),
+            Field(
+                max_length=64,
+                description="A plan's facts (sharding_core.planning.program.plan_facts) and figures "
+                "(sharding_core.cost.annotate.plan_with_figures: added when it is read)",
+            ),
         ]
     ]
     cost_profile: NotRequired[

@@ -29,7 +29,8 @@ import anyio
 import orjson
 
 from sharding_core.errors import ShardingError
-from sharding_core.kernels.memory import fmt_bytes, resident_bytes
+from sharding_core.kernels.memory import resident_bytes
+from sharding_core.units import fmt_bytes
 
 POLL_S = 0.1
 HEARTBEAT_S = 2.0

@@ -149,7 +149,7 @@ def _mesh(request: dict[str, Any]) -> Any:
     shape = mesh.get("shape")
     names = mesh.get("axis_names") or ["data"]
     if not shape:
-        from sharding_core.planning.targets import compile_target
+        from sharding_core.program.targets import compile_target
 
         shape = [len(compile_target(devices, slices=slices).devset)]
     options = {k: mesh[k] for k in ("order", "axis_types", "device_ids", "dcn_shape", "allow_split_physical_axes")}

@@ -115,8 +115,9 @@ export function snapshotFacts(snap) {
   for (const l of snap.leaves) counts[kindText(l)] = (counts[kindText(l)] || 0) + 1;
   const logical = snap.leaves.filter((/** @type {any} */ l) => l.logical_axes).length;
   const jit = snap.jit;
+  const mem = snap.program?.memory; // the program report's: XLA's memory_analysis fields by their names
   const perDevice = jit
-    ? Object.entries(jit.memory_per_device || {}).map(([k, b]) => `${k.replace("_size_in_bytes", "")} ${fmtBytes(/** @type {number} */ (b))}`)
+    ? Object.entries(mem || {}).map(([k, b]) => `${k.replace("_size_in_bytes", "")} ${fmtBytes(/** @type {number} */ (b))}`)
     : [];
   return [
     ["leaves", `${snap.leaves.length} (${Object.entries(counts).map(([k, n]) => `${n} ${k}`).join(", ")})${snap.skipped ? `; ${snap.skipped} non-array leaves skipped` : ""}`],
@@ -126,7 +127,7 @@ export function snapshotFacts(snap) {
     ["logical rules", snap.rules ? rulesText(snap.rules) : logical ? "none captured" : null],
     ["captured", snap.created ? `${new Date(snap.created * 1000).toLocaleString()} with JAX ${snap.jax_version}` : null],
     // a plan's memory is drawn in its own section (components/plan.js): here, only what was compiled
-    ["jit", jit ? (snap.plan ? `${jit.function}${jit.memory_per_device ? "" : ": refused by XLA for memory"}` : `${jit.function}: per device ${perDevice.join(", ")}`) : null],
+    ["jit", jit ? (snap.plan ? `${jit.function}${mem ? "" : ": refused by XLA for memory"}` : `${jit.function}: per device ${perDevice.join(", ")}`) : null],
   ];
 }
 
