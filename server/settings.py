@@ -18,7 +18,15 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from server.memcap import available_ram
-from server.store import MAX_DB_CONNECTIONS, MAX_LINK_DAYS, MAX_SNAPSHOT_DAYS, MAX_STORE_BYTES, RECORD_OVERHEAD
+from server.store import (
+    MAX_DB_CONNECTIONS,
+    MAX_DB_STATEMENT_MS,
+    MAX_DB_WAIT_MS,
+    MAX_LINK_DAYS,
+    MAX_SNAPSHOT_DAYS,
+    MAX_STORE_BYTES,
+    RECORD_OVERHEAD,
+)
 from sharding_core.cache import MAX_CACHE_BYTES
 from sharding_core.cost.efficiency import MAX_NCCL_TEXT_CHARS
 from sharding_core.devices import MAX_DEVICES, MAX_SLICES, DeviceSet, parse_devices
@@ -53,6 +61,9 @@ MAX_KERNEL_JOBS = 1024
 MAX_KERNEL_RESULT_BYTES = 256 * 1024 * 1024
 MAX_KERNEL_JOB_SILENCE_SECONDS = 15
 MAX_SNAPSHOT_BYTES = 64 * 1024 * 1024
+MAX_STORE_REQUESTS = 24
+SPARE_THREADS = 16
+"""Worker threads kept for routes that need no database beyond ``max_store_requests`` (server/app.py)."""
 SNAPSHOT_CACHE_BYTES = 256 * 1024 * 1024
 """What the server's caches of parsed snapshots, and of merged runs, each hold at most (the largest
 snapshot fits)."""
@@ -183,9 +194,36 @@ class Settings:
         MAX_DB_CONNECTIONS,
         "Connections this server holds to PostgreSQL at most (--db postgresql://...), its own pool: each replica "
         "has its own, so the database sees replicas × this (keep it under the server's max_connections). A "
-        "request that waits 10 s for one gets 503 store_unavailable. A SQLite store ignores it",
+        "request that waits max_db_wait_ms for one gets 503 store_unavailable. A SQLite store ignores it",
         minimum=2,
         maximum=1000,
+    )
+    max_db_wait_ms: int = _setting(
+        MAX_DB_WAIT_MS,
+        "Milliseconds a request waits on the store, for each of: this server's one writer at a time, a connection "
+        "from the pool, a row lock another replica holds (PostgreSQL's lock_timeout), connecting (connect_timeout, "
+        "in whole seconds, at least 2), the database acknowledging what was sent (tcp_user_timeout); SQLite's "
+        "busy timeout. Past it the request gets 503 store_unavailable with Retry-After and nothing is stored. A "
+        "database that fails as a database gone would (refused, lost, shut down) is marked down: from then on "
+        "requests get their 503 at once, /api/health says unavailable, until a look every 0.5 s finds it back",
+        minimum=100,
+        maximum=60_000,
+    )
+    max_db_statement_ms: int = _setting(
+        MAX_DB_STATEMENT_MS,
+        "Milliseconds one PostgreSQL statement may run (statement_timeout): past it the request gets 503 "
+        "store_unavailable with Retry-After and nothing is stored. A SQLite store ignores it",
+        minimum=1000,
+        maximum=3_600_000,
+    )
+    max_store_requests: int = _setting(
+        MAX_STORE_REQUESTS,
+        "Requests that use the store (share links, snapshots, runs, diffs, what-ifs, kernel jobs' states) in "
+        "progress at once, each until its answer starts; one more waits for a turn, holding no worker thread, up to "
+        "max_db_wait_ms, then gets 503 store_unavailable with Retry-After. The worker threads are at least this "
+        f"many plus {SPARE_THREADS}, so routes that need no database (health, layout, topology, the pages) always "
+        "find one, however slow the database is",
+        maximum=4096,
     )
     # ---- the kernel lab (server/pool.py, sharding_core/kernels)
     max_kernel_workers: int = _setting(

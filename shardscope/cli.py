@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import argparse
 import gc
-import ipaddress
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+from server.hosts import is_loopback  # the one loopback check (standard library only: the CLI stays light)
+
+__all__ = ["is_loopback", "main"]
 
 
 def _ints(text: str, sep: str) -> tuple[int, ...]:
@@ -21,15 +22,6 @@ def _ints(text: str, sep: str) -> tuple[int, ...]:
         return tuple(int(p) for p in parts)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected integers separated by {sep!r}, got {text!r}") from None
-
-
-def is_loopback(host: str) -> bool:
-    if host in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -61,6 +53,16 @@ def _parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="a Host name this server answers to (repeatable; e.g. the name a proxy or other containers use). "
         "Loopback binds answer loopback names by default; a non-loopback bind without it answers any Host",
+    )
+    s.add_argument(
+        "--trusted-proxy",
+        action="append",
+        default=[],
+        metavar="ADDRESS",
+        help="a reverse proxy's address or network (e.g. 10.0.0.5, 172.18.0.0/16; repeatable): requests from it "
+        "are taken to come from the client its X-Forwarded-For names and over the scheme its X-Forwarded-Proto "
+        "names (per-client quotas, sessions, the session cookie's Secure); from anyone else those headers are "
+        "ignored",
     )
     s.add_argument(
         "--setting",
@@ -294,7 +296,12 @@ def serve(args: argparse.Namespace) -> int:
         print(f"warning: binding {args.host}: reachable from other machines; {guard}; answers {hosts}", file=sys.stderr)
     try:
         app = create_app(
-            db_path=args.db, bind_host=args.host, token=args.token, settings=settings, allowed_hosts=args.allowed_host
+            db_path=args.db,
+            bind_host=args.host,
+            token=args.token,
+            settings=settings,
+            allowed_hosts=args.allowed_host,
+            trusted_proxies=args.trusted_proxy,
         )
     except ShardingError as e:  # the store cannot be opened (server.store.StoreUnavailable): one line, no traceback
         return refuse(e)
@@ -330,6 +337,9 @@ def serve(args: argparse.Namespace) -> int:
             h11_max_incomplete_event_size=settings.max_header_bytes,
             timeout_keep_alive=settings.max_keep_alive_seconds,
             server_header=False,  # no "server: uvicorn" (the Date header stays: RFC 9110 asks for it)
+            # Forwarded headers count only from --trusted-proxy (server.middleware.TrustedProxies): uvicorn's own
+            # handling believed X-Forwarded-For from 127.0.0.1 by default, so any local client chose its address.
+            proxy_headers=False,
         )
     finally:
         gc.set_threshold(*thresholds)
