@@ -78,7 +78,7 @@ MAX_BODY_SECONDS = 60
 MAX_BODY_WAITS = 128
 MAX_BODY_SECONDS_PER_MIB = 1024  # 1 KiB/s
 MAX_CLIENT_REQUESTS = 64
-MAX_SEND_STALL_SECONDS = 10
+MAX_SEND_STALL_SECONDS = 60
 MAX_SEND_SECONDS_PER_MIB = 256  # 4 KiB/s
 MAX_SEND_BUFFER_BYTES = 256 * 1024 * 1024
 # Browser sessions (server/auth.py) and per-client write quotas (server/quota.py).
@@ -407,14 +407,17 @@ class Settings:
     )
     max_send_stall_seconds: int = _setting(
         MAX_SEND_STALL_SECONDS,
-        "Seconds a response may wait for its reader to take any of it; past it the connection is cut (a reader "
-        "that never reads holds nothing longer than this)",
+        "Seconds a response that backed up (the kernel would not take more) may wait for its reader to take any of "
+        "it, counted as what the reader's TCP acknowledged; past it the connection is cut (a reader that never "
+        "reads holds nothing longer than this). Acknowledgements come in steps of the reader's receive window, "
+        "about 93 KiB on loopback (23 s at 4 KiB/s): 60 s lets a steady 4 KiB/s reader through",
         maximum=3600,
     )
     max_send_seconds_per_mib: int = _setting(
         MAX_SEND_SECONDS_PER_MIB,
-        "The slowest pace a reader may take a response at, as seconds per MiB (256: 4 KiB/s): from "
-        "max_send_stall_seconds after the response began, a reader behind that pace is cut",
+        "The slowest pace a reader may take a response at, as seconds per MiB (256: 4 KiB/s), on average from the "
+        "moment the response backed up, with max_send_stall_seconds of grace: a reader that has taken less than "
+        "that pace times (the time since, less max_send_stall_seconds) is cut",
         maximum=86400,
     )
     max_send_buffer_bytes: int = _setting(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -759,3 +760,54 @@ def test_big_bodies_go_out_in_pieces_and_what_is_held_is_reported() -> None:
     asyncio.run(ChunkedSend(big, held)(scope(client=("10.0.0.1", 1)), _no_body, send))
     assert seen == [(65536, True, 196608), (65536, True, 131072), (65536, True, 65536), (65536, False, 0)]
     assert held == {}
+
+
+# ---- issue 30: one loopback check; the uvicorn this layer is tested with ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("127.0.0.1", True), ("127.0.0.2", True), ("::1", True), ("[::1]", True), ("localhost", True),
+        ("LOCALHOST", True), ("localhost.", True), ("0.0.0.0", False), ("::", False), ("192.168.1.2", False),
+        ("[2001:db8::1]", False), ("example.com", False), ("localhost.example.com", False), ("", False),
+        ("[::1", False),
+    ],
+)  # fmt: skip
+def test_one_loopback_check_for_the_command_line_and_the_host_allowlist(host: str, loopback: bool) -> None:
+    """Issue 30: ``shardscope/cli.py`` and ``server/middleware.py`` each had one, and they disagreed on ``[::1]``.
+    The command line and the app (which picks the Host allowlist) now use server.hosts.is_loopback."""
+    from server import app, hosts, middleware
+    from shardscope import cli
+
+    assert cli.is_loopback is hosts.is_loopback and app.is_loopback is hosts.is_loopback
+    assert middleware.LOOPBACK_HOSTS is hosts.LOOPBACK_HOSTS
+    assert hosts.is_loopback(host) is loopback
+
+
+def test_the_uvicorn_admitted_is_the_uvicorn_tested() -> None:
+    """Issue 30: server/http.py subclasses uvicorn's private H11Protocol while pyproject admitted any
+    ``uvicorn>=0.30``. Now pyproject admits the tested release only, and importing the layer on another, or on
+    one whose H11Protocol lost what the layer drives, fails at once naming what to install."""
+    import tomllib
+
+    import uvicorn
+    from packaging.requirements import Requirement
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    from server.http import UVICORN_TESTED, uvicorn_problem
+
+    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    (spec,) = [Requirement(r).specifier for r in pyproject["project"]["dependencies"] if r.startswith("uvicorn")]
+    major, minor = UVICORN_TESTED
+    assert str(spec) == f"<{major}.{minor + 1},>={major}.{minor}" and uvicorn.__version__ in spec
+    assert uvicorn_problem(uvicorn.__version__, H11Protocol) is None
+    older = uvicorn_problem("0.30.6", H11Protocol)
+    assert older is not None and "0.30.6" in older and f"uvicorn>={major}.{minor},<{major}.{minor + 1}" in older
+
+    class Moved(H11Protocol):  # an H11Protocol whose internals moved
+        handle_events = None  # type: ignore[assignment]
+        send_400_response = None  # type: ignore[assignment]
+
+    moved = uvicorn_problem(uvicorn.__version__, Moved)
+    assert moved is not None and "lacks" in moved and "send_400_response, handle_events" in moved
