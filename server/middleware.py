@@ -673,7 +673,8 @@ class StoreGate:
     """Technique: **a bulkhead** — requests to the paths that use the store (``prefixes``: a path equal to one,
     or under it) are at most ``limit`` in progress at once, each from its start until its answer starts (a
     snapshot streamed to a slow reader holds no turn while it is read). One more waits for a turn *on the event
-    loop*, holding no worker thread, for at most ``wait_s``; then 503 ``store_unavailable`` with ``Retry-After``.
+    loop*, holding no worker thread, for at most ``wait_s`` (``max_store_queue_ms``); then 503 ``store_unavailable``
+    with ``Retry-After``.
     So however slow the database is (an outage, a lock held by a frozen replica), the requests waiting on it hold
     at most ``limit`` worker threads and the routes that need no database (health, layout, topology, the pages)
     find the rest free (issue 29: with ~50 clients on one replica during a PostgreSQL outage, health answered
@@ -729,14 +730,14 @@ class StoreGate:
             return
         if not await self._enter():
             self.refused += 1
-            seconds = max(1, math.ceil(self.wait_s))
+            seconds = max(1, min(10, math.ceil(self.wait_s)))
             await send_error(
                 send,
                 ApiError(
                     503,
                     "store_unavailable",
                     f"{self.limit} requests are waiting on this server's store already (setting max_store_requests), "
-                    f"and none finished within {self.wait_s * 1000:.0f} ms (setting max_db_wait_ms)",
+                    f"and none finished within {self.wait_s * 1000:.0f} ms (setting max_store_queue_ms)",
                     hint=f"try again in {seconds} s",
                     headers={"retry-after": str(seconds)},
                     retry_after=seconds,

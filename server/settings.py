@@ -62,6 +62,7 @@ MAX_KERNEL_RESULT_BYTES = 256 * 1024 * 1024
 MAX_KERNEL_JOB_SILENCE_SECONDS = 15
 MAX_SNAPSHOT_BYTES = 64 * 1024 * 1024
 MAX_STORE_REQUESTS = 24
+MAX_STORE_QUEUE_MS = 10_000
 SPARE_THREADS = 16
 """Worker threads kept for routes that need no database beyond ``max_store_requests`` (server/app.py)."""
 SNAPSHOT_CACHE_BYTES = 256 * 1024 * 1024
@@ -220,10 +221,19 @@ class Settings:
         MAX_STORE_REQUESTS,
         "Requests that use the store (share links, snapshots, runs, diffs, what-ifs, kernel jobs' states) in "
         "progress at once, each until its answer starts; one more waits for a turn, holding no worker thread, up to "
-        "max_db_wait_ms, then gets 503 store_unavailable with Retry-After. The worker threads are at least this "
+        "max_store_queue_ms, then gets 503 store_unavailable with Retry-After. The worker threads are at least this "
         f"many plus {SPARE_THREADS}, so routes that need no database (health, layout, topology, the pages) always "
         "find one, however slow the database is",
         maximum=4096,
+    )
+    max_store_queue_ms: int = _setting(
+        MAX_STORE_QUEUE_MS,
+        "Milliseconds a request that uses the store may wait for a turn (max_store_requests) before its 503 "
+        "store_unavailable with Retry-After; waiting holds no worker thread. While the store does not answer, "
+        "turns come round in milliseconds (each gets its 503 at once), so this is a bound for bursts on a store "
+        "that answers slowly, e.g. 100 first reads of one large snapshot",
+        minimum=0,
+        maximum=600_000,
     )
     # ---- the kernel lab (server/pool.py, sharding_core/kernels)
     max_kernel_workers: int = _setting(
@@ -307,10 +317,12 @@ class Settings:
         0,
         "Bytes of memory the kernel workers may use together (0: half of the RAM this server may use: the "
         "machine's, or its memory cgroup's limit, as a container's memory limit sets it). A run starts only when "
-        "its estimate fits beside the runs in progress (a compare's two sides count together: one waits for the "
-        "other rather than both run past it); the workers share one parent memory cgroup with this limit where "
-        "the server may make one, and a watchdog on the sum of their resident memory stops the largest past it "
-        "(its run gets 422 too_large). Start-up refuses a value above the RAM",
+        "its estimate fits in 95 % of it beside the runs in progress, each counted at the most of its estimate "
+        "and what it has held (a compare's two sides count together: one waits for the other rather than both "
+        "run past it); the workers share one parent memory cgroup with this limit where the server may make one, "
+        "and a watchdog on the sum of their resident memory, past it, stops an idle worker that kept its last "
+        "run's heap, else the run started last, which is queued again to run alone (a second stop gets 422 "
+        "too_large). Start-up refuses a value above the RAM",
         minimum=0,
         maximum=256 * TIB,
     )

@@ -254,6 +254,7 @@ class Store:
         self._write_failed: str | None = None  # the last write's refusal (read-only, I/O error), until one succeeds
         self._down: str | None = None  # why the store does not answer now (requests get 503 at once), until it does
         self._down_since = 0.0
+        self._recounted = False  # the write in progress recounted the byte total (under the writer lock)
         self._watch_stop = threading.Event()
         self._watch_thread: threading.Thread | None = None
 
@@ -477,8 +478,15 @@ class Store:
                     with self._write_tx() as conn:
                         deleted, freed = self._expire_in(conn, now)
                     self._expired(deleted, freed)
-                with self._write_tx() as conn:
-                    yield conn
+                self._recounted = False
+                try:
+                    with self._write_tx() as conn:
+                        yield conn
+                except BaseException:
+                    if self._recounted:  # the write was refused, and the total it mended rolled back with it
+                        with contextlib.suppress(Exception):
+                            self._total_mended()
+                    raise
                 self._write_failed = None
             except self._errors as e:
                 translated = self._write_error(e)
@@ -500,12 +508,21 @@ class Store:
             raise self._full(used, size)
         conn.execute("UPDATE meta SET value = value + ? WHERE key = 'bytes'", (size,))
 
+    def _total_mended(self) -> None:
+        """After a write that recounted the total was refused (its transaction, and so the recount, rolled back):
+        the recount again, in a transaction of its own."""
+        with self._write_tx() as conn:
+            self._lock_total(conn)
+            (was,) = conn.execute("SELECT value FROM meta WHERE key = 'bytes'").fetchone()
+            self._recount(conn, int(was))
+
     def _recount(self, conn: Conn, was: int) -> int:
         """Sets the byte total to what the records count (in the open transaction, holding its row) and returns
         it: done when the total cannot be right, and at start when it differs (someone changed the tables by
         hand, or a bug): writes then cannot pass the budget on a wrong total."""
         (counted,) = conn.execute(recount_sql()).fetchone()
         counted = int(counted)
+        self._recounted = True
         if counted != was:
             log.error("%s: the byte total was %d where the records count %d: set to %d", self.where, was, counted,
                       counted)  # fmt: skip

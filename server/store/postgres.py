@@ -461,11 +461,16 @@ class PostgresStore(Store):
             conn.execute("UPDATE meta SET value = value + ? WHERE key = 'bytes'", (size,))
             return
         counted = conn.execute(
-            "UPDATE meta SET value = value + ? WHERE key = 'bytes' AND value + ? <= ? RETURNING value",
+            "UPDATE meta SET value = value + ? WHERE key = 'bytes' AND value >= 0 AND value + ? <= ? RETURNING value",
             (size, size, self.max_bytes),
         ).fetchone()
         if counted is None:
             used = int(conn.execute("SELECT value FROM meta WHERE key = 'bytes'").fetchone()[0])
+            if used < 0:  # a total that cannot be right: counted again (the row is ours), then the budget checked
+                used = self._recount(conn, used)
+                if used + size <= self.max_bytes:
+                    conn.execute("UPDATE meta SET value = value + ? WHERE key = 'bytes'", (size,))
+                    return
             raise self._full(used, size)
 
     @contextmanager
