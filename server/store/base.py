@@ -256,6 +256,7 @@ class Store:
         self._down_since = 0.0
         self._recounted = False  # the write in progress recounted the byte total (under the writer lock)
         self._watch_stop = threading.Event()
+        self._watch_wake = threading.Event()  # set to have the watch look now (a connection just failed its check)
         self._watch_thread: threading.Thread | None = None
 
     @property
@@ -348,17 +349,27 @@ class Store:
         if self._watch_thread is not None and self._watch_thread.is_alive():
             return
         self._watch_stop.clear()
+        self._watch_wake.clear()
         self._watch_thread = threading.Thread(target=self._watch, name="shardscope-store-watch", daemon=True)
         self._watch_thread.start()
 
     def stop_watch(self) -> None:
         thread, self._watch_thread = self._watch_thread, None
         self._watch_stop.set()
+        self._watch_wake.set()
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=self.wait_s + 5)
 
+    def wake_watch(self) -> None:
+        """Has the watch look now rather than at its next turn (a connection was just found broken)."""
+        self._watch_wake.set()
+
     def _watch(self) -> None:
-        while not self._watch_stop.wait(WATCH_DOWN_S if self._down is not None else WATCH_UP_S):
+        while not self._watch_stop.is_set():
+            self._watch_wake.wait(WATCH_DOWN_S if self._down is not None else WATCH_UP_S)
+            self._watch_wake.clear()
+            if self._watch_stop.is_set():
+                break
             self.look()
 
     def look(self) -> None:
@@ -470,6 +481,7 @@ class Store:
         raises. A full disk becomes 507 and an unwritable store 503; nothing is half-stored."""
         self._check_up()
         with self._writer():
+            self._check_up()  # it may have gone down while this write waited for its turn
             if self._corrupt is not None:
                 raise self._corrupt_error(self._corrupt)  # nothing more is acknowledged on a damaged store
             try:

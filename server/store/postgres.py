@@ -76,6 +76,8 @@ RECONNECT_S: Final = 4.0
 """How long the pool retries a connection it could not open before it gives up and waits to be asked again (its
 back-off doubles from 1 s: at most this long after the database is back before a connection is)."""
 IDLE_IN_TRANSACTION_MS: Final = 60_000
+WAIT_SLICE_S: Final = 0.1
+"""A wait for a pooled connection looks again this often whether the store was found down meanwhile."""
 MIGRATION_LOCK: Final = 0x5348_5344_5350  # pg_advisory_xact_lock key: "SHSDSP"
 """Held while the schema is created or checked, so replicas that start together do it once."""
 
@@ -250,7 +252,7 @@ class PostgresStore(Store):
                 timeout=self.wait_s,
                 reconnect_timeout=RECONNECT_S,
                 configure=self._configure,
-                check=ConnectionPool.check_connection,  # a connection the server dropped is replaced, not used
+                check=self._check,  # a connection the server dropped is replaced, not used
                 kwargs={**self._connect_args(), "application_name": "shardscope"},
                 name="shardscope",
             )
@@ -389,12 +391,36 @@ class PostgresStore(Store):
     def closed(self) -> bool:
         return self._pool is None
 
-    def _connection(self) -> Any:
+    @contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A connection from the pool, waited for at most ``max_db_wait_ms`` — in slices of :data:`WAIT_SLICE_S`,
+        so that a wait begun just before the store was found down ends with its 503 then, not at the end."""
         pool = self._pool
         if pool is None:
             raise StoreClosed(f"the store {self.where} is closed")
-        self._check_up()
-        return pool.connection(timeout=self.wait_s)
+        deadline = time.monotonic() + self.wait_s
+        while True:
+            self._check_up()
+            left = deadline - time.monotonic()
+            try:
+                conn = pool.getconn(timeout=max(0.001, min(WAIT_SLICE_S, left)))
+                break
+            except PoolTimeout:
+                if left <= WAIT_SLICE_S:
+                    raise
+        try:
+            yield conn
+        finally:
+            pool.putconn(conn)
+
+    def _check(self, conn: psycopg.Connection[Any]) -> None:
+        """The pool's check of a connection before it is handed out: one the server dropped is replaced, not used,
+        and the store's watch looks at once (a database that went away is then found down in milliseconds)."""
+        try:
+            ConnectionPool.check_connection(conn)
+        except Exception:
+            self.wake_watch()
+            raise
 
     def _probe(self) -> str | None:
         # A connection of its own, not the pool's: a pool busy under load is not a database gone, and the look
