@@ -75,8 +75,8 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, cluster() as postgres:
         url = postgres.url()
-        a = start(url, Path(tmp) / "a.log", SETTINGS)  # type: ignore[arg-type]
-        b = start(url, Path(tmp) / "b.log", SETTINGS)  # type: ignore[arg-type]
+        a = start(url, Path(tmp) / "a.log", SETTINGS, ready_s=300)  # type: ignore[arg-type]
+        b = start(url, Path(tmp) / "b.log", SETTINGS, ready_s=300)  # type: ignore[arg-type]
         try:
             job = a.post_json("/api/kernels/jobs", JOB)[1]["id"] if args.job else None
             if job is not None:

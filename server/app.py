@@ -163,6 +163,7 @@ def create_app(
         max_connections=settings.max_db_connections,
         wait_ms=settings.max_db_wait_ms,
         statement_ms=settings.max_db_statement_ms,
+        queue_ms=settings.max_store_queue_ms,
     )
     kernels = kernel_pool if kernel_pool is not None else kernel_worker_pool(settings)
     jobs = JobBoard(store, kernels, settings)

@@ -25,6 +25,7 @@ from server.store import (
     MAX_LINK_DAYS,
     MAX_SNAPSHOT_DAYS,
     MAX_STORE_BYTES,
+    MAX_STORE_QUEUE_MS,
     RECORD_OVERHEAD,
 )
 from sharding_core.cache import MAX_CACHE_BYTES
@@ -62,7 +63,6 @@ MAX_KERNEL_RESULT_BYTES = 256 * 1024 * 1024
 MAX_KERNEL_JOB_SILENCE_SECONDS = 15
 MAX_SNAPSHOT_BYTES = 64 * 1024 * 1024
 MAX_STORE_REQUESTS = 24
-MAX_STORE_QUEUE_MS = 10_000
 SPARE_THREADS = 16
 """Worker threads kept for routes that need no database beyond ``max_store_requests`` (server/app.py)."""
 SNAPSHOT_CACHE_BYTES = 256 * 1024 * 1024
@@ -201,7 +201,7 @@ class Settings:
     )
     max_db_wait_ms: int = _setting(
         MAX_DB_WAIT_MS,
-        "Milliseconds a request waits on the store, for each of: this server's one writer at a time, a connection "
+        "Milliseconds a request waits on the database, for each of: a connection "
         "from the pool, a row lock another replica holds (PostgreSQL's lock_timeout), connecting (connect_timeout, "
         "in whole seconds, at least 2), the database acknowledging what was sent (tcp_user_timeout); SQLite's "
         "busy timeout. Past it the request gets 503 store_unavailable with Retry-After and nothing is stored. A "
@@ -228,10 +228,11 @@ class Settings:
     )
     max_store_queue_ms: int = _setting(
         MAX_STORE_QUEUE_MS,
-        "Milliseconds a request that uses the store may wait for a turn (max_store_requests) before its 503 "
-        "store_unavailable with Retry-After; waiting holds no worker thread. While the store does not answer, "
-        "turns come round in milliseconds (each gets its 503 at once), so this is a bound for bursts on a store "
-        "that answers slowly, e.g. 100 first reads of one large snapshot",
+        "Milliseconds a request that uses the store may wait for its turn — among max_store_requests (holding no "
+        "worker thread), and for this server's one writer at a time — before its 503 store_unavailable with "
+        "Retry-After. While the store does not answer, turns come round in milliseconds (each gets its 503 at "
+        "once), so this bounds bursts on a store that answers slowly: 100 first reads of one large snapshot, 64 "
+        "writers on a busy disk",
         minimum=0,
         maximum=600_000,
     )

@@ -82,8 +82,8 @@ def _parser() -> argparse.ArgumentParser:
         ("prune", "delete by age (--older-than DAYS) and/or the oldest until the store is under --max-bytes"),
         (
             "delete",
-            "delete one run (--run=READ_ID), snapshot (--snapshot=ID) or link and what it opens (--link=ID); "
-            "give the id after '=': one may begin with '-'",
+            "delete one run (--run=READ_ID), snapshot (--snapshot=ID), link and what it opens (--link=ID) or kernel "
+            "job (--job=ID); give the id after '=': one may begin with '-'",
         ),
     ):
         a = actions.add_parser(action, help=what, description=what)
@@ -98,6 +98,7 @@ def _parser() -> argparse.ArgumentParser:
             one.add_argument("--run", metavar="READ_ID", help="a run's read id (its /api/snapshots/runs/ id)")
             one.add_argument("--snapshot", metavar="ID", help="a snapshot's id")
             one.add_argument("--link", metavar="ID", help="a share link's id (after /s/): it and what it opens")
+            one.add_argument("--job", metavar="ID", help="a kernel job's id (one the server says is damaged)")
 
     v = sub.add_parser("preview", help="print an array's layout, like jax.debug.visualize_array_sharding, any rank")
     v.add_argument("--devices", required=True, help="cpu:N, gpu:KIND:HxG, tpu:GEN:TOPO or local")
@@ -230,10 +231,16 @@ def store_command(args: argparse.Namespace) -> int:
             done = store.delete_run(args.run)
         elif args.snapshot:
             done = store.delete("snapshots", args.snapshot)
+        elif args.job:
+            done = Pruned(store.job_delete(args.job), 0)
         else:
-            payload = store.get("links", args.link)
+            try:
+                payload = store.get("links", args.link)
+                state = orjson.loads(payload).get("state", {}) if payload is not None else {}
+            except (ShardingError, orjson.JSONDecodeError, AttributeError):  # a damaged link: it alone goes
+                state = {}
+            state = state if isinstance(state, dict) else {}
             done = store.delete("links", args.link)
-            state = orjson.loads(payload).get("state", {}) if payload is not None else {}
             if isinstance(state.get("run"), str):
                 run = store.delete_run(state["run"])
                 done = Pruned(done.records + run.records, done.bytes + run.bytes)

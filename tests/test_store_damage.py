@@ -22,6 +22,7 @@ from fastapi.testclient import TestClient
 from server.store import RECORD_OVERHEAD, SCHEMA_VERSION, JobRecord, Store, StoreUnavailable, open_store
 from server.store.checks import digest
 from sharding_core import capture
+from shardscope.cli import main
 from tests.conftest import ClientFactory
 from tests.helpers import assert_error, post
 
@@ -69,6 +70,9 @@ def test_a_link_row_that_is_not_json_is_answered_as_damaged(app: TestClient, db:
     shaped = b'{"view": 3}'
     sql(db, "UPDATE links SET payload = ?, size = ? WHERE id = ?", (shaped, len(shaped) + RECORD_OVERHEAD, old))
     damaged(app.get(f"/s/{old}", follow_redirects=False), old, "link")
+    for link in (made, old):  # the command the hint names deletes each, damaged as it is
+        assert main(["store", "delete", "--db", db, f"--link={link}"]) == 0
+        assert_error(app.get(f"/api/links/{link}"), 404, "not_found")
 
 
 def test_a_snapshot_cut_to_100_bytes_is_answered_as_damaged_and_so_are_diff_and_whatif_on_it(
@@ -99,8 +103,8 @@ def test_a_job_with_an_unknown_state_or_a_broken_result_is_answered_as_damaged(a
     sql(db, "UPDATE kernel_jobs SET state = 'done', result = ? WHERE id = ?", (BROKEN, broken))
     assert "exploded" in damaged(app.get(f"/api/kernels/jobs/{strange}"), strange, "job")["message"]
     assert "not JSON" in damaged(app.get(f"/api/kernels/jobs/{broken}"), broken, "job")["message"]
-    # what the hint says deletes it
-    assert store.job_delete(broken) == 1
+    # the command the hint names deletes it, while the server runs
+    assert main(["store", "delete", "--db", db, f"--job={broken}"]) == 0
     assert_error(app.get(f"/api/kernels/jobs/{broken}"), 404, "not_found")
 
 

@@ -31,6 +31,7 @@ from server.store.base import (
     MAX_LINK_DAYS,
     MAX_SNAPSHOT_DAYS,
     MAX_STORE_BYTES,
+    MAX_STORE_QUEUE_MS,
     SCHEMA_VERSION,
     STATES,
     STORE_CORRUPT,
@@ -63,6 +64,7 @@ __all__ = [
     "MAX_LINK_DAYS",
     "MAX_SNAPSHOT_DAYS",
     "MAX_STORE_BYTES",
+    "MAX_STORE_QUEUE_MS",
     "RECORD_DAMAGED",
     "RECORD_OVERHEAD",
     "SCHEMA_VERSION",
@@ -108,6 +110,7 @@ def open_store(
     max_connections: int = MAX_DB_CONNECTIONS,
     wait_ms: int = MAX_DB_WAIT_MS,
     statement_ms: int = MAX_DB_STATEMENT_MS,
+    queue_ms: int = MAX_STORE_QUEUE_MS,
 ) -> Store:
     """The store ``--db`` names: a file path (SQLite; None: the user data directory's ``links.db``) or a
     ``postgresql://`` URL. Anything else that looks like a URL is refused (:class:`StoreUnavailable`):
@@ -116,7 +119,13 @@ def open_store(
     match = _URL.match(text) if text is not None else None
     if text is None or match is None:
         return SqliteStore(
-            text, max_bytes=max_bytes, max_days=max_days, clock=clock, wait_ms=wait_ms, statement_ms=statement_ms
+            text,
+            max_bytes=max_bytes,
+            max_days=max_days,
+            clock=clock,
+            wait_ms=wait_ms,
+            statement_ms=statement_ms,
+            queue_ms=queue_ms,
         )
     scheme = (match.group(1) or match.group(2)).lower()
     if scheme not in POSTGRES_SCHEMES or not text[len(scheme) :].startswith("://"):
@@ -137,4 +146,5 @@ def open_store(
         max_connections=max_connections,
         wait_ms=wait_ms,
         statement_ms=statement_ms,
+        queue_ms=queue_ms,
     )

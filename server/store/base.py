@@ -73,6 +73,9 @@ MAX_DB_WAIT_MS: Final = 2000
 """The default of setting ``max_db_wait_ms``: the longest a request waits on the store before its 503."""
 MAX_DB_STATEMENT_MS: Final = 30_000
 """The default of setting ``max_db_statement_ms``: the longest one PostgreSQL statement may run."""
+MAX_STORE_QUEUE_MS: Final = 10_000
+"""The default of setting ``max_store_queue_ms``: the longest a request waits for its turn (this server's one writer
+at a time, a turn among ``max_store_requests``) before its 503."""
 WATCH_UP_S: Final = 2.0
 """How often the store's watch looks at a store that answers (is it there, is its schema whole)."""
 WATCH_DOWN_S: Final = 0.5
@@ -237,6 +240,7 @@ class Store:
         clock: Callable[[], float] = time.time,
         wait_ms: int = MAX_DB_WAIT_MS,
         statement_ms: int = MAX_DB_STATEMENT_MS,
+        queue_ms: int = MAX_STORE_QUEUE_MS,
     ) -> None:
         self.max_bytes = max_bytes
         self.max_days: dict[str, float] = {"links": MAX_LINK_DAYS, "snapshots": MAX_SNAPSHOT_DAYS}
@@ -246,6 +250,7 @@ class Store:
         self.clock = clock
         self.wait_s = wait_ms / 1000  # the longest a request waits on the store (setting max_db_wait_ms)
         self.statement_ms = statement_ms
+        self.queue_s = queue_ms / 1000  # the longest a write waits for this process's writer (max_store_queue_ms)
         self._lock = threading.Lock()
         self._run_key = b""
         self._expired_at = float("-inf")
@@ -415,12 +420,13 @@ class Store:
 
     @contextmanager
     def _writer(self) -> Iterator[None]:
-        """This process's one writer at a time, waited for at most ``max_db_wait_ms`` (then 503 with Retry-After:
-        the store is too busy, or stuck, to take the write in time)."""
-        if not self._lock.acquire(timeout=self.wait_s):
+        """This process's one writer at a time, waited for at most ``max_store_queue_ms`` (then 503 with
+        Retry-After: the store is too busy to take the write in time). It is a queue, not a wait on the database:
+        while the store is down each write before it fails at once, so the queue empties in milliseconds."""
+        if not self._lock.acquire(timeout=self.queue_s):
             raise self._unavailable_error(
-                f"this server's store did not take the write within {self.wait_s * 1000:.0f} ms (setting "
-                "max_db_wait_ms): the writes before it still hold it; nothing was stored"
+                f"this server's store did not take the write within {self.queue_s * 1000:.0f} ms (setting "
+                "max_store_queue_ms): the writes before it still hold it; nothing was stored"
             )
         try:
             yield

@@ -53,6 +53,7 @@ from server.store.base import (
     MAX_DB_STATEMENT_MS,
     MAX_DB_WAIT_MS,
     MAX_STORE_BYTES,
+    MAX_STORE_QUEUE_MS,
     SCHEMA_VERSION,
     TABLES,
     Blob,
@@ -212,9 +213,15 @@ class PostgresStore(Store):
         max_connections: int = MAX_DB_CONNECTIONS,
         wait_ms: int = MAX_DB_WAIT_MS,
         statement_ms: int = MAX_DB_STATEMENT_MS,
+        queue_ms: int = MAX_STORE_QUEUE_MS,
     ) -> None:
         super().__init__(
-            max_bytes=max_bytes, max_days=max_days, clock=clock, wait_ms=wait_ms, statement_ms=statement_ms
+            max_bytes=max_bytes,
+            max_days=max_days,
+            clock=clock,
+            wait_ms=wait_ms,
+            statement_ms=statement_ms,
+            queue_ms=queue_ms,
         )
         self.url = url
         self.where = redact(url)

@@ -40,6 +40,7 @@ from server.store.base import (
     MAX_DB_STATEMENT_MS,
     MAX_DB_WAIT_MS,
     MAX_STORE_BYTES,
+    MAX_STORE_QUEUE_MS,
     SCHEMA_VERSION,
     TABLES,
     Blob,
@@ -144,9 +145,15 @@ class SqliteStore(Store):
         clock: Callable[[], float] = time.time,
         wait_ms: int = MAX_DB_WAIT_MS,
         statement_ms: int = MAX_DB_STATEMENT_MS,
+        queue_ms: int = MAX_STORE_QUEUE_MS,
     ) -> None:
         super().__init__(
-            max_bytes=max_bytes, max_days=max_days, clock=clock, wait_ms=wait_ms, statement_ms=statement_ms
+            max_bytes=max_bytes,
+            max_days=max_days,
+            clock=clock,
+            wait_ms=wait_ms,
+            statement_ms=statement_ms,
+            queue_ms=queue_ms,
         )
         self.path = Path(path) if path is not None else default_db_path()
         self.where = str(self.path)

@@ -84,9 +84,11 @@ def wait_ready(srv: Server, timeout: float = 60) -> None:
     pytest.fail(f"shardscope serve did not become ready (exit code {srv.proc.poll()}); log:\n{srv.log.read_text()}")
 
 
-def start(db: Path, log: Path, settings: dict[str, int] | None = None, args: tuple[str, ...] = ()) -> Server:
+def start(
+    db: Path, log: Path, settings: dict[str, int] | None = None, args: tuple[str, ...] = (), ready_s: float = 60
+) -> Server:
     """A real ``shardscope serve`` on a free port (``settings``: ``--setting NAME VALUE`` pairs; ``args``: more
-    of its options), ready when this returns."""
+    of its options), ready when this returns (within ``ready_s``)."""
     port = free_port()
     extra = [arg for name, value in (settings or {}).items() for arg in ("--setting", name, str(value))]
     with log.open("ab") as out:
@@ -98,7 +100,7 @@ def start(db: Path, log: Path, settings: dict[str, int] | None = None, args: tup
             cwd=ROOT,
         )
     srv = Server(port, log, proc)
-    wait_ready(srv)
+    wait_ready(srv, ready_s)
     return srv
 
 
