@@ -111,6 +111,15 @@ def main() -> int:
     refused = load.between(stopped, back, ["write", "read"])
     codes = collections.Counter((a.code, a.retry_after) for a in refused if a.status == 503)
     print(f"\n503s during the outage (code, Retry-After): {dict(codes)}")
+    for phase, start_at, end_at in (("before", began, stopped), ("after", back, ended)):
+        why = collections.Counter(a.message[:60] for a in load.between(start_at, end_at) if a.status == 503)
+        print(f"503s {phase} the outage: {dict(why)}")
+    print("\nsecond by second (statuses of the database requests sent in it):")
+    for second in range(int(ended - began) + 1):
+        sent = load.between(began + second, began + second + 1, ["write", "read"])
+        mark = " <- stopped" if began + second <= stopped < began + second + 1 else ""
+        mark += " <- started again" if began + second <= back < began + second + 1 else ""
+        print(f"  {second:3d} s: {dict(sorted(collections.Counter(a.status for a in sent).items()))}{mark}")
     print(f"health and layout p99 throughout: {ms(load.between(began, ended, ['health']))} ms, "
           f"{ms(load.between(began, ended, ['layout']))} ms")  # fmt: skip
     print(f"acknowledged writes: {len(load.acknowledged)}, lost: {len(missing)}")

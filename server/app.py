@@ -224,7 +224,12 @@ def create_app(
         allowed_hosts = {*LOOPBACK_HOSTS, f"[{bind_host}]" if ":" in bind_host else bind_host}
     # add_middleware puts each new layer outside the previous ones: innermost first.
     app.add_middleware(  # innermost: turns on the store, waited for on the event loop
-        StoreGate, prefixes=STORE_PATHS, limit=settings.max_store_requests, wait_s=settings.max_store_queue_ms / 1000
+        StoreGate,
+        prefixes=STORE_PATHS,
+        limit=settings.max_store_requests,
+        wait_s=settings.max_store_queue_ms / 1000,
+        down=store.down_error,
+        answered_anyway=(JOBS_PATH,),
     )
     app.add_middleware(  # once the body is in: sheds load before the app does any work
         ConcurrencyLimit, max_requests=settings.max_connections, max_client_requests=settings.max_client_requests

@@ -678,14 +678,26 @@ class StoreGate:
     So however slow the database is (an outage, a lock held by a frozen replica), the requests waiting on it hold
     at most ``limit`` worker threads and the routes that need no database (health, layout, topology, the pages)
     find the rest free (issue 29: with ~50 clients on one replica during a PostgreSQL outage, health answered
-    twice in 45 s and ``POST /api/layout``, which needs no database, once). Turns are handed over in order.
+    twice in 45 s and ``POST /api/layout``, which needs no database, once). Turns are handed over in order. While
+    the store is known down (``down`` gives its 503), the requests are answered with it here, before any route
+    runs — but for ``answered_anyway`` (a kernel job's poll, which its owner answers from its own workers).
     """
 
-    def __init__(self, app: ASGIApp, prefixes: Iterable[str], limit: int, wait_s: float) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        prefixes: Iterable[str],
+        limit: int,
+        wait_s: float,
+        down: Callable[[], ApiError | None] = lambda: None,
+        answered_anyway: Iterable[str] = (),
+    ) -> None:
         self.app = app
         self.prefixes = tuple(p.rstrip("/") for p in prefixes)
         self.limit = limit
         self.wait_s = wait_s
+        self.down = down
+        self.answered_anyway = tuple(p.rstrip("/") for p in answered_anyway)
         self.active = 0
         self.waiting: collections.deque[asyncio.Future[None]] = collections.deque()
         self.refused = 0
@@ -725,8 +737,13 @@ class StoreGate:
         self.active -= 1
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not self.gated(scope.get("path", "")):
+        path = scope.get("path", "")
+        if scope["type"] != "http" or not self.gated(path):
             await self.app(scope, receive, send)
+            return
+        down = self.down()
+        if down is not None and not any(path == p or path.startswith(p + "/") for p in self.answered_anyway):
+            await send_error(send, down)  # the store is known down: its 503 costs no route, no thread, no wait
             return
         if not await self._enter():
             self.refused += 1

@@ -404,8 +404,14 @@ class Store:
 
     def _check_up(self) -> None:
         """503 at once while the store is known not to answer."""
-        if self._down is not None:
-            raise self._unavailable_error(f"this server's store does not answer ({self._down})")
+        error = self.down_error()
+        if error is not None:
+            raise error
+
+    def down_error(self) -> ApiError | None:
+        """The 503 a request that needs the store gets while it is known not to answer; None while it answers."""
+        down = self._down
+        return None if down is None else self._unavailable_error(f"this server's store does not answer ({down})")
 
     def _unavailable_error(self, message: str) -> ApiError:
         seconds = self.retry_after

@@ -251,26 +251,43 @@ class PostgresStore(Store):
                 raise
             except psycopg.Error as e:
                 raise self._unavailable(e, params) from None
-            pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
-                self.url,
-                min_size=1,
-                max_size=self.max_connections,
-                open=False,
-                timeout=self.wait_s,
-                reconnect_timeout=RECONNECT_S,
-                configure=self._configure,
-                check=self._check,  # a connection the server dropped is replaced, not used
-                kwargs={**self._connect_args(), "application_name": "shardscope"},
-                name="shardscope",
-            )
-            pool.open()
-            self._pool = pool
+            self._pool = self._new_pool()
             self._down = None
         try:
             self.expire()
         except (ApiError, psycopg.Error) as e:
             log.warning("%s: could not delete expired records at start-up: %s", self.where, e)
         self.start_watch()
+
+    def _new_pool(self) -> ConnectionPool[psycopg.Connection[Any]]:
+        """A pool of connections (opened; it connects in the background)."""
+        pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
+            self.url,
+            min_size=1,
+            max_size=self.max_connections,
+            open=False,
+            timeout=self.wait_s,
+            reconnect_timeout=RECONNECT_S,
+            configure=self._configure,
+            check=self._check,  # a connection the server dropped is replaced, not used
+            kwargs={**self._connect_args(), "application_name": "shardscope"},
+            name="shardscope",
+        )
+        pool.open()
+        return pool
+
+    def mark_up(self) -> None:
+        """Back: a fresh pool takes over (the old one's connections died with the database, and its reconnecting
+        may be in a back-off of seconds), and the old one is closed once what it lent out is back."""
+        if self._down is None:
+            return
+        with self._open_lock:
+            old = self._pool
+            if old is not None:
+                self._pool = self._new_pool()
+        super().mark_up()
+        if old is not None:
+            threading.Thread(target=_close_later, args=(old, self.wait_s + 1), daemon=True).start()
 
     def _connect_args(self) -> dict[str, Any]:
         """Every connection's bounded waits: to connect (whole seconds, at least 2), and for the server to
@@ -564,3 +581,9 @@ class PostgresStore(Store):
         blob = PgBlob(self, table, record_id, length)
         blob.digest = bytes(stored) if stored is not None else None
         return blob
+
+
+def _close_later(pool: ConnectionPool[psycopg.Connection[Any]], seconds: float) -> None:
+    """Closes a pool a fresh one replaced, once the requests that held its connections are done."""
+    time.sleep(seconds)
+    pool.close(timeout=seconds)

@@ -37,6 +37,7 @@ class Answer:
     status: int  # 0: no answer (a socket error or the timeout)
     retry_after: str | None
     code: str | None  # the error's code, for 4xx and 5xx
+    message: str = ""  # the start of the error's message
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -85,13 +86,14 @@ class Load:
         except (OSError, http.client.HTTPException):
             conn.close()
             status, retry, data = 0, None, b""
-        code = None
+        code, message = None, ""
         if status >= 400:
             try:
-                code = str(orjson.loads(data)["error"]["code"])
+                error = orjson.loads(data)["error"]
+                code, message = str(error["code"]), str(error["message"])[:90]
             except (orjson.JSONDecodeError, KeyError, TypeError):
                 code = "?"
-        answer = Answer(kind, began, time.monotonic() - began, status, retry, code)
+        answer = Answer(kind, began, time.monotonic() - began, status, retry, code, message)
         with self._lock:
             self.answers.append(answer)
         return answer, data
