@@ -29,6 +29,7 @@ from server.middleware import (
     Scope,
     SecurityHeaders,
     Send,
+    StoreGate,
     host_name,
     origin_host,
 )
@@ -811,3 +812,71 @@ def test_the_uvicorn_admitted_is_the_uvicorn_tested() -> None:
 
     moved = uvicorn_problem(uvicorn.__version__, Moved)
     assert moved is not None and "lacks" in moved and "send_400_response, handle_events" in moved
+
+
+# ---- issue 29: requests on the store hold a bounded number of turns ------------------------------------------------
+
+
+def test_requests_on_the_store_take_a_bounded_number_of_turns_and_wait_holding_nothing() -> None:
+    """Issue 29: with ~50 clients on one replica during a PostgreSQL outage, the requests waiting on the database took
+    every worker thread, and health and layout (no database) hung. Now at most ``limit`` are in progress, each until
+    its answer starts; more wait for a turn on the event loop, and get 503 store_unavailable with Retry-After past
+    the queue's wait; a path that needs no store never waits."""
+    release = asyncio.Event()
+    started: list[str] = []
+
+    async def slow(sc: Scope, receive: Receive, send: Send) -> None:
+        if sc["path"] == "/api/layout":  # needs no store: answers at once
+            await Inner()(sc, receive, send)
+            return
+        started.append(sc["path"])
+        await release.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await release.wait()  # the answer is under way (a stream to a slow reader): it holds no turn
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    gate = StoreGate(slow, prefixes=["/api/links", "/s"], limit=2, wait_s=0.3)
+
+    async def main() -> tuple[list[list[Any]], list[Any], list[Any]]:
+        sent: list[list[Any]] = [[] for _ in range(4)]
+        held = [asyncio.create_task(gate(scope(path="/api/links/x"), _no_body, _sink(sent[i]))) for i in range(2)]
+        await asyncio.sleep(0.01)
+        assert gate.active == 2 and started == ["/api/links/x"] * 2  # at the limit
+        waiting = asyncio.create_task(gate(scope(path="/s/y"), _no_body, _sink(sent[2])))
+        await asyncio.sleep(0.01)
+        assert len(gate.waiting) == 1 and started == ["/api/links/x"] * 2  # one past it waits, without running
+        free: list[Any] = []
+        await asyncio.wait_for(gate(scope(path="/api/layout"), _no_body, _sink(free)), 1)  # no store: never waits
+        release.set()  # the first two start their answers: their turns go, in order, to the one waiting
+        await asyncio.gather(*held, waiting)
+        release.clear()
+        held = [asyncio.create_task(gate(scope(path="/api/links/x"), _no_body, _sink(sent[3]))) for _ in range(2)]
+        await asyncio.sleep(0.01)
+        late: list[Any] = []
+        await gate(scope(path="/api/links/z"), _no_body, _sink(late))  # no turn comes round: 503 past the wait
+        release.set()
+        await asyncio.gather(*held)
+        return sent, free, late
+
+    sent, free, late = asyncio.run(main())
+    assert status(free) == 200  # it never waited for a turn
+    assert [status(s) for s in sent[:3]] == [200, 200, 200]
+    assert status(late) == 503 and error_code(late) == "store_unavailable"
+    assert headers(late)[b"retry-after"] == b"1" and gate.refused == 1 and gate.active == 0 and not gate.waiting
+
+
+def test_while_the_store_is_known_down_its_requests_are_answered_before_any_route() -> None:
+    from server.errors import ApiError
+
+    inner = Inner()
+    down = ApiError(503, "store_unavailable", "down", headers={"retry-after": "2"})
+    state: dict[str, ApiError | None] = {"down": down}
+    gate = StoreGate(inner, prefixes=["/api/links", "/api/kernels/jobs"], limit=4, wait_s=1,
+                     down=lambda: state["down"], answered_anyway=["/api/kernels/jobs"])  # fmt: skip
+    refused, _ = run(gate, scope(path="/api/links/abc"))
+    assert status(refused) == 503 and headers(refused)[b"retry-after"] == b"2" and not inner.called
+    polled, _ = run(gate, scope(path="/api/kernels/jobs/abc"))  # a job's owner answers it from its own workers
+    assert status(polled) == 200 and inner.called
+    state["down"] = None
+    inner.called = False
+    assert status(run(gate, scope(path="/api/links/abc"))[0]) == 200 and inner.called
