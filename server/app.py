@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import AsyncIterator, Iterable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from importlib.metadata import version
 from pathlib import Path
 
@@ -51,7 +51,7 @@ from server.services.jobs import JobBoard
 from server.services.kernels import KernelRuns
 from server.services.snapshots import SnapshotRepository
 from server.settings import SPARE_THREADS, Settings
-from server.store import open_store
+from server.store import Store, open_store
 from sharding_core import cache
 from sharding_core.errors import ShardingError
 from sharding_core.kernels import worker
@@ -146,15 +146,7 @@ def create_app(
     problem = token_problem(token)
     if problem is not None:
         raise ShardingError("bad_token", problem, hint=TOKEN_HINT)
-    proxies = list(trusted_proxies)
-    try:
-        proxy_networks(proxies)
-    except ValueError as e:
-        raise ShardingError(
-            "bad_trusted_proxy",
-            f"--trusted-proxy takes an address or a network (10.0.0.5, 10.0.0.0/8, ::1): {e}",
-            hint="name the reverse proxy's own address as this server sees it",
-        ) from None
+    proxies = _checked_proxies(trusted_proxies)
     cache.configure(settings.max_cache_bytes)
     store = open_store(
         db_path,
@@ -168,6 +160,59 @@ def create_app(
     kernels = kernel_pool if kernel_pool is not None else kernel_worker_pool(settings)
     jobs = JobBoard(store, kernels, settings)
     frontend = Path(frontend_dir) if frontend_dir is not None else FRONTEND_DIR
+    app = FastAPI(
+        title="Shardscope",
+        version=version("shardscope"),  # pyproject's, from the installed package's metadata
+        summary="See how JAX arrays are sharded across devices: layouts, meshes, topology, share links.",
+        description='Every 4xx and 5xx has the body `{"error": {"code", "message", "hint"?, ...}}`.',
+        docs_url=None,  # our own /docs (server.docs): FastAPI's uses inline script, which the CSP blocks
+        redoc_url=None,
+        lifespan=_lifespan(store, kernels, jobs, settings),
+        exception_handlers=EXCEPTION_HANDLERS,
+        default_response_class=OrjsonResponse,
+    )
+    app.state.store = store
+    app.state.kernels = kernels
+    app.state.settings = settings
+    app.state.quota = quota = WriteQuota(settings.max_client_store_bytes_per_hour)
+    app.state.snapshots = SnapshotRepository(store, settings, quota)
+    app.state.jobs = jobs
+    app.state.runs = KernelRuns(kernels, settings, jobs)
+    app.state.sessions = Sessions(settings.max_sessions, settings.max_session_seconds)
+    # The connection layer's limits and what readers hold (server/http.py): `shardscope serve` gives uvicorn
+    # a protocol class on this guard, so what ChunkedSend holds for a reader counts there.
+    app.state.connections = ConnectionGuard.from_settings(settings)
+    for router in ROUTERS:
+        app.include_router(router)
+    app.include_router(docs.router)
+    app.include_router(vendor.router)
+    app.mount("/", FrontendFiles(frontend, app.router.routes), name="frontend")
+
+    if allowed_hosts is None and is_loopback(bind_host):
+        # The usual loopback names, and the bind address itself (e.g. 127.0.0.2, or [::1]).
+        allowed_hosts = {*LOOPBACK_HOSTS, f"[{bind_host}]" if ":" in bind_host else bind_host}
+    _stack(app, settings, token=token, allowed_hosts=allowed_hosts, proxies=proxies)
+    return app
+
+
+def _checked_proxies(trusted_proxies: Iterable[str]) -> list[str]:
+    """``--trusted-proxy`` values, each an address or a network, or ``bad_trusted_proxy`` naming the bad one."""
+    proxies = list(trusted_proxies)
+    try:
+        proxy_networks(proxies)
+    except ValueError as e:
+        raise ShardingError(
+            "bad_trusted_proxy",
+            f"--trusted-proxy takes an address or a network (10.0.0.5, 10.0.0.0/8, ::1): {e}",
+            hint="name the reverse proxy's own address as this server sees it",
+        ) from None
+    return proxies
+
+
+def _lifespan(
+    store: Store, kernels: WorkerPool, jobs: JobBoard, settings: Settings
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """What the app does when it starts and stops."""
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -191,44 +236,21 @@ def create_app(
             jobs.stop()
             store.close()
 
-    app = FastAPI(
-        title="Shardscope",
-        version=version("shardscope"),  # pyproject's, from the installed package's metadata
-        summary="See how JAX arrays are sharded across devices: layouts, meshes, topology, share links.",
-        description='Every 4xx and 5xx has the body `{"error": {"code", "message", "hint"?, ...}}`.',
-        docs_url=None,  # our own /docs (server.docs): FastAPI's uses inline script, which the CSP blocks
-        redoc_url=None,
-        lifespan=lifespan,
-        exception_handlers=EXCEPTION_HANDLERS,
-        default_response_class=OrjsonResponse,
-    )
-    app.state.store = store
-    app.state.kernels = kernels
-    app.state.settings = settings
-    app.state.quota = quota = WriteQuota(settings.max_client_store_bytes_per_hour)
-    app.state.snapshots = SnapshotRepository(store, settings, quota)
-    app.state.jobs = jobs
-    app.state.runs = KernelRuns(kernels, settings, jobs)
-    app.state.sessions = sessions = Sessions(settings.max_sessions, settings.max_session_seconds)
-    # The connection layer's limits and what readers hold (server/http.py): `shardscope serve` gives uvicorn
-    # a protocol class on this guard, so what ChunkedSend holds for a reader counts there.
-    app.state.connections = connections = ConnectionGuard.from_settings(settings)
-    for router in ROUTERS:
-        app.include_router(router)
-    app.include_router(docs.router)
-    app.include_router(vendor.router)
-    app.mount("/", FrontendFiles(frontend, app.router.routes), name="frontend")
+    return lifespan
 
-    if allowed_hosts is None and is_loopback(bind_host):
-        # The usual loopback names, and the bind address itself (e.g. 127.0.0.2, or [::1]).
-        allowed_hosts = {*LOOPBACK_HOSTS, f"[{bind_host}]" if ":" in bind_host else bind_host}
-    # add_middleware puts each new layer outside the previous ones: innermost first.
+
+def _stack(
+    app: FastAPI, settings: Settings, *, token: str | None, allowed_hosts: Iterable[str] | None, proxies: list[str]
+) -> None:
+    """The middleware around the app (server/middleware.py), on what ``app.state`` holds: ``add_middleware`` puts
+    each new layer outside the previous ones, so innermost first."""
+    state = app.state
     app.add_middleware(  # innermost: turns on the store, waited for on the event loop
         StoreGate,
         prefixes=STORE_PATHS,
         limit=settings.max_store_requests,
         wait_s=settings.max_store_queue_ms / 1000,
-        down=store.down_error,
+        down=state.store.down_error,
         answered_anyway=(JOBS_PATH,),
     )
     app.add_middleware(  # once the body is in: sheds load before the app does any work
@@ -240,14 +262,13 @@ def create_app(
         path_limits={SNAPSHOTS_PATH: (settings.max_snapshot_bytes, "max_snapshot_bytes")},
     )
     app.add_middleware(JsonOnly)
-    app.add_middleware(TokenCheck, token=token, paths=WRITE_PATHS, sessions=sessions)  # before any body is read
+    app.add_middleware(TokenCheck, token=token, paths=WRITE_PATHS, sessions=state.sessions)  # before any body
     app.add_middleware(CrossSiteCheck)
     app.add_middleware(HostCheck, allowed=allowed_hosts)
     app.add_middleware(CatchAll)
     app.add_middleware(TrustedProxies, proxies=proxies)  # inside ChunkedSend: it keys what it holds by the socket
-    app.add_middleware(ChunkedSend, held=connections.held)
+    app.add_middleware(ChunkedSend, held=state.connections.held)
     app.add_middleware(SecurityHeaders, csp_overrides={"/docs": docs.DOCS_CSP})
-    return app
 
 
 def kernel_worker_pool(settings: Settings, setup: Sequence[str] = ()) -> WorkerPool:

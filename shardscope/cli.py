@@ -10,6 +10,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from server.hosts import is_loopback  # the one loopback check (standard library only: the CLI stays light)
 
@@ -24,10 +25,8 @@ def _ints(text: str, sep: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"expected integers separated by {sep!r}, got {text!r}") from None
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="shardscope", description=__doc__)
-    sub = p.add_subparsers(dest="command", required=True)
-
+def _serve_parser(sub: Any) -> None:
+    """``shardscope serve``'s options."""
     s = sub.add_parser("serve", help="serve the dashboard (loopback only unless --host says otherwise)")
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8000)
@@ -73,8 +72,9 @@ def _parser() -> argparse.ArgumentParser:
         help="change a limit, e.g. --setting max_kernel_workers 4 (repeatable; `shardscope settings` lists them)",
     )
 
-    sub.add_parser("settings", help="list every setting: name, default, whether --setting can change it, what it does")
 
+def _store_parser(sub: Any) -> None:
+    """``shardscope store info|prune|delete``'s options."""
     st = sub.add_parser("store", help="look after a server's store: what it holds, prune it, delete records")
     actions = st.add_subparsers(dest="action", required=True)
     for action, what in (
@@ -99,6 +99,16 @@ def _parser() -> argparse.ArgumentParser:
             one.add_argument("--snapshot", metavar="ID", help="a snapshot's id")
             one.add_argument("--link", metavar="ID", help="a share link's id (after /s/): it and what it opens")
             one.add_argument("--job", metavar="ID", help="a kernel job's id (one the server says is damaged)")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="shardscope", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    _serve_parser(sub)
+    sub.add_parser("settings", help="list every setting: name, default, whether --setting can change it, what it does")
+
+    _store_parser(sub)
 
     v = sub.add_parser("preview", help="print an array's layout, like jax.debug.visualize_array_sharding, any rank")
     v.add_argument("--devices", required=True, help="cpu:N, gpu:KIND:HxG, tpu:GEN:TOPO or local")

@@ -382,8 +382,11 @@ class Store:
         try:
             problem = self._probe()
         except Exception as e:  # noqa: BLE001 - whatever the driver says, the watch goes on
-            reason = self._down_reason(e) or _clip(f"{type(e).__name__}: {e}", 120)
-            self.mark_down(reason, e)
+            reason = self._down_reason(e)
+            if reason is not None:
+                self.mark_down(reason, e)
+            else:  # it answered, with an error (busy, a timeout): not an outage, so nothing is refused for it
+                log.warning("%s: the store's watch could not look at it: %s", self.where, _clip(str(e)))
             return
         if problem is not None:
             self._found_corrupt(RuntimeError(f"{problem}: restore the store from a backup"))
