@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
 
+import anyio.to_thread
 from fastapi import FastAPI
 from starlette.exceptions import HTTPException
 from starlette.routing import BaseRoute, Match, Mount, Route
@@ -25,10 +25,10 @@ from server.api.reshard import RESHARD_PATH
 from server.api.snapshots import SNAPSHOTS_PATH
 from server.auth import TOKEN_HINT, Sessions, token_problem
 from server.errors import EXCEPTION_HANDLERS
+from server.hosts import LOOPBACK_HOSTS, is_loopback
 from server.http import ConnectionGuard
 from server.jsonio import OrjsonResponse
 from server.middleware import (
-    LOOPBACK_HOSTS,
     BodyLimit,
     CatchAll,
     ChunkedSend,
@@ -40,15 +40,17 @@ from server.middleware import (
     Scope,
     SecurityHeaders,
     Send,
+    StoreGate,
     TokenCheck,
-    is_loopback,
+    TrustedProxies,
+    proxy_networks,
 )
 from server.pool import WorkerPool
 from server.quota import WriteQuota
 from server.services.jobs import JobBoard
 from server.services.kernels import KernelRuns
 from server.services.snapshots import SnapshotRepository
-from server.settings import Settings
+from server.settings import SPARE_THREADS, Settings
 from server.store import Store, open_store
 from sharding_core import cache
 from sharding_core.errors import ShardingError
@@ -79,6 +81,10 @@ ROUTERS = (
 
 WRITE_PATHS = (LINKS_PATH, SNAPSHOTS_PATH, RUN_PATH, JOBS_PATH, RESHARD_PATH, COMPARE_PATH)
 """The POSTs that store something or start work: with ``--token`` they need it; every read stays open."""
+STORE_PATHS = (LINKS_PATH, "/s", SNAPSHOTS_PATH, JOBS_PATH)
+"""The paths whose work is the store's (share links and their pages, snapshots and runs, diffs and what-ifs,
+kernel jobs): at most ``max_store_requests`` in progress (:class:`server.middleware.StoreGate`), so the routes
+that need no database always find a worker thread."""
 
 
 class FrontendFiles:
@@ -123,6 +129,7 @@ def create_app(
     settings: Settings | None = None,
     kernel_pool: WorkerPool | None = None,
     extra_routes: Sequence[tuple[Route, Extra | None]] = (),
+    trusted_proxies: Iterable[str] = (),
 ) -> FastAPI:
     """The dashboard app.
 
@@ -135,7 +142,9 @@ def create_app(
     header or the cookie that opening a page at ``?token=`` sets.
     ``settings``: the limits (default: every setting's default; ``shardscope serve --setting``).
     ``kernel_pool``: the kernel lab's worker processes (default: a pool with the settings' limits);
-    its workers start on first use and stop with the app.
+    its workers start on first use and stop with the app. ``trusted_proxies``: addresses or networks
+    (``--trusted-proxy``) whose ``X-Forwarded-For`` and ``X-Forwarded-Proto`` name the client and its scheme
+    (quotas, sessions, the cookie's ``Secure``); from any other peer they are ignored.
     ``extra_routes``: routes to answer before the front end's catch-all, each with the lifespan it needs
     (``shardscope serve --mcp`` adds the Model Context Protocol's ``/mcp``: :func:`shardscope.mcp.http.route`).
     """
@@ -143,17 +152,20 @@ def create_app(
     problem = token_problem(token)
     if problem is not None:
         raise ShardingError("bad_token", problem, hint=TOKEN_HINT)
+    proxies = _checked_proxies(trusted_proxies)
     cache.configure(settings.max_cache_bytes)
     store = open_store(
         db_path,
         max_bytes=settings.max_store_bytes,
         max_days={"links": settings.max_link_days, "snapshots": settings.max_snapshot_days},
         max_connections=settings.max_db_connections,
+        wait_ms=settings.max_db_wait_ms,
+        statement_ms=settings.max_db_statement_ms,
+        queue_ms=settings.max_store_queue_ms,
     )
     kernels = kernel_pool if kernel_pool is not None else kernel_worker_pool(settings)
     jobs = JobBoard(store, kernels, settings)
     frontend = Path(frontend_dir) if frontend_dir is not None else FRONTEND_DIR
-
     app = FastAPI(
         title="Shardscope",
         version=version("shardscope"),  # pyproject's, from the installed package's metadata
@@ -161,7 +173,7 @@ def create_app(
         description='Every 4xx and 5xx has the body `{"error": {"code", "message", "hint"?, ...}}`.',
         docs_url=None,  # our own /docs (server.docs): FastAPI's uses inline script, which the CSP blocks
         redoc_url=None,
-        lifespan=_lifespan(store, kernels, jobs, [life for _, life in extra_routes if life is not None]),
+        lifespan=_lifespan(store, kernels, jobs, settings, [life for _, life in extra_routes if life is not None]),
         exception_handlers=EXCEPTION_HANDLERS,
         default_response_class=OrjsonResponse,
     )
@@ -184,19 +196,41 @@ def create_app(
         app.router.routes.append(route)  # before the front end's catch-all mount
     app.mount("/", FrontendFiles(frontend, app.router.routes), name="frontend")
 
-    _add_middleware(app, settings, token, _allowed_hosts(allowed_hosts, bind_host))
+    if allowed_hosts is None and is_loopback(bind_host):
+        # The usual loopback names, and the bind address itself (e.g. 127.0.0.2, or [::1]).
+        allowed_hosts = {*LOOPBACK_HOSTS, f"[{bind_host}]" if ":" in bind_host else bind_host}
+    _stack(app, settings, token=token, allowed_hosts=allowed_hosts, proxies=proxies)
     return app
 
 
-def _lifespan(store: Store, kernels: WorkerPool, jobs: JobBoard, extra: Sequence[Extra]) -> Callable[[FastAPI], Any]:
-    """What the app opens when it starts and closes when it stops: the store, the worker pool, the job board
-    and the extra routes' lifespans."""
+def _checked_proxies(trusted_proxies: Iterable[str]) -> list[str]:
+    """``--trusted-proxy`` values, each an address or a network, or ``bad_trusted_proxy`` naming the bad one."""
+    proxies = list(trusted_proxies)
+    try:
+        proxy_networks(proxies)
+    except ValueError as e:
+        raise ShardingError(
+            "bad_trusted_proxy",
+            f"--trusted-proxy takes an address or a network (10.0.0.5, 10.0.0.0/8, ::1): {e}",
+            hint="name the reverse proxy's own address as this server sees it",
+        ) from None
+    return proxies
+
+
+def _lifespan(
+    store: Store, kernels: WorkerPool, jobs: JobBoard, settings: Settings, extra: Sequence[Extra] = ()
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """What the app does when it starts and stops (``extra``: the extra routes' lifespans, entered last)."""
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         # The store is already open (so an unwritable path fails here, at start-up, not on the
         # first link); opening again is a no-op, and reopens it if an earlier lifespan closed it.
         store.open()
+        # Worker threads for sync routes: the store's requests hold at most max_store_requests of them (StoreGate),
+        # so the others keep SPARE_THREADS at least for the routes that need no database.
+        limiter = anyio.to_thread.current_default_thread_limiter()
+        limiter.total_tokens = max(limiter.total_tokens, settings.max_store_requests + SPARE_THREADS)
         # Everything imported so far (JAX's large heap above all) lives as long as the server:
         # moving it to the permanent generation keeps full GC passes from re-scanning it while a
         # request builds a 6144-device topology (halves that request's time).
@@ -216,17 +250,20 @@ def _lifespan(store: Store, kernels: WorkerPool, jobs: JobBoard, extra: Sequence
     return lifespan
 
 
-def _allowed_hosts(allowed_hosts: Iterable[str] | None, bind_host: str) -> Iterable[str] | None:
-    if allowed_hosts is None and is_loopback(bind_host):
-        # The usual loopback names, and the bind address itself (e.g. 127.0.0.2, or [::1]).
-        return {*LOOPBACK_HOSTS, f"[{bind_host}]" if ":" in bind_host else bind_host}
-    return allowed_hosts
-
-
-def _add_middleware(app: FastAPI, settings: Settings, token: str | None, allowed_hosts: Iterable[str] | None) -> None:
-    """The middleware stack: each a small pure-ASGI layer (server.middleware), innermost first."""
-    sessions, connections = app.state.sessions, app.state.connections
-    # add_middleware puts each new layer outside the previous ones: innermost first.
+def _stack(
+    app: FastAPI, settings: Settings, *, token: str | None, allowed_hosts: Iterable[str] | None, proxies: list[str]
+) -> None:
+    """The middleware around the app (server/middleware.py), on what ``app.state`` holds: ``add_middleware`` puts
+    each new layer outside the previous ones, so innermost first."""
+    state = app.state
+    app.add_middleware(  # innermost: turns on the store, waited for on the event loop
+        StoreGate,
+        prefixes=STORE_PATHS,
+        limit=settings.max_store_requests,
+        wait_s=settings.max_store_queue_ms / 1000,
+        down=state.store.down_error,
+        answered_anyway=(JOBS_PATH,),
+    )
     app.add_middleware(  # once the body is in: sheds load before the app does any work
         ConcurrencyLimit, max_requests=settings.max_connections, max_client_requests=settings.max_client_requests
     )
@@ -236,11 +273,12 @@ def _add_middleware(app: FastAPI, settings: Settings, token: str | None, allowed
         path_limits={SNAPSHOTS_PATH: (settings.max_snapshot_bytes, "max_snapshot_bytes")},
     )
     app.add_middleware(JsonOnly)
-    app.add_middleware(TokenCheck, token=token, paths=WRITE_PATHS, sessions=sessions)  # before any body is read
+    app.add_middleware(TokenCheck, token=token, paths=WRITE_PATHS, sessions=state.sessions)  # before any body
     app.add_middleware(CrossSiteCheck)
     app.add_middleware(HostCheck, allowed=allowed_hosts)
     app.add_middleware(CatchAll)
-    app.add_middleware(ChunkedSend, held=connections.held)
+    app.add_middleware(TrustedProxies, proxies=proxies)  # inside ChunkedSend: it keys what it holds by the socket
+    app.add_middleware(ChunkedSend, held=state.connections.held)
     app.add_middleware(SecurityHeaders, csp_overrides={"/docs": docs.DOCS_CSP})
 
 

@@ -3,10 +3,15 @@
 Technique: **a bearer token for scripts, server-side sessions for browsers** (as Jupyter's token hand-off
 and OWASP's session management cheat sheet describe). The token is long-lived and the operator's; a
 browser never keeps it. Opening a page at ``?token=T`` makes a session: 256 random bits from
-:mod:`secrets`, sent as an ``HttpOnly``, ``SameSite=Strict`` cookie and kept here only as its SHA-256, with
-an end time (``max_session_seconds``). Cookies are not scoped by port, so any other service on the same
-host name (TensorBoard, Jupyter) sees the cookie; what it sees is a session id that is not the token,
-cannot be used as a bearer token, ends on its own, and ends at once on ``DELETE /api/session`` or a restart.
+:mod:`secrets`, sent as an ``HttpOnly``, ``SameSite=Strict`` cookie (``Secure`` too whenever the request came
+over HTTPS, directly or through a trusted proxy, :class:`server.middleware.TrustedProxies`) and kept here only
+as its SHA-256, with an end time (``max_session_seconds``) and **the client address it was opened from**.
+Cookies are not scoped by port, so any other service on the same host name (TensorBoard, Jupyter) sees the
+cookie; what it sees is a session id that is not the token, cannot be used as a bearer token, ends on its own,
+ends at once on ``DELETE /api/session`` or a restart, and writes only from the address the browser opened it
+from (its IPv4 address or IPv6 /64, as quotas count clients): a replay from that service's own machine is
+refused (issue 29: it wrote for 12 h). What is left, docs/security.md says: a replay from the browser's own
+address — the same machine, or behind the same NAT or proxy — is not told apart.
 
 Tokens must carry at least 128 bits (:func:`token_problem`), judged by their length and alphabet, with
 repetition and placeholders refused.
@@ -81,27 +86,32 @@ class Sessions:
         self.max_sessions = max_sessions
         self.lifetime_s = lifetime_s
         self.clock = clock
-        self._ends: collections.OrderedDict[bytes, float] = collections.OrderedDict()  # digest -> end, oldest first
+        # digest -> (end, the client it is bound to), oldest first
+        self._ends: collections.OrderedDict[bytes, tuple[float, str]] = collections.OrderedDict()
         self._lock = threading.Lock()
 
-    def open(self) -> str:
+    def open(self, client: str = "") -> str:
+        """A new session bound to ``client`` (:func:`server.quota.client_key` of the address it was opened from)."""
         value = secrets.token_urlsafe(SESSION_BYTES)
         with self._lock:
             self._expire()
-            self._ends[_digest(value)] = self.clock() + self.lifetime_s
+            self._ends[_digest(value)] = (self.clock() + self.lifetime_s, client)
             while len(self._ends) > self.max_sessions:
                 self._ends.popitem(last=False)
         return value
 
-    def valid(self, value: str) -> bool:
+    def valid(self, value: str, client: str = "") -> bool:
+        """Whether ``value`` is a live session opened from ``client`` (another client's replay of it is not; the
+        session stays, for the browser that opened it)."""
         with self._lock:
-            end = self._ends.get(_digest(value))
-            if end is None:
+            entry = self._ends.get(_digest(value))
+            if entry is None:
                 return False
+            end, bound = entry
             if end <= self.clock():
                 del self._ends[_digest(value)]
                 return False
-            return True
+            return bound == client
 
     def end(self, value: str) -> bool:
         """Ends the session ``value``; True when there was one."""
@@ -116,7 +126,7 @@ class Sessions:
     def _expire(self) -> None:
         now = self.clock()
         while self._ends:
-            digest, end = next(iter(self._ends.items()))
+            digest, (end, _) = next(iter(self._ends.items()))
             if end > now:
                 break
             del self._ends[digest]

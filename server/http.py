@@ -23,12 +23,18 @@ limits (Slowloris and slow-read defences)**, as ``client_header_timeout`` / ``cl
   ``max_body_seconds`` and at a pace of at least 1 MiB per ``max_body_seconds_per_mib`` seconds from 2 s
   after its head (408 ``request_timeout``): withheld bodies can no longer take every slot (issue 20:
   1,030 of them made ``/api/health`` 503);
-* **the reader keeps the pace** — the bytes this side wrote but the reader has not taken (the
-  transport's buffer; responses are written 64 KiB at a time, :class:`server.middleware.ChunkedSend`)
-  must move: a reader that takes nothing for ``max_send_stall_seconds``, or less than 1 MiB per
-  ``max_send_seconds_per_mib`` seconds after that, is cut; and when what all readers hold passes
-  ``max_send_buffer_bytes`` the slowest are cut first, never the server (issue 20: 60 sockets that
-  never read a 50 MiB snapshot held +2.9 GiB, for ever);
+* **the reader keeps the pace** — once a response backs up here (the transport buffers what the kernel
+  will not take yet; responses are written 64 KiB at a time, :class:`server.middleware.ChunkedSend`), the
+  bytes its reader takes — what the reader's TCP acknowledged: written, less what the transport still
+  buffers, less what the kernel still holds unacknowledged (``SIOCOUTQ``, on Linux) — must move: a reader that
+  takes nothing for ``max_send_stall_seconds``, or less than 1 MiB per ``max_send_seconds_per_mib`` seconds
+  (4 KiB/s) on average from then on, with ``max_send_stall_seconds`` of grace, is cut; and when what all
+  readers hold here passes ``max_send_buffer_bytes`` the slowest are cut first, never the server (issue 20:
+  60 sockets that never read a 50 MiB snapshot held +2.9 GiB, for ever). Counting at the transport alone (the
+  rule before issue 29) saw nothing move while the kernel's send buffer (4 MiB on loopback) drained, so
+  steady readers at 8-128 KiB/s were cut after 11-20 s. Acknowledgements come in steps of the reader's
+  receive window (its kernel reopens it only once a good part is free: about 93 KiB, 23 s at 4 KiB/s, on
+  loopback), hence the 60 s of ``max_send_stall_seconds``;
 * **shedding** — at ``max_open_connections`` open connections, a new one closes the connection that
   has been idle longest (waiting for a head or on keep-alive), never one with a request in progress,
   so a flood of idle sockets cannot lock newcomers out or run the process out of file descriptors.
@@ -45,6 +51,7 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
+import inspect
 import logging
 import random
 import socket
@@ -53,6 +60,7 @@ import sys
 from typing import Any, ClassVar, Literal
 
 import h11
+import uvicorn
 from uvicorn.config import Config
 from uvicorn.protocols.http.h11_impl import STATUS_PHRASES, H11Protocol
 from uvicorn.server import ServerState
@@ -73,6 +81,51 @@ from server.settings import (
 
 log = logging.getLogger("uvicorn.error")
 
+UVICORN_TESTED: tuple[int, int] = (0, 54)
+"""The uvicorn release (major, minor) this layer is tested against: pyproject.toml admits ``>=0.54,<0.55`` only,
+since :class:`GuardedH11Protocol` subclasses uvicorn's private ``H11Protocol`` and drives its internals
+(tests/test_security.py holds pyproject to this)."""
+H11_METHODS: tuple[str, ...] = (
+    "connection_made", "data_received", "connection_lost", "on_response_complete", "send_400_response",
+    "handle_events", "eof_received", "timeout_keep_alive_handler",
+)  # fmt: skip
+"""``H11Protocol``'s methods this layer overrides or relies on."""
+H11_ATTRIBUTES: tuple[str, ...] = (
+    "conn", "cycle", "transport", "connections", "server_state", "client", "loop", "flow",
+)  # fmt: skip
+"""The attributes ``H11Protocol`` sets on itself that this layer reads or replaces (``conn``, ``transport``)."""
+
+
+def uvicorn_problem(version: str, protocol: type[Any]) -> str | None:
+    """Why this layer cannot run on uvicorn ``version`` (its ``H11Protocol``: ``protocol``), or None: another
+    release than the one tested, or a method or attribute it relies on gone (each named)."""
+    parts = tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
+    problems = []
+    if parts != UVICORN_TESTED:
+        problems.append(f"uvicorn {version} is installed, and this server is tested with "
+                        f"{UVICORN_TESTED[0]}.{UVICORN_TESTED[1]}.x only")  # fmt: skip
+    missing = [name for name in H11_METHODS if not callable(getattr(protocol, name, None))]
+    try:
+        source = inspect.getsource(protocol)
+    except (OSError, TypeError):
+        source = None  # no source to read (a frozen install): the version check stands alone
+    if source is not None:
+        missing += [name for name in H11_ATTRIBUTES if f"self.{name} =" not in source and f"self.{name}:" not in source]
+    if missing:
+        problems.append(f"its H11Protocol lacks {', '.join(missing)}")
+    if not problems:
+        return None
+    return (
+        "; ".join(problems) + f": server/http.py drives uvicorn's private H11Protocol; install "
+        f"'uvicorn>={UVICORN_TESTED[0]}.{UVICORN_TESTED[1]},<{UVICORN_TESTED[0]}.{UVICORN_TESTED[1] + 1}' "
+        "(what shardscope's own requirements say)"
+    )
+
+
+_PROBLEM = uvicorn_problem(uvicorn.__version__, H11Protocol)
+if _PROBLEM is not None:
+    raise ImportError(_PROBLEM)
+
 RESERVED_FDS = 256
 """File descriptors kept free of connections: the SQLite store, the kernel workers' pipes, JAX."""
 
@@ -83,6 +136,25 @@ BODY_GRACE_S = 2.0
 """Seconds after its head before a body's pace is checked (a client sends its body right after its head), and
 before a request set aside (past the bounds on bodies waiting) is refused."""
 PARKED: Literal["parked"] = "parked"
+
+if sys.platform.startswith("linux"):
+    import fcntl
+    import termios
+
+    _OUTQ: int | None = termios.TIOCOUTQ
+else:  # pragma: no cover - what the reader took is then counted at the transport only
+    _OUTQ = None
+
+
+def kernel_unacknowledged(sock: Any) -> int:
+    """Bytes of a TCP socket's send queue its peer has not acknowledged (Linux's ``SIOCOUTQ``, which is
+    ``TIOCOUTQ``); 0 for anything else, or where the kernel does not say."""
+    if _OUTQ is None or sock is None:
+        return 0
+    try:
+        return max(0, int(struct.unpack("i", fcntl.ioctl(sock.fileno(), _OUTQ, b"\0\0\0\0"))[0]))
+    except (OSError, ValueError, struct.error):
+        return 0
 
 
 def _declares_body(event: h11.Request) -> bool:
@@ -244,6 +316,10 @@ class _CountingTransport(asyncio.Transport):
 
     def get_write_buffer_size(self) -> int:
         return self._transport.get_write_buffer_size()
+
+    def kernel_queued(self) -> int:
+        """Bytes the kernel holds for the reader and it has not acknowledged (0 where the kernel does not say)."""
+        return kernel_unacknowledged(self._transport.get_extra_info("socket"))
 
     def is_closing(self) -> bool:
         return self._transport.is_closing()
@@ -496,9 +572,10 @@ class GuardedH11Protocol(H11Protocol):
             self.guard.watch(self.loop)
 
     def taken(self) -> int:
-        """Bytes the reader has taken (written to the transport, less what it still buffers)."""
+        """Bytes the reader has taken: written to the transport, less what it still buffers, less what the kernel
+        holds that the reader's TCP has not acknowledged."""
         assert self.counting is not None
-        return self.counting.written - self.counting.get_write_buffer_size()
+        return self.counting.written - self.counting.get_write_buffer_size() - self.counting.kernel_queued()
 
     def send_rate(self, now: float) -> float:
         """Bytes a second the reader has taken since it fell behind."""

@@ -20,16 +20,20 @@ request (a malformed or late head) is in :mod:`server.http`, with the same shape
 
 from __future__ import annotations
 
+import asyncio
 import collections
+import contextlib
 import hmac
 import ipaddress
 import logging
+import math
 import urllib.parse
 from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
 from typing import Any
 
 from server.auth import Sessions
 from server.errors import ApiError, send_error
+from server.hosts import LOOPBACK_HOSTS
 from server.jsonio import CHUNK_BYTES
 from server.quota import client_key
 from server.settings import MAX_CLIENT_REQUESTS
@@ -43,7 +47,6 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 log = logging.getLogger("shardscope.server")
 
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]"})
 
 
 def header(scope: Scope, name: bytes) -> str | None:
@@ -142,17 +145,64 @@ class CatchAll:
             )
 
 
+# ---- 2b. who the client is, behind a proxy -------------------------------------------------------------------
+
+
+FORWARDED_PEER = "shardscope.peer"
+"""Where :class:`TrustedProxies` keeps the socket's own peer when it names the client a proxy forwarded."""
+
+
+def proxy_networks(proxies: Iterable[str]) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    """``--trusted-proxy`` values (an address, ``[::1]``, or a network) as networks; ValueError names a bad one."""
+    return tuple(ipaddress.ip_network(p.strip().strip("[]"), strict=False) for p in proxies)
+
+
+class TrustedProxies:
+    """Technique: **forwarded headers from configured proxies only** (as nginx's ``set_real_ip_from`` or
+    uvicorn's ``forwarded_allow_ips``). A request whose socket peer is one of ``proxies`` (addresses or networks,
+    ``shardscope serve --trusted-proxy``) is taken to come from the client its ``X-Forwarded-For`` names — the
+    rightmost address that is not itself a trusted proxy — and over the scheme its ``X-Forwarded-Proto`` names;
+    from any other peer both headers are ignored, so a client cannot pick the address its write quota, request
+    count and session are kept under (issue 29: anyone escaped their quota by adding ``X-Forwarded-For``, which
+    uvicorn believed from 127.0.0.1 by default; ``shardscope serve`` now turns uvicorn's own handling off). The
+    socket's peer is kept in ``scope["shardscope.peer"]``.
+    """
+
+    def __init__(self, app: ASGIApp, proxies: Iterable[str] = ()) -> None:
+        self.app = app
+        self.networks = proxy_networks(proxies)
+
+    def trusted(self, address: str) -> bool:
+        try:
+            ip = ipaddress.ip_address(address.strip().strip("[]"))
+        except ValueError:
+            return False
+        return any(ip in network for network in self.networks)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        client = scope.get("client")
+        if scope["type"] not in ("http", "websocket") or not self.networks or not client or not self.trusted(client[0]):
+            await self.app(scope, receive, send)
+            return
+        forwarded = ",".join(bytes(v).decode("latin-1") for k, v in scope.get("headers", ()) if k == b"x-forwarded-for")
+        address = client[0]
+        for hop in reversed([h.strip().strip("[]") for h in forwarded.split(",") if h.strip()]):
+            try:
+                ipaddress.ip_address(hop)
+            except ValueError:
+                break  # not an address (a proxy would not write one): trust goes no further
+            address = hop
+            if not self.trusted(hop):
+                break
+        proto = (header(scope, b"x-forwarded-proto") or "").split(",")[-1].strip().lower()
+        scheme = scope.get("scheme", "http")
+        if proto in ("http", "https"):
+            scheme = proto if scope["type"] == "http" else {"http": "ws", "https": "wss"}[proto]
+        scope = {**scope, "client": (address, 0), "scheme": scheme, FORWARDED_PEER: client}
+        await self.app(scope, receive, send)
+
+
 # ---- 3. Host header ------------------------------------------------------------------------------
-
-
-def is_loopback(host: str) -> bool:
-    host = host.strip("[]")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def host_name(value: str) -> str | None:
@@ -441,14 +491,16 @@ class TokenCheck:
             if not self._matches(bearer):
                 await send_error(send, bad_token("the token is not this server's", "use the token"))
                 return
-        elif not session or not self.sessions.valid(session):
+        elif not session or not self.sessions.valid(session, client_of(scope)):
             await send_error(
                 send,
                 ApiError(
                     401,
                     "unauthorized",
                     "this server takes writes (share links, kernel runs, snapshots) only with its token"
-                    + (", and this browser's session has ended" if session else ""),
+                    + (
+                        ", and this browser's session has ended (or was opened from another address)" if session else ""
+                    ),
                     hint="scripts: Authorization: Bearer <token> (publish(..., token=...) or $SHARDSCOPE_TOKEN); "
                     "browsers: open the dashboard once at ?token=<token>",
                     headers={"www-authenticate": 'Bearer realm="shardscope"'},
@@ -469,8 +521,8 @@ class TokenCheck:
         rest = urllib.parse.urlencode([(k, v) for k, v in pairs if k != "token"])
         location = own_path(scope.get("path", "/")) + (f"?{rest}" if rest else "")
         session = (
-            f"{SESSION_COOKIE}={self.sessions.open()}; Path=/; HttpOnly; SameSite=Strict; "
-            f"Max-Age={int(self.sessions.lifetime_s)}"
+            f"{SESSION_COOKIE}={self.sessions.open(client_of(scope))}; Path=/; HttpOnly; SameSite=Strict; "
+            f"Max-Age={int(self.sessions.lifetime_s)}" + ("; Secure" if scope.get("scheme") == "https" else "")
         )
         await send(
             {
@@ -481,6 +533,13 @@ class TokenCheck:
             }
         )  # fmt: skip
         await send({"type": "http.response.body", "body": b""})
+
+
+def client_of(scope: Scope) -> str:
+    """Who sent a request, as quotas and sessions count clients (:func:`server.quota.client_key` of its address:
+    the socket's peer, or the client a trusted proxy names, :class:`TrustedProxies`)."""
+    client = scope.get("client")
+    return client_key(client[0] if client else None)
 
 
 def bad_token(message: str, what: str) -> ApiError:
@@ -564,8 +623,7 @@ class ConcurrencyLimit:
                 body.append(message)
                 if not message.get("more_body", False):
                     break
-        client = scope.get("client")
-        who = client_key(client[0] if client else None)
+        who = client_of(scope)
         refusal = None
         if self.active >= self.max_requests:
             refusal = ApiError(
@@ -606,6 +664,120 @@ def declares_body(scope: Scope) -> bool:
     """Whether a request says a body follows (a non-zero Content-Length, or Transfer-Encoding)."""
     length = header(scope, b"content-length")
     return (length is not None and length.strip() != "0") or header(scope, b"transfer-encoding") is not None
+
+
+# ---- requests that wait on the store ------------------------------------------------------------------------
+
+
+class StoreGate:
+    """Technique: **a bulkhead** — requests to the paths that use the store (``prefixes``: a path equal to one,
+    or under it) are at most ``limit`` in progress at once, each from its start until its answer starts (a
+    snapshot streamed to a slow reader holds no turn while it is read). One more waits for a turn *on the event
+    loop*, holding no worker thread, for at most ``wait_s`` (``max_store_queue_ms``); then 503 ``store_unavailable``
+    with ``Retry-After``.
+    So however slow the database is (an outage, a lock held by a frozen replica), the requests waiting on it hold
+    at most ``limit`` worker threads and the routes that need no database (health, layout, topology, the pages)
+    find the rest free (issue 29: with ~50 clients on one replica during a PostgreSQL outage, health answered
+    twice in 45 s and ``POST /api/layout``, which needs no database, once). Turns are handed over in order. While
+    the store is known down (``down`` gives its 503), the requests are answered with it here, before any route
+    runs — but for ``answered_anyway`` (a kernel job's poll, which its owner answers from its own workers).
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        prefixes: Iterable[str],
+        limit: int,
+        wait_s: float,
+        down: Callable[[], ApiError | None] = lambda: None,
+        answered_anyway: Iterable[str] = (),
+    ) -> None:
+        self.app = app
+        self.prefixes = tuple(p.rstrip("/") for p in prefixes)
+        self.limit = limit
+        self.wait_s = wait_s
+        self.down = down
+        self.answered_anyway = tuple(p.rstrip("/") for p in answered_anyway)
+        self.active = 0
+        self.waiting: collections.deque[asyncio.Future[None]] = collections.deque()
+        self.refused = 0
+
+    def gated(self, path: str) -> bool:
+        return any(path == p or path.startswith(p + "/") for p in self.prefixes)
+
+    async def _enter(self) -> bool:
+        if self.active < self.limit and not self.waiting:
+            self.active += 1
+            return True
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.waiting.append(turn)
+        try:
+            await asyncio.wait_for(asyncio.shield(turn), self.wait_s)
+        except TimeoutError:
+            if turn.done() and not turn.cancelled():
+                return True  # handed over just as the wait ended: it is ours
+            turn.cancel()
+            with contextlib.suppress(ValueError):
+                self.waiting.remove(turn)
+            return False
+        except BaseException:  # the request went away while it waited: its turn, if it got one, goes on
+            if turn.done() and not turn.cancelled():
+                self._leave()
+            else:
+                turn.cancel()
+            raise
+        return True
+
+    def _leave(self) -> None:
+        while self.waiting:
+            turn = self.waiting.popleft()
+            if not turn.done():
+                turn.set_result(None)  # the turn goes to the next one waiting: active stays
+                return
+        self.active -= 1
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] != "http" or not self.gated(path):
+            await self.app(scope, receive, send)
+            return
+        down = self.down()
+        if down is not None and not any(path == p or path.startswith(p + "/") for p in self.answered_anyway):
+            await send_error(send, down)  # the store is known down: its 503 costs no route, no thread, no wait
+            return
+        if not await self._enter():
+            self.refused += 1
+            seconds = max(1, min(10, math.ceil(self.wait_s)))
+            await send_error(
+                send,
+                ApiError(
+                    503,
+                    "store_unavailable",
+                    f"{self.limit} requests are waiting on this server's store already (setting max_store_requests), "
+                    f"and none finished within {self.wait_s * 1000:.0f} ms (setting max_store_queue_ms)",
+                    hint=f"try again in {seconds} s",
+                    headers={"retry-after": str(seconds)},
+                    retry_after=seconds,
+                ),
+            )
+            return
+        held = True
+
+        def leave() -> None:
+            nonlocal held
+            if held:
+                held = False
+                self._leave()
+
+        async def send_and_leave(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                leave()  # its answer has started: what remains (a stream to a slow reader) holds no turn
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_and_leave)
+        finally:
+            leave()
 
 
 # ---- responses in pieces ---------------------------------------------------------------------------------

@@ -22,13 +22,14 @@ is replaced the same way. The parent turns the worker's answer into the response
 :meth:`Task.result`, encodes it once, and caches the bytes.
 
 Memory: one budget for all the workers (``total_memory``, ``max_kernel_memory``) besides each worker's
-(``memory_limit``, ``max_worker_memory``). A job starts only when its estimate fits beside what the other workers
-hold or are estimated to reach (a running job's estimate, and once compiled what XLA's figures say it needs; an
-idle worker's baseline; or the resident memory the
-watchdog last saw, whichever is more: a worker keeps some of its last run's heap); a watchdog thread sums the
-workers' resident memory every 0.1 s and stops
-the largest past the total; and the workers live in one parent memory cgroup capped at the total, each in a
-child capped at its own limit, where the server may make them (:mod:`server.memcap`).
+(``memory_limit``, ``max_worker_memory``). A job starts only when its estimate fits, within the total less
+:data:`ADMISSION_HEADROOM`, beside what the other workers hold or are estimated to reach (a running job's
+estimate, once compiled what XLA's figures say it needs, and the most it has held so far; an idle worker's
+baseline; or the resident memory the watchdog last saw, whichever is more: a worker keeps some of its last run's
+heap); a watchdog thread sums the workers' resident memory every 0.1 s and, past the total, stops an idle worker
+that kept its last run's heap, else the run started last, which is queued again to run alone (a run that fits
+alone is never refused for the others: issue 29); and the workers live in one parent memory cgroup capped at the
+total, each in a child capped at its own limit, where the server may make them (:mod:`server.memcap`).
 """
 
 from __future__ import annotations
@@ -70,6 +71,9 @@ log = logging.getLogger("shardscope.pool")
 
 WATCH_S = 0.1
 """How often a running job's worker is looked at (its messages, and its resident memory)."""
+ADMISSION_HEADROOM = 0.05
+"""The share of the workers' total a run's start leaves free beside the others' estimates and what they hold: what
+workers grow by between two looks of the watchdog, and past their estimates (issue 29: 3.02 GiB of 3.00)."""
 TOO_LARGE = "too_large"
 WORKER_START_TIMEOUT_S = 180.0  # importing JAX in a fresh process takes seconds on a busy machine
 TIMEOUT = "timeout"
@@ -143,6 +147,7 @@ class Job:
     cached: bool = False
     peak_memory: int | None = None  # the worker's largest resident memory seen while it ran (bytes)
     needs: int | None = None  # the bytes the run needs by XLA's figures, once its worker has compiled it
+    requeued: int = 0  # times it was stopped for the workers' total and queued again (it then runs alone)
     owners: int = 1  # requests waiting for it (a compare withdraws its claim when its other side failed)
     future: concurrent.futures.Future[None] = dataclasses.field(default_factory=concurrent.futures.Future)
 
@@ -410,7 +415,8 @@ class _Slot:
             self._respawn()
             return
         if total is not None or (parent is not None and parent.killed_for_memory()):  # past the workers' total
-            self.pool.finish(job, failure=self.pool.total_failure(total))
+            if not self.pool.requeue(job):  # a run that fits alone runs again, alone; only a second stop fails it
+                self.pool.finish(job, failure=self.pool.total_failure(total))
             self._respawn()
             return
         self.pool.finish(
@@ -528,8 +534,8 @@ class WorkerPool:
             return self._cgroup
 
     def _watch_total(self) -> None:
-        """The watchdog on the sum: while the workers together hold more than the total, the largest is
-        stopped (its run, if it had one, gets 422 too_large); the cgroup above them is the backstop."""
+        """The watchdog on the sum: while the workers together hold more than the total, one is stopped
+        (:meth:`_over_total`); the cgroup above them is the backstop."""
         assert self.total_memory is not None
         while not self.closing:
             time.sleep(WATCH_S)
@@ -538,19 +544,57 @@ class WorkerPool:
             with self._lock:
                 for slot in self._slots:
                     slot.resident = next((size for size, _, s in sizes if s is slot), 0)
+                    if slot.job is not None and slot.job in self._running:
+                        slot.job.peak_memory = max(slot.job.peak_memory or 0, slot.resident)
                 self._lock.notify_all()  # a worker that gave memory back may make room for a waiting run
             self.peak_total = max(self.peak_total, used)
-            if used <= self.total_memory or not sizes:
-                continue
-            size, pid, slot = max(sizes, key=lambda s: s[0])
+            if used > self.total_memory and sizes:
+                self._over_total(used, sizes)
+
+    def _over_total(self, used: int, sizes: list[tuple[int, int, _Slot]]) -> None:
+        """The workers hold more than the total: an idle worker that kept its last run's heap is stopped first
+        (no run is lost: it starts afresh at its baseline); else the run started last, whose start left no room, is
+        stopped and queued again, to run alone (issue 29: 1-2 of 7 runs that fit alone were refused too_large when
+        the watchdog stopped the largest). A run stopped so a second time gets 422 too_large."""
+        with self._lock:
+            running = {id(slot): slot.job for _, _, slot in sizes if slot.job is not None and slot.job in self._running}
+        over = used - (self.total_memory or 0)
+        idle = [(size, pid, slot) for size, pid, slot in sizes if id(slot) not in running]
+        largest_idle = max(idle, key=lambda s: s[0], default=None)
+        if largest_idle is not None and largest_idle[0] - WORKER_BASELINE_BYTES >= over:
+            size, pid, slot = largest_idle  # restarted, it holds its baseline: enough comes back
+            what = "an idle worker that kept its last run's heap"
+        else:
+
+            def started(entry: tuple[int, int, _Slot]) -> tuple[bool, float]:
+                job = running.get(id(entry[2]))
+                return job is not None, (job.started or 0.0) if job is not None else 0.0
+
+            size, pid, slot = max(sizes, key=started)
             slot.killed_for_total = used
-            self.stats["killed_for_total"] += 1
-            log.warning(
-                "the kernel workers hold %s together, past %s (setting %s): stopping the largest (%s)",
-                fmt_bytes(used), fmt_bytes(self.total_memory), self.total_setting, fmt_bytes(size),
-            )  # fmt: skip
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+            what = "the run started last"
+        self.stats["killed_for_total"] += 1
+        log.warning(
+            "the kernel workers hold %s together, past %s (setting %s): stopping %s (%s)",
+            fmt_bytes(used), fmt_bytes(self.total_memory or 0), self.total_setting, what, fmt_bytes(size),
+        )  # fmt: skip
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+    def requeue(self, job: Job) -> bool:
+        """Queues again, at the front and to run alone, a run stopped because the workers together passed the
+        total (its own start left no room); False when it was once already (it then fails too_large)."""
+        with self._lock:
+            if job.requeued or self.closing or job.future.done():
+                return False
+            job.requeued += 1
+            job.state, job.started, job.needs = "queued", None, None
+            self._running.discard(job)
+            self._queue.appendleft(job)
+            self.stats["requeued"] += 1
+            self._lock.notify_all()
+        self.notify(job)
+        return True
 
     def close(self) -> None:
         with self._lock:
@@ -699,6 +743,8 @@ class WorkerPool:
             return None
         oldest = self._queue[0]
         pick = next((j for j in self._queue if j.task.affinity == slot.affinity), oldest)
+        if oldest.requeued:  # stopped once for the total: it runs alone, and nothing passes it meanwhile
+            return None if self._running else oldest
         if self.total_memory is None or not self._running:
             return pick
         others = 0  # what the other workers hold or are estimated to reach, whichever is more
@@ -706,10 +752,11 @@ class WorkerPool:
             if other is not slot:
                 running = other.job if other.job in self._running else None
                 estimate = 0 if running is None else max(task_memory(running.task), running.needs or 0)
-                floor = max(estimate, WORKER_BASELINE_BYTES)
+                floor = max(estimate, WORKER_BASELINE_BYTES, running.peak_memory or 0 if running else 0)
                 others += max(floor, other.resident)  # an idle worker keeps some of its last run's heap
+        room = self.total_memory * (1 - ADMISSION_HEADROOM)
         for job in dict.fromkeys((pick, oldest)):
-            if others + max(task_memory(job.task), slot.resident) <= self.total_memory:
+            if others + max(task_memory(job.task), slot.resident) <= room:
                 return job
         return None
 

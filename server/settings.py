@@ -18,7 +18,16 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from server.memcap import available_ram
-from server.store import MAX_DB_CONNECTIONS, MAX_LINK_DAYS, MAX_SNAPSHOT_DAYS, MAX_STORE_BYTES, RECORD_OVERHEAD
+from server.store import (
+    MAX_DB_CONNECTIONS,
+    MAX_DB_STATEMENT_MS,
+    MAX_DB_WAIT_MS,
+    MAX_LINK_DAYS,
+    MAX_SNAPSHOT_DAYS,
+    MAX_STORE_BYTES,
+    MAX_STORE_QUEUE_MS,
+    RECORD_OVERHEAD,
+)
 from sharding_core.cache import MAX_CACHE_BYTES
 from sharding_core.cost.efficiency import MAX_NCCL_TEXT_CHARS
 from sharding_core.devices import MAX_DEVICES, MAX_SLICES, DeviceSet, parse_devices
@@ -53,6 +62,9 @@ MAX_KERNEL_JOBS = 1024
 MAX_KERNEL_RESULT_BYTES = 256 * 1024 * 1024
 MAX_KERNEL_JOB_SILENCE_SECONDS = 15
 MAX_SNAPSHOT_BYTES = 64 * 1024 * 1024
+MAX_STORE_REQUESTS = 24
+SPARE_THREADS = 16
+"""Worker threads kept for routes that need no database beyond ``max_store_requests`` (server/app.py)."""
 SNAPSHOT_CACHE_BYTES = 256 * 1024 * 1024
 """What the server's caches of parsed snapshots, and of merged runs, each hold at most (the largest
 snapshot fits)."""
@@ -67,7 +79,7 @@ MAX_BODY_SECONDS = 60
 MAX_BODY_WAITS = 128
 MAX_BODY_SECONDS_PER_MIB = 1024  # 1 KiB/s
 MAX_CLIENT_REQUESTS = 64
-MAX_SEND_STALL_SECONDS = 10
+MAX_SEND_STALL_SECONDS = 60
 MAX_SEND_SECONDS_PER_MIB = 256  # 4 KiB/s
 MAX_SEND_BUFFER_BYTES = 256 * 1024 * 1024
 # Browser sessions (server/auth.py) and per-client write quotas (server/quota.py).
@@ -183,9 +195,46 @@ class Settings:
         MAX_DB_CONNECTIONS,
         "Connections this server holds to PostgreSQL at most (--db postgresql://...), its own pool: each replica "
         "has its own, so the database sees replicas × this (keep it under the server's max_connections). A "
-        "request that waits 10 s for one gets 503 store_unavailable. A SQLite store ignores it",
+        "request that waits max_db_wait_ms for one gets 503 store_unavailable. A SQLite store ignores it",
         minimum=2,
         maximum=1000,
+    )
+    max_db_wait_ms: int = _setting(
+        MAX_DB_WAIT_MS,
+        "Milliseconds a request waits on the database, for each of: a connection "
+        "from the pool, a row lock another replica holds (PostgreSQL's lock_timeout), connecting (connect_timeout, "
+        "in whole seconds, at least 2), the database acknowledging what was sent (tcp_user_timeout); SQLite's "
+        "busy timeout. Past it the request gets 503 store_unavailable with Retry-After and nothing is stored. A "
+        "database that fails as a database gone would (refused, lost, shut down) is marked down: from then on "
+        "requests get their 503 at once, /api/health says unavailable, until a look every 0.5 s finds it back",
+        minimum=100,
+        maximum=60_000,
+    )
+    max_db_statement_ms: int = _setting(
+        MAX_DB_STATEMENT_MS,
+        "Milliseconds one PostgreSQL statement may run (statement_timeout): past it the request gets 503 "
+        "store_unavailable with Retry-After and nothing is stored. A SQLite store ignores it",
+        minimum=1000,
+        maximum=3_600_000,
+    )
+    max_store_requests: int = _setting(
+        MAX_STORE_REQUESTS,
+        "Requests that use the store (share links, snapshots, runs, diffs, what-ifs, kernel jobs' states) in "
+        "progress at once, each until its answer starts; one more waits for a turn, holding no worker thread, up to "
+        "max_store_queue_ms, then gets 503 store_unavailable with Retry-After. The worker threads are at least this "
+        f"many plus {SPARE_THREADS}, so routes that need no database (health, layout, topology, the pages) always "
+        "find one, however slow the database is",
+        maximum=4096,
+    )
+    max_store_queue_ms: int = _setting(
+        MAX_STORE_QUEUE_MS,
+        "Milliseconds a request that uses the store may wait for its turn — among max_store_requests (holding no "
+        "worker thread), and for this server's one writer at a time — before its 503 store_unavailable with "
+        "Retry-After. While the store does not answer, turns come round in milliseconds (each gets its 503 at "
+        "once), so this bounds bursts on a store that answers slowly: 100 first reads of one large snapshot, 64 "
+        "writers on a busy disk",
+        minimum=0,
+        maximum=600_000,
     )
     # ---- the kernel lab (server/pool.py, sharding_core/kernels)
     max_kernel_workers: int = _setting(
@@ -269,10 +318,12 @@ class Settings:
         0,
         "Bytes of memory the kernel workers may use together (0: half of the RAM this server may use: the "
         "machine's, or its memory cgroup's limit, as a container's memory limit sets it). A run starts only when "
-        "its estimate fits beside the runs in progress (a compare's two sides count together: one waits for the "
-        "other rather than both run past it); the workers share one parent memory cgroup with this limit where "
-        "the server may make one, and a watchdog on the sum of their resident memory stops the largest past it "
-        "(its run gets 422 too_large). Start-up refuses a value above the RAM",
+        "its estimate fits in 95 % of it beside the runs in progress, each counted at the most of its estimate "
+        "and what it has held (a compare's two sides count together: one waits for the other rather than both "
+        "run past it); the workers share one parent memory cgroup with this limit where the server may make one, "
+        "and a watchdog on the sum of their resident memory, past it, stops an idle worker that kept its last "
+        "run's heap, else the run started last, which is queued again to run alone (a second stop gets 422 "
+        "too_large). Start-up refuses a value above the RAM",
         minimum=0,
         maximum=256 * TIB,
     )
@@ -369,14 +420,17 @@ class Settings:
     )
     max_send_stall_seconds: int = _setting(
         MAX_SEND_STALL_SECONDS,
-        "Seconds a response may wait for its reader to take any of it; past it the connection is cut (a reader "
-        "that never reads holds nothing longer than this)",
+        "Seconds a response that backed up (the kernel would not take more) may wait for its reader to take any of "
+        "it, counted as what the reader's TCP acknowledged; past it the connection is cut (a reader that never "
+        "reads holds nothing longer than this). Acknowledgements come in steps of the reader's receive window, "
+        "about 93 KiB on loopback (23 s at 4 KiB/s): 60 s lets a steady 4 KiB/s reader through",
         maximum=3600,
     )
     max_send_seconds_per_mib: int = _setting(
         MAX_SEND_SECONDS_PER_MIB,
-        "The slowest pace a reader may take a response at, as seconds per MiB (256: 4 KiB/s): from "
-        "max_send_stall_seconds after the response began, a reader behind that pace is cut",
+        "The slowest pace a reader may take a response at, as seconds per MiB (256: 4 KiB/s), on average from the "
+        "moment the response backed up, with max_send_stall_seconds of grace: a reader that has taken less than "
+        "that pace times (the time since, less max_send_stall_seconds) is cut",
         maximum=86400,
     )
     max_send_buffer_bytes: int = _setting(

@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import argparse
 import gc
-import ipaddress
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+from server.hosts import is_loopback  # the one loopback check (standard library only: the CLI stays light)
+
+__all__ = ["is_loopback", "main"]
 
 
 def _ints(text: str, sep: str) -> tuple[int, ...]:
@@ -24,19 +25,8 @@ def _ints(text: str, sep: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"expected integers separated by {sep!r}, got {text!r}") from None
 
 
-def is_loopback(host: str) -> bool:
-    if host in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="shardscope", description=__doc__)
-    sub = p.add_subparsers(dest="command", required=True)
-
+def _serve_parser(sub: Any) -> None:
+    """``shardscope serve``'s options."""
     s = sub.add_parser("serve", help="serve the dashboard (loopback only unless --host says otherwise)")
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8000)
@@ -76,6 +66,16 @@ def _parser() -> argparse.ArgumentParser:
         "bounded in time and memory, not sandboxed): for a trusted team's server only",
     )
     s.add_argument(
+        "--trusted-proxy",
+        action="append",
+        default=[],
+        metavar="ADDRESS",
+        help="a reverse proxy's address or network (e.g. 10.0.0.5, 172.18.0.0/16; repeatable): requests from it "
+        "are taken to come from the client its X-Forwarded-For names and over the scheme its X-Forwarded-Proto "
+        "names (per-client quotas, sessions, the session cookie's Secure); from anyone else those headers are "
+        "ignored",
+    )
+    s.add_argument(
         "--setting",
         nargs=2,
         action="append",
@@ -84,11 +84,9 @@ def _parser() -> argparse.ArgumentParser:
         help="change a limit, e.g. --setting max_kernel_workers 4 (repeatable; `shardscope settings` lists them)",
     )
 
-    se = sub.add_parser(
-        "settings", help="list every setting: name, default, whether --setting can change it, what it does"
-    )
-    se.add_argument("--json", action="store_true", help="print the settings as JSON")
 
+def _store_parser(sub: Any) -> None:
+    """``shardscope store info|prune|delete``'s options."""
     st = sub.add_parser("store", help="look after a server's store: what it holds, prune it, delete records")
     actions = st.add_subparsers(dest="action", required=True)
     for action, what in (
@@ -96,8 +94,8 @@ def _parser() -> argparse.ArgumentParser:
         ("prune", "delete by age (--older-than DAYS) and/or the oldest until the store is under --max-bytes"),
         (
             "delete",
-            "delete one run (--run=READ_ID), snapshot (--snapshot=ID) or link and what it opens (--link=ID); "
-            "give the id after '=': one may begin with '-'",
+            "delete one run (--run=READ_ID), snapshot (--snapshot=ID), link and what it opens (--link=ID) or kernel "
+            "job (--job=ID); give the id after '=': one may begin with '-'",
         ),
     ):
         a = actions.add_parser(action, help=what, description=what)
@@ -112,6 +110,20 @@ def _parser() -> argparse.ArgumentParser:
             one.add_argument("--run", metavar="READ_ID", help="a run's read id (its /api/snapshots/runs/ id)")
             one.add_argument("--snapshot", metavar="ID", help="a snapshot's id")
             one.add_argument("--link", metavar="ID", help="a share link's id (after /s/): it and what it opens")
+            one.add_argument("--job", metavar="ID", help="a kernel job's id (one the server says is damaged)")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="shardscope", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    _serve_parser(sub)
+    se = sub.add_parser(
+        "settings", help="list every setting: name, default, whether --setting can change it, what it does"
+    )
+    se.add_argument("--json", action="store_true", help="print the settings as JSON")
+
+    _store_parser(sub)
 
     _add_preview(sub)
     _add_topology(sub)
@@ -345,10 +357,16 @@ def store_command(args: argparse.Namespace) -> int:
             done = store.delete_run(args.run)
         elif args.snapshot:
             done = store.delete("snapshots", args.snapshot)
+        elif args.job:
+            done = Pruned(store.job_delete(args.job), 0)
         else:
-            payload = store.get("links", args.link)
+            try:
+                payload = store.get("links", args.link)
+                state = orjson.loads(payload).get("state", {}) if payload is not None else {}
+            except (ShardingError, orjson.JSONDecodeError, AttributeError):  # a damaged link: it alone goes
+                state = {}
+            state = state if isinstance(state, dict) else {}
             done = store.delete("links", args.link)
-            state = orjson.loads(payload).get("state", {}) if payload is not None else {}
             if isinstance(state.get("run"), str):
                 run = store.delete_run(state["run"])
                 done = Pruned(done.records + run.records, done.bytes + run.bytes)
@@ -436,6 +454,7 @@ def serve(args: argparse.Namespace) -> int:
             settings=settings,
             allowed_hosts=args.allowed_host,
             extra_routes=[mcp_route(mcp, args.token, settings.max_body_bytes)] if mcp is not None else (),
+            trusted_proxies=args.trusted_proxy,
         )
     except ShardingError as e:  # the store cannot be opened (server.store.StoreUnavailable): one line, no traceback
         return refuse(e)
@@ -471,6 +490,9 @@ def serve(args: argparse.Namespace) -> int:
             h11_max_incomplete_event_size=settings.max_header_bytes,
             timeout_keep_alive=settings.max_keep_alive_seconds,
             server_header=False,  # no "server: uvicorn" (the Date header stays: RFC 9110 asks for it)
+            # Forwarded headers count only from --trusted-proxy (server.middleware.TrustedProxies): uvicorn's own
+            # handling believed X-Forwarded-For from 127.0.0.1 by default, so any local client chose its address.
+            proxy_headers=False,
         )
     finally:
         gc.set_threshold(*thresholds)

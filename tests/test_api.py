@@ -188,7 +188,13 @@ def test_dtype_vocabulary_is_the_domains() -> None:
 def test_health(client: TestClient) -> None:
     response = client.get("/api/health")
     assert response.status_code == 200
-    assert response.json() == {"status": "ok", "jax_version": jax.__version__, "store": "ok"}
+    assert response.json() == {
+        "status": "ok",
+        "jax_version": jax.__version__,
+        "store": "ok",
+        "store_kind": "sqlite",
+        "store_problem": None,
+    }
 
 
 def test_platforms(client: TestClient) -> None:

@@ -196,3 +196,95 @@ def test_without_a_token_nothing_is_guarded(make_client: ClientFactory) -> None:
     open_server = make_client()
     assert post(open_server, "/api/links", {"view": "x", "state": {}}).status_code == 201
     assert open_server.get("/?token=anything", follow_redirects=False).status_code == 200
+
+
+# ---- issue 29: the cookie over HTTPS, a session bound to its client, forwarded addresses -------------------------
+
+PROXY = ("10.9.0.2", 40000)  # a reverse proxy in front of the server (--trusted-proxy 10.9.0.0/24)
+
+
+def app_client(tmp_path: Any, peer: tuple[str, int], *, https: bool = False, **options: Any) -> TestClient:
+    """A client of a fresh app whose socket peer is ``peer`` (over HTTPS when ``https``)."""
+    from server.app import create_app
+
+    scheme = "https" if https else "http"
+    app = create_app(str(tmp_path / "s.db"), token=TOKEN, **options)
+    return TestClient(app, base_url=f"{scheme}://127.0.0.1:8000", client=peer)
+
+
+def opened_cookie(browser: TestClient, headers: dict[str, str] | None = None) -> str:
+    opened = browser.get(f"/?token={TOKEN}", headers=headers or {}, follow_redirects=False)
+    assert opened.status_code == 303, opened.text
+    return str(opened.headers["set-cookie"])
+
+
+def test_the_session_cookie_is_secure_whenever_the_request_came_over_https(tmp_path: Any) -> None:
+    """Issue 29: the cookie never got Secure, even behind a proxy that said X-Forwarded-Proto: https."""
+    with app_client(tmp_path, ("10.0.0.7", 5000), https=True) as direct:
+        assert "; Secure" in opened_cookie(direct)  # TLS to this server itself
+    with app_client(tmp_path, ("10.0.0.7", 5000)) as plain:
+        assert "Secure" not in opened_cookie(plain)  # plain HTTP: a Secure cookie would never come back
+        # from a peer that is not a trusted proxy, X-Forwarded-Proto says nothing
+        assert "Secure" not in opened_cookie(plain, {"x-forwarded-proto": "https"})
+    with app_client(tmp_path, PROXY, trusted_proxies=["10.9.0.0/24"]) as proxied:
+        cookie = opened_cookie(proxied, {"x-forwarded-proto": "https", "x-forwarded-for": "192.0.2.10"})
+        assert "; Secure" in cookie and "HttpOnly" in cookie and "SameSite=Strict" in cookie
+        assert "Secure" not in opened_cookie(proxied, {"x-forwarded-proto": "http", "x-forwarded-for": "192.0.2.10"})
+
+
+def test_a_session_writes_only_from_the_address_that_opened_it(tmp_path: Any) -> None:
+    """Issue 29: another service on the same host saw the cookie (cookies ignore ports) and replayed it to write
+    for 12 h. Now a session writes from the client address it was opened from only (docs/security.md says
+    what remains: a replay from that same address)."""
+    link = {"view": "layout", "state": {}}
+    with app_client(tmp_path, ("192.0.2.10", 5000)) as browser:
+        cookie = opened_cookie(browser).split(";")[0].partition("=")[2]
+        browser.cookies.set(SESSION_COOKIE, cookie)
+        assert post(browser, "/api/links", link).status_code == 201
+        app = browser.app
+    with TestClient(app, base_url=BASE, client=("192.0.2.10", 6000)) as same_machine:  # another port, same host
+        same_machine.cookies.set(SESSION_COOKIE, cookie)
+        assert post(same_machine, "/api/links", link).status_code == 201
+    with TestClient(app, base_url=BASE, client=("198.51.100.3", 5000)) as replay:  # the other service's machine
+        replay.cookies.set(SESSION_COOKIE, cookie)
+        error = assert_error(post(replay, "/api/links", link), 401, "unauthorized")
+        assert "another address" in error["message"]
+        # and an untrusted peer cannot claim the browser's address
+        claimed = post(replay, "/api/links", link, {"x-forwarded-for": "192.0.2.10"})
+        assert_error(claimed, 401, "unauthorized")
+    with TestClient(app, base_url=BASE, client=("192.0.2.10", 5000)) as browser_again:  # the session lives on
+        browser_again.cookies.set(SESSION_COOKIE, cookie)
+        assert post(browser_again, "/api/links", link).status_code == 201
+
+
+def test_forwarded_addresses_count_only_from_a_trusted_proxy(tmp_path: Any) -> None:
+    """Issue 29: any client escaped its per-client write quota by adding X-Forwarded-For. Now the header counts
+    only from a --trusted-proxy peer, and then its rightmost address that is not itself a trusted proxy."""
+    per_hour = 64 * 1024
+    settings = Settings().with_values([("max_client_store_bytes_per_hour", per_hour)])
+    state = {"s": "x" * 20000}  # three of these fit an hour's quota, a fourth does not
+    bearer = {"authorization": f"Bearer {TOKEN}"}
+    with app_client(tmp_path, ("203.0.113.5", 5000), settings=settings, trusted_proxies=["10.9.0.0/24"]) as c:
+        answers = [
+            post(c, "/api/links", {"view": "v", "state": state}, {**bearer, "x-forwarded-for": f"198.51.100.{i}"})
+            for i in range(4)
+        ]
+        assert [a.status_code for a in answers] == [201, 201, 201, 429]  # one client, whatever it claims
+        assert_error(answers[-1], 429, "quota_exceeded")
+        app = c.app
+    with TestClient(app, base_url=BASE, client=PROXY) as proxy:
+        for i in range(3):  # through the proxy: each client its own quota, however many came before
+            for _ in range(3):
+                forwarded = {**bearer, "x-forwarded-for": f"198.51.100.{i}, 10.9.0.1"}  # client, then a proxy hop
+                assert post(proxy, "/api/links", {"view": "v", "state": state}, forwarded).status_code == 201
+        spoofed = {**bearer, "x-forwarded-for": "198.51.100.77, 198.51.100.0"}  # a client's own header, forwarded
+        assert_error(post(proxy, "/api/links", {"view": "v", "state": state}, spoofed), 429, "quota_exceeded")
+
+
+def test_a_bad_trusted_proxy_is_refused_at_start(tmp_path: Any) -> None:
+    from server.app import create_app
+    from sharding_core.errors import ShardingError
+
+    with pytest.raises(ShardingError) as refused:
+        create_app(str(tmp_path / "s.db"), trusted_proxies=["proxy.example"])
+    assert refused.value.code == "bad_trusted_proxy" and "10.0.0.0/8" in refused.value.message

@@ -207,16 +207,48 @@ def test_withheld_bodies_are_cut_at_the_minimum_pace(tmp: Path) -> None:
     assert min(after) >= 2.0 and max(after) < 3.5
 
 
-# ---- 100 readers that never read a 50 MiB snapshot ---------------------------------------------------------
+# ---- 100 readers that never read a 50 MiB snapshot, and one that reads it at 4 KiB/s ------------------------
 
 READERS = 100
+STEADY_BYTES_PER_S = 4096  # the pace the docs promise is enough (max_send_seconds_per_mib 256)
 
 
-def test_100_readers_that_never_read_a_50_mib_snapshot_cost_little_and_are_cut(tmp: Path) -> None:
+class SteadyReader(threading.Thread):
+    """Reads a response at ``rate`` bytes a second, evenly (a tenth of a second's worth at a time), with the
+    kernel's default receive buffer: how a slow but steady client reads. ``got``: bytes read; ``reset``: the
+    server cut it."""
+
+    def __init__(self, port: int, path: str, rate: int) -> None:
+        super().__init__(daemon=True)
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+        self.rate, self.got, self.reset = rate, 0, False
+        self.began = time.monotonic()
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        while not self.halt.wait(0.1):
+            due = int((time.monotonic() - self.began) * self.rate) - self.got
+            while due > 0:
+                try:
+                    piece = self.sock.recv(due)
+                except OSError:
+                    self.reset = True
+                    return
+                if not piece:
+                    self.reset = True  # the server closed it
+                    return
+                self.got += len(piece)
+                due -= len(piece)
+
+
+def test_100_readers_that_never_read_are_cut_and_a_steady_4_kib_s_reader_is_not(tmp: Path) -> None:
     """Issue 20: ``GET /api/snapshots/{id}`` of a 50 MiB snapshot from sockets that never read: server RSS
-    +979 MiB with 20 sockets, +2,926 MiB with 60, still held after 150 s. Now 100 such sockets grow it by
-    less than 100 MiB, and the server cuts every one within ``max_send_stall_seconds`` of its reader falling
-    behind (checked on each socket's TCP state, without reading)."""
+    +979 MiB with 20 sockets, +2,926 MiB with 60, still held after 150 s. Issue 29: readers that did read, at
+    8-128 KiB/s, were reset after 11-20 s (a full kernel send buffer counted as no progress). Now 100 sockets
+    that never read grow the server by less than 100 MiB and every one is cut — by the rule, never before
+    ``max_send_stall_seconds`` (checked on each socket's TCP state, without reading) — while a reader taking
+    4 KiB/s beside them, as the docs promise is enough, is not cut, past the stall time and the pace's grace."""
     db = tmp / "store.db"
     payload = big_snapshot(50)
     assert 50 * MIB <= len(payload) < 52 * MIB
@@ -225,6 +257,8 @@ def test_100_readers_that_never_read_a_50_mib_snapshot_cost_little_and_are_cut(t
     srv = start(db, tmp / "server.log")
     allow_open_files(READERS + 512)
     readers: list[socket.socket] = []
+    steady = SteadyReader(srv.port, f"/api/snapshots/{snapshot_id}", STEADY_BYTES_PER_S)
+    steady.start()
     try:
         rss_before = rss_kib(srv.proc.pid) * 1024
         sent_at: list[float] = []
@@ -239,16 +273,25 @@ def test_100_readers_that_never_read_a_50_mib_snapshot_cost_little_and_are_cut(t
             readers.append(s)
         cut_after: dict[int, float] = {}
         peak = 0
-        deadline = time.monotonic() + MAX_SEND_STALL_SECONDS + 20
-        while len(cut_after) < READERS and time.monotonic() < deadline:
+        # However slowly a loaded machine starts the 100 responses, all are cut well inside this; the steady
+        # reader then reads on past the stall time and 20 s of the pace rule.
+        deadline = time.monotonic() + MAX_SEND_STALL_SECONDS + 60
+        while (len(cut_after) < READERS or time.monotonic() - steady.began < MAX_SEND_STALL_SECONDS + 20) and (
+            time.monotonic() < deadline and not steady.reset
+        ):
             peak = max(peak, rss_kib(srv.proc.pid) * 1024)
             for i, s in enumerate(readers):
                 if i not in cut_after and tcp_state(s) != 1:  # no longer established: the server let go
                     cut_after[i] = time.monotonic() - sent_at[i]
             time.sleep(0.05)
+        steady_seconds = time.monotonic() - steady.began
+        steady.halt.set()
+        steady.join(5)
         assert srv.request("GET", "/api/health")[0] == 200
         served = srv.request("GET", f"/api/snapshots/{snapshot_id}")  # a reader that reads gets all of it
     finally:
+        steady.halt.set()
+        steady.sock.close()
         for s in readers:
             s.close()
         log = srv.log.read_bytes()
@@ -257,11 +300,15 @@ def test_100_readers_that_never_read_a_50_mib_snapshot_cost_little_and_are_cut(t
     print(
         f"\n{READERS} readers that never read a {len(served[2]) / MIB:.1f} MiB snapshot: server RSS "
         f"{rss_before / MIB:.0f} MiB before, +{growth / MIB:.1f} MiB at most; cut {min(cut_after.values()):.1f}-"
-        f"{max(cut_after.values()):.1f} s after their request (max_send_stall_seconds {MAX_SEND_STALL_SECONDS})"
+        f"{max(cut_after.values()):.1f} s after their request (max_send_stall_seconds {MAX_SEND_STALL_SECONDS}); "
+        f"a reader at {STEADY_BYTES_PER_S} B/s read {steady.got / 1024:.0f} KiB in {steady_seconds:.0f} s, "
+        f"{'cut' if steady.reset else 'not cut'}"
     )
+    assert not steady.reset, f"the steady 4 KiB/s reader was cut after {steady_seconds:.0f} s"
+    assert steady_seconds >= MAX_SEND_STALL_SECONDS + 20 and steady.got >= 0.9 * STEADY_BYTES_PER_S * steady_seconds
     assert len(cut_after) == READERS, f"{READERS - len(cut_after)} readers were never cut"
+    assert min(cut_after.values()) >= MAX_SEND_STALL_SECONDS  # the rule: nothing moved for the stall time first
     assert growth < 100 * MIB
-    assert max(cut_after.values()) < MAX_SEND_STALL_SECONDS + 3  # within the deadline (and the sweep, 0.25 s)
     assert served[0] == 200 and len(served[2]) == int(served[1]["content-length"])
     assert b"Traceback" not in log
 
@@ -400,8 +447,10 @@ def test_a_compare_of_two_heavy_sides_and_four_workers_stay_under_one_budget(tmp
         compare = {"a": {"reshard": heavy_reshard(1024)}, "b": {"reshard": heavy_reshard(1016)}}
         runs = [heavy_reshard(rows) for rows in (1008, 1000)]
         with sampled(srv.proc.pid) as samples, concurrent.futures.ThreadPoolExecutor(3) as pool:
-            compared = pool.submit(srv.post_json, "/api/compare", compare)
-            others = [pool.submit(srv.post_json, "/api/reshard", run) for run in runs]
+            # Each answer waits for its runs: on a loaded machine (load 20 on two cores) that is minutes, not the
+            # 30 s a request is otherwise given (issue 29: the compare timed out on the client's side).
+            compared = pool.submit(srv.post_json, "/api/compare", compare, 600)
+            others = [pool.submit(srv.post_json, "/api/reshard", run, 600) for run in runs]
             results = [compared.result(600), *(f.result(600) for f in others)]
         log = srv.log.read_text()
     finally:

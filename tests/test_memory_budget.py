@@ -13,7 +13,7 @@ from typing import Any
 
 from server.app import kernel_worker_pool
 from server.memcap import PREFIX, available_ram, remove_stale
-from server.pool import Job, WorkerPool, _Slot
+from server.pool import ADMISSION_HEADROOM, Job, WorkerPool, _Slot
 from server.settings import Settings
 from sharding_core.kernels.memory import WORKER_BASELINE_BYTES
 
@@ -114,9 +114,14 @@ def admit(
     return None if pick is None else jobs.index(pick)
 
 
+def free(total: int) -> int:
+    """What a run's start may fill of the workers' total: all of it but the headroom (issue 29)."""
+    return int(total * (1 - ADMISSION_HEADROOM))
+
+
 def test_a_run_starts_only_when_it_fits_beside_the_runs_in_progress() -> None:
     total, base = 4 * GIB, WORKER_BASELINE_BYTES
-    room = total - 2 * GIB - base  # 3 workers: one busy with 2 GiB, this one free, one idle at its baseline
+    room = free(total) - 2 * GIB - base  # 3 workers: one busy with 2 GiB, this one free, one idle at its baseline
     assert admit(total, 3, [2 * GIB], [room]) == 0  # at the limit: starts
     assert admit(total, 3, [2 * GIB], [room + 1]) is None  # one byte past it: waits for room
     assert admit(total, 3, [], [total + GIB]) == 0  # alone, a run always starts (its worker's own cap holds it)
@@ -124,14 +129,15 @@ def test_a_run_starts_only_when_it_fits_beside_the_runs_in_progress() -> None:
     # the oldest is never passed over for a smaller one (a large run is not starved)
     assert admit(total, 3, [2 * GIB], [room + 1, MIB]) is None
     # a run in progress counts at least a worker's baseline, whatever it says
-    assert admit(total, 3, [0], [total - 2 * base]) == 0 and admit(total, 3, [0], [total - 2 * base + 1]) is None
+    assert admit(total, 3, [0], [free(total) - 2 * base]) == 0
+    assert admit(total, 3, [0], [free(total) - 2 * base + 1]) is None
 
 
 def test_a_worker_that_kept_its_last_runs_heap_counts_what_it_holds() -> None:
     """Issue 20 (CI): four workers reached 3.04 GiB under a 3 GiB total, admission having counted an idle worker at
     its baseline while it still held much of its last run's heap. What the watchdog last saw counts when more."""
     total, base = 4 * GIB, WORKER_BASELINE_BYTES
-    room = total - 2 * GIB - base
+    room = free(total) - 2 * GIB - base
     held = base + 300 * MIB  # the idle third worker, after a run
     assert admit(total, 3, [2 * GIB], [room], [0, 0, held]) is None  # its 300 MiB more leave no room
     assert admit(total, 3, [2 * GIB], [room - 300 * MIB], [0, 0, held]) == 0
@@ -145,7 +151,61 @@ def test_a_compiled_run_reserves_what_xlas_figures_say_it_needs() -> None:
     """A run admitted on its estimate before compiling reserves, once compiled, XLA's figures when more (its
     outputs and temporaries): in CI two heavy reshards estimated to fit together reached 3.04 GiB of 3."""
     total, base = 4 * GIB, WORKER_BASELINE_BYTES
-    room = total - 2 * GIB - base
+    room = free(total) - 2 * GIB - base
     assert admit(total, 3, [GIB], [room], needs=[2 * GIB]) == 0
     assert admit(total, 3, [GIB], [room + 1], needs=[2 * GIB]) is None
     assert admit(total, 3, [2 * GIB], [room], needs=[GIB]) == 0  # never less than the estimate
+
+
+def test_a_run_that_fits_never_runs_out_of_room_for_its_peak() -> None:
+    """Issue 29: a run in progress counts the most it has held so far when more than its estimate (its compile's
+    temporaries come back), and a start leaves the headroom free."""
+    total, base = 4 * GIB, WORKER_BASELINE_BYTES
+    room = free(total) - 2 * GIB - base
+    assert admit(total, 3, [GIB], [room]) == 0
+    pool = WorkerPool(lambda *a: None, workers=3, queue=16, total_memory=total)
+    pool._slots = [_Slot(pool, i) for i in range(3)]
+    running = Job("r", Sized("r", GIB))
+    running.peak_memory = 2 * GIB  # it held 2 GiB a moment ago, whatever it holds now
+    pool._slots[1].job = running
+    pool._running.add(running)
+    pool._queue.extend([Job("q", Sized("q", room))])
+    assert pool._admissible(pool._slots[0]) is not None
+    pool._queue[0].task.memory = room + 1  # type: ignore[attr-defined]
+    assert pool._admissible(pool._slots[0]) is None
+
+
+def test_past_the_total_an_idle_workers_heap_goes_first_then_the_last_run_is_queued_again(
+    monkeypatch: Any,
+) -> None:
+    """Issue 29: under one budget, 1-2 of 7 runs that fit alone were refused too_large (the workers reached 3.02 GiB
+    of 3.00 and the watchdog stopped the largest). Now an idle worker holding its last run's heap is stopped first
+    (no run is lost), else the run started last, which is queued again to run alone: only a second stop fails it."""
+    import server.pool as pool_module
+
+    killed: list[int] = []
+    monkeypatch.setattr(pool_module.os, "kill", lambda pid, sig: killed.append(pid))
+    total = 3 * GIB
+    pool = WorkerPool(lambda *a: None, workers=3, queue=16, total_memory=total)
+    pool._slots = [_Slot(pool, i) for i in range(3)]
+    first, last = Job("first", Sized("a", GIB)), Job("last", Sized("b", GIB))
+    first.started, last.started = 1.0, 2.0
+    for slot, job in zip(pool._slots, (first, last), strict=False):
+        slot.job = job
+        pool._running.add(job)
+    # the idle third worker kept 500 MiB past its baseline; the workers hold 200 MiB past the total
+    sizes = [(GIB + 200 * MIB, 101, pool._slots[0]), (GIB, 102, pool._slots[1]),
+             (WORKER_BASELINE_BYTES + 500 * MIB, 103, pool._slots[2])]  # fmt: skip
+    used = sum(size for size, _, _ in sizes)
+    pool._over_total(used, sizes)
+    assert killed == [103] and pool._slots[2].killed_for_total is None  # the idle one: enough comes back
+    sizes[2] = (WORKER_BASELINE_BYTES + 100 * MIB, 103, pool._slots[2])  # it kept less than what is over
+    pool._over_total(used + 500 * MIB, sizes)
+    assert killed == [103, 102] and pool._slots[1].killed_for_total == used + 500 * MIB  # the run started last
+    assert pool.requeue(last) and last.state == "queued" and pool._queue[0] is last and last not in pool._running
+    # it now runs alone: not beside the first, and nothing passes it meanwhile
+    pool._queue.append(Job("small", Sized("s", MIB)))
+    assert pool._admissible(pool._slots[1]) is None
+    pool._running.discard(first)
+    assert pool._admissible(pool._slots[1]) is last
+    assert not pool.requeue(last)  # a second stop: it fails too_large

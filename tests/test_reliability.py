@@ -269,8 +269,8 @@ def test_idle_keep_alive_connections_are_closed(fresh: tuple[Server, Path]) -> N
             if not more:
                 break
             data += more
-        health = f'"jax_version":"{jax.__version__}","store":"ok"}}'.encode()
-        assert data.startswith(b"HTTP/1.1 200") and data.endswith(health)
+        health = f'{{"status":"ok","jax_version":"{jax.__version__}","store":"ok",'.encode()
+        assert data.startswith(b"HTTP/1.1 200") and health in data and data.endswith(b"}")
         assert time.monotonic() - started < MAX_KEEP_ALIVE_SECONDS + 5
 
 
@@ -618,7 +618,9 @@ def test_cgroups_a_killed_server_left_are_removed_by_the_next(tmp_path: Path) ->
         srv.proc.wait(10)
     finally:
         stop(srv)
-    deadline = time.monotonic() + 30
+    # A worker notices its server gone once it has imported JAX (it then finds its pipe closed): 17 s for the
+    # import alone at load average 10 on the shared 2-core machine, so the margin is minutes, not seconds.
+    deadline = time.monotonic() + 180
     while any((p / "worker-0" / "cgroup.procs").read_text().strip() for p in left if (p / "worker-0").exists()):
         assert time.monotonic() < deadline, "the killed server's workers did not exit"
         time.sleep(0.2)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -28,6 +29,7 @@ from server.middleware import (
     Scope,
     SecurityHeaders,
     Send,
+    StoreGate,
     host_name,
     origin_host,
 )
@@ -608,7 +610,9 @@ def test_a_body_slower_than_the_pace_is_cut_and_one_that_keeps_it_is_not(loop: a
     steady, steady_t = _open(cls, loop, "10.0.0.2")
     slow.data_received(WITHHELD)
     steady.data_received(WITHHELD)
-    t0 = steady.body_since
+    # The earlier head (the slow one's, by the loop's real clock): under load the two are milliseconds apart, and
+    # counting from the later one cut the slow body a sweep early (a flaky failure, not a change of rule).
+    t0 = min(slow.body_since, steady.body_since)
     for second in range(1, 11):
         steady.data_received(b"1," * 512)  # 1 KiB a second
         if not slow_t.closed:
@@ -757,3 +761,122 @@ def test_big_bodies_go_out_in_pieces_and_what_is_held_is_reported() -> None:
     asyncio.run(ChunkedSend(big, held)(scope(client=("10.0.0.1", 1)), _no_body, send))
     assert seen == [(65536, True, 196608), (65536, True, 131072), (65536, True, 65536), (65536, False, 0)]
     assert held == {}
+
+
+# ---- issue 30: one loopback check; the uvicorn this layer is tested with ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("127.0.0.1", True), ("127.0.0.2", True), ("::1", True), ("[::1]", True), ("localhost", True),
+        ("LOCALHOST", True), ("localhost.", True), ("0.0.0.0", False), ("::", False), ("192.168.1.2", False),
+        ("[2001:db8::1]", False), ("example.com", False), ("localhost.example.com", False), ("", False),
+        ("[::1", False),
+    ],
+)  # fmt: skip
+def test_one_loopback_check_for_the_command_line_and_the_host_allowlist(host: str, loopback: bool) -> None:
+    """Issue 30: ``shardscope/cli.py`` and ``server/middleware.py`` each had one, and they disagreed on ``[::1]``.
+    The command line and the app (which picks the Host allowlist) now use server.hosts.is_loopback."""
+    from server import app, hosts, middleware
+    from shardscope import cli
+
+    assert cli.is_loopback is hosts.is_loopback and app.is_loopback is hosts.is_loopback
+    assert middleware.LOOPBACK_HOSTS is hosts.LOOPBACK_HOSTS
+    assert hosts.is_loopback(host) is loopback
+
+
+def test_the_uvicorn_admitted_is_the_uvicorn_tested() -> None:
+    """Issue 30: server/http.py subclasses uvicorn's private H11Protocol while pyproject admitted any
+    ``uvicorn>=0.30``. Now pyproject admits the tested release only, and importing the layer on another, or on
+    one whose H11Protocol lost what the layer drives, fails at once naming what to install."""
+    import tomllib
+
+    import uvicorn
+    from packaging.requirements import Requirement
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    from server.http import UVICORN_TESTED, uvicorn_problem
+
+    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    (spec,) = [Requirement(r).specifier for r in pyproject["project"]["dependencies"] if r.startswith("uvicorn")]
+    major, minor = UVICORN_TESTED
+    assert str(spec) == f"<{major}.{minor + 1},>={major}.{minor}" and uvicorn.__version__ in spec
+    assert uvicorn_problem(uvicorn.__version__, H11Protocol) is None
+    older = uvicorn_problem("0.30.6", H11Protocol)
+    assert older is not None and "0.30.6" in older and f"uvicorn>={major}.{minor},<{major}.{minor + 1}" in older
+
+    class Moved(H11Protocol):  # an H11Protocol whose internals moved
+        handle_events = None  # type: ignore[assignment]
+        send_400_response = None  # type: ignore[assignment]
+
+    moved = uvicorn_problem(uvicorn.__version__, Moved)
+    assert moved is not None and "lacks" in moved and "send_400_response, handle_events" in moved
+
+
+# ---- issue 29: requests on the store hold a bounded number of turns ------------------------------------------------
+
+
+def test_requests_on_the_store_take_a_bounded_number_of_turns_and_wait_holding_nothing() -> None:
+    """Issue 29: with ~50 clients on one replica during a PostgreSQL outage, the requests waiting on the database took
+    every worker thread, and health and layout (no database) hung. Now at most ``limit`` are in progress, each until
+    its answer starts; more wait for a turn on the event loop, and get 503 store_unavailable with Retry-After past
+    the queue's wait; a path that needs no store never waits."""
+    release = asyncio.Event()
+    started: list[str] = []
+
+    async def slow(sc: Scope, receive: Receive, send: Send) -> None:
+        if sc["path"] == "/api/layout":  # needs no store: answers at once
+            await Inner()(sc, receive, send)
+            return
+        started.append(sc["path"])
+        await release.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await release.wait()  # the answer is under way (a stream to a slow reader): it holds no turn
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    gate = StoreGate(slow, prefixes=["/api/links", "/s"], limit=2, wait_s=0.3)
+
+    async def main() -> tuple[list[list[Any]], list[Any], list[Any]]:
+        sent: list[list[Any]] = [[] for _ in range(4)]
+        held = [asyncio.create_task(gate(scope(path="/api/links/x"), _no_body, _sink(sent[i]))) for i in range(2)]
+        await asyncio.sleep(0.01)
+        assert gate.active == 2 and started == ["/api/links/x"] * 2  # at the limit
+        waiting = asyncio.create_task(gate(scope(path="/s/y"), _no_body, _sink(sent[2])))
+        await asyncio.sleep(0.01)
+        assert len(gate.waiting) == 1 and started == ["/api/links/x"] * 2  # one past it waits, without running
+        free: list[Any] = []
+        await asyncio.wait_for(gate(scope(path="/api/layout"), _no_body, _sink(free)), 1)  # no store: never waits
+        release.set()  # the first two start their answers: their turns go, in order, to the one waiting
+        await asyncio.gather(*held, waiting)
+        release.clear()
+        held = [asyncio.create_task(gate(scope(path="/api/links/x"), _no_body, _sink(sent[3]))) for _ in range(2)]
+        await asyncio.sleep(0.01)
+        late: list[Any] = []
+        await gate(scope(path="/api/links/z"), _no_body, _sink(late))  # no turn comes round: 503 past the wait
+        release.set()
+        await asyncio.gather(*held)
+        return sent, free, late
+
+    sent, free, late = asyncio.run(main())
+    assert status(free) == 200  # it never waited for a turn
+    assert [status(s) for s in sent[:3]] == [200, 200, 200]
+    assert status(late) == 503 and error_code(late) == "store_unavailable"
+    assert headers(late)[b"retry-after"] == b"1" and gate.refused == 1 and gate.active == 0 and not gate.waiting
+
+
+def test_while_the_store_is_known_down_its_requests_are_answered_before_any_route() -> None:
+    from server.errors import ApiError
+
+    inner = Inner()
+    down = ApiError(503, "store_unavailable", "down", headers={"retry-after": "2"})
+    state: dict[str, ApiError | None] = {"down": down}
+    gate = StoreGate(inner, prefixes=["/api/links", "/api/kernels/jobs"], limit=4, wait_s=1,
+                     down=lambda: state["down"], answered_anyway=["/api/kernels/jobs"])  # fmt: skip
+    refused, _ = run(gate, scope(path="/api/links/abc"))
+    assert status(refused) == 503 and headers(refused)[b"retry-after"] == b"2" and not inner.called
+    polled, _ = run(gate, scope(path="/api/kernels/jobs/abc"))  # a job's owner answers it from its own workers
+    assert status(polled) == 200 and inner.called
+    state["down"] = None
+    inner.called = False
+    assert status(run(gate, scope(path="/api/links/abc"))[0]) == 200 and inner.called

@@ -629,24 +629,30 @@ def test_a_silent_owners_jobs_fail_at_the_limit_and_one_past(make_store: MakeSto
         assert second is not None and second.state == "queued" and second.beat == 20.0
 
 
+def body(size: int, letter: str = "r") -> bytes:
+    """A run's JSON object of exactly ``size`` bytes (what a job's result and a shared result hold)."""
+    return b'{"r":"' + letter.encode() * (size - 8) + b'"}'
+
+
 def test_finished_jobs_and_shared_results_are_kept_within_their_limits(make_store: MakeStore) -> None:
     with make_store() as store:
         for i in range(3):  # at most two finished jobs: the oldest finished goes
-            job = job_record(f"j{i}".ljust(22, "x"), "done", 1.0, finished=10.0 + i, result=b"r" * 100)
+            job = job_record(f"j{i}".ljust(22, "x"), "done", 1.0, finished=10.0 + i, result=body(100))
             store.job_save(job, now=10.0 + i, max_jobs=2, max_bytes=10**6)
         assert [store.job(f"j{i}".ljust(22, "x")) is not None for i in range(3)] == [False, True, True]
-        big = job_record("big".ljust(22, "x"), "done", 1.0, finished=20.0, result=b"r" * 5000)
+        big = job_record("big".ljust(22, "x"), "done", 1.0, finished=20.0, result=body(5000))
         store.job_save(big, now=20.0, max_jobs=10, max_bytes=1000)  # larger than the budget: kept alone
         assert store.job(big.id) is not None and store.job("j2".ljust(22, "x")) is None
         limits = {"max_entries": 2, "max_bytes": 250}
-        store.result_save("k1", b"a" * 100, None, now=1.0, **limits)
-        store.result_save("k2", None, '{"code":"kernel_error"}', now=2.0, **limits)
-        assert store.result("k1") == (b"a" * 100, None) and store.result("k2") == (None, '{"code":"kernel_error"}')
-        store.result_save("k1", b"other", None, now=2.5, **limits)  # the first one stored stays
-        assert store.result("k1") == (b"a" * 100, None)
-        store.result_save("k3", b"c" * 100, None, now=3.0, **limits)  # a third entry: the oldest goes
+        refused = '{"code":"kernel_error","message":"m"}'
+        store.result_save("k1", body(100, "a"), None, now=1.0, **limits)
+        store.result_save("k2", None, refused, now=2.0, **limits)
+        assert store.result("k1") == (body(100, "a"), None) and store.result("k2") == (None, refused)
+        store.result_save("k1", body(20, "o"), None, now=2.5, **limits)  # the first one stored stays
+        assert store.result("k1") == (body(100, "a"), None)
+        store.result_save("k3", body(100, "c"), None, now=3.0, **limits)  # a third entry: the oldest goes
         assert store.result("k1") is None and store.result("k3") is not None
-        store.result_save("k4", b"d" * 150, None, now=4.0, **limits)  # three again: the oldest goes
+        store.result_save("k4", body(150, "d"), None, now=4.0, **limits)  # three again: the oldest goes
         assert store.result("k2") is None and store.result("k3") is not None and store.result("k4") is not None
-        store.result_save("k5", b"e" * 251, None, now=5.0, **limits)  # alone larger than the limit: not kept
+        store.result_save("k5", body(251, "e"), None, now=5.0, **limits)  # alone larger than the limit: not kept
         assert store.result("k5") is None and store.result("k4") is not None

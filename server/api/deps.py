@@ -27,7 +27,10 @@ DESCRIPTIONS: dict[int, str] = {
     422: "Input the request model or the domain refuses: validation_error, parse_error (with column), "
     "unknown_axis, duplicate_axis, rank_mismatch, indivisible, too_large, bad_devices, bad_mesh, ...",
     429: "Every worker is busy and the queue is full (busy); the Retry-After header says when to try again",
-    500: "A bug; the body has the same shape and no traceback (internal_error)",
+    500: "A bug (internal_error), or a stored record found damaged (stored_record_damaged, naming the record and "
+    "the command that deletes it); the body has the same shape and no traceback",
+    503: "The store does not answer or is too busy (store_unavailable, with Retry-After), or is damaged "
+    "(store_corrupt)",
 }
 
 
@@ -64,7 +67,8 @@ STORE_ERRORS: dict[int | str, dict[str, Any]] = {
     },
     503: {
         "model": ErrorResponse,
-        "description": "The store cannot be written right now (store_unavailable), or it is damaged (store_corrupt)",
+        "description": "The store cannot be written right now: it does not answer, or not within max_db_wait_ms "
+        "(store_unavailable, with Retry-After), or it is damaged (store_corrupt)",
     },
     507: {
         "model": ErrorResponse,
@@ -76,9 +80,11 @@ STORE_ERRORS: dict[int | str, dict[str, Any]] = {
 
 
 def _state(name: str) -> Any:
-    """A dependency that gives the app's ``app.state.<name>`` (made once by server.app.create_app)."""
+    """A dependency that gives the app's ``app.state.<name>`` (made once by server.app.create_app). Async, so it
+    runs on the event loop: a sync one takes a worker thread, and with every thread waiting on a slow database
+    even ``/api/health`` waited for one (issue 29)."""
 
-    def get(request: Request) -> Any:
+    async def get(request: Request) -> Any:
         return getattr(request.app.state, name)
 
     return Depends(get)

@@ -23,7 +23,7 @@ from server.api.schema import Reply
 from server.api.schema import Request as RequestModel
 from server.errors import not_found
 from server.jsonio import OrjsonResponse, OrjsonRoute
-from server.services.links import LINKS, store_link
+from server.services.links import LINKS, read_link, store_link
 from server.settings import MAX_VIEW_CHARS
 from server.vocabulary import VIEW_PAGES
 
@@ -69,10 +69,10 @@ def create_link(
 @router.get("/api/links/{link_id}", response_model=LinkResponse, responses=ID_ERRORS)
 def get_link(link_id: str, store: StoreDep) -> Response:
     """The stored view and state. Unknown and malformed ids get the same 404, which does not repeat the id."""
-    payload = store.get(LINKS, link_id)
-    if payload is None:
+    link = read_link(store, link_id)
+    if link is None:
         raise not_found("link", store.kept_days(LINKS))
-    return OrjsonResponse(payload)
+    return OrjsonResponse(link)
 
 
 def link_location(view: str, state: dict[str, Any]) -> str:
@@ -149,10 +149,9 @@ def wants_html(request: Request) -> bool:
     include_in_schema=False,
 )
 def shared_page(link_id: str, request: Request, store: StoreDep) -> Response:
-    payload = store.get(LINKS, link_id)
-    if payload is None:
+    link = read_link(store, link_id)
+    if link is None:
         if wants_html(request):
             return not_found_page(store.kept_days(LINKS))
         raise not_found("link", store.kept_days(LINKS))
-    link = orjson.loads(payload)
-    return RedirectResponse(link_location(str(link.get("view", "")), dict(link.get("state") or {})), status_code=303)
+    return RedirectResponse(link_location(link["view"], link["state"]), status_code=303)

@@ -20,12 +20,22 @@ router = APIRouter(route_class=OrjsonRoute, default_response_class=OrjsonRespons
 
 
 class HealthResponse(Reply):
-    status: Literal["ok"]
+    status: Literal["ok", "degraded"] = Field(
+        description="ok: the server and its store answer; degraded: the server answers (HTTP 200 all the same: "
+        "it is alive, and what needs no database works) but its store does not, or not fully (store says how)"
+    )
     jax_version: str
-    store: Literal["ok", "read_only", "corrupt"] = Field(
-        description="ok; read_only when it cannot be written now (a refused write, a read-only file or mount, a "
-        "PostgreSQL that stopped taking writes: writes get 503 store_unavailable); corrupt once the database found "
-        "its data damaged (writes get 503 store_corrupt)"
+    store: Literal["ok", "read_only", "corrupt", "unavailable"] = Field(
+        description="ok; unavailable while the database does not answer (reads and writes get 503 store_unavailable "
+        "with Retry-After at once, until a look every 0.5 s finds it back); read_only when it cannot be written now "
+        "(a refused write, a read-only file or mount, a PostgreSQL that stopped taking writes: writes get 503 "
+        "store_unavailable); corrupt once the database found its data damaged or a table missing (writes get 503 "
+        "store_corrupt)"
+    )
+    store_kind: Literal["sqlite", "postgresql"] = Field(description="Which store this server uses (--db)")
+    store_problem: str | None = Field(
+        description="What is wrong with the store, in a few words (no address: the server's log names it); null "
+        "when store is ok"
     )
 
 
@@ -61,10 +71,22 @@ class PlatformsResponse(Reply):
 
 @router.get("/api/health", response_model=HealthResponse, responses=GET_ERRORS)
 async def health(store: StoreDep) -> Response:
-    """The server answers (``status``), its JAX, and whether its store takes writes (``store``)."""
-    # async: nothing here blocks (the store's state is a flag and two access(2) calls), so it skips the
-    # threadpool hop and readiness probes stay cheap.
-    return OrjsonResponse({"status": "ok", "jax_version": jax.__version__, "store": store.state})
+    """The server answers (``status``), its JAX, and its store's state (``store``, ``store_kind``,
+    ``store_problem``). Always 200 while the server answers: an orchestrator restarting replicas because their
+    shared database is down would only add restarts to the outage; a load balancer that should send traffic
+    elsewhere reads ``status``."""
+    # async, with an async dependency: nothing here waits (the store's state is what its watch last saw, and two
+    # access(2) calls), so no worker thread is needed and a database outage cannot make health wait.
+    state = store.state
+    return OrjsonResponse(
+        {
+            "status": "ok" if state == "ok" else "degraded",
+            "jax_version": jax.__version__,
+            "store": state,
+            "store_kind": store.kind,
+            "store_problem": store.problem,
+        }
+    )
 
 
 @functools.cache

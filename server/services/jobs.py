@@ -40,7 +40,7 @@ import orjson
 from server.errors import ApiError
 from server.pool import WORKER_CRASHED, Job, WorkerPool, refusal
 from server.settings import Settings
-from server.store import JOB_FINAL, JobRecord, Store
+from server.store import JOB_FINAL, LOST, JobRecord, Store
 from sharding_core.cost.annotate import result_with_figures
 from sharding_core.errors import NOT_FOUND, ShardingError
 from sharding_core.program.report import FORMAT as REPORT_FORMAT
@@ -58,13 +58,17 @@ _STOP: Final = object()
 
 
 def lost_failure(silence: int) -> str:
-    """The error of a job whose owner stopped beating, as stored (JSON)."""
+    """The error of a job whose owner stopped beating, as stored (JSON, holding :data:`server.store.LOST`: its
+    owner, if it was alive after all, overwrites it with what the run gave)."""
     error = ShardingError(
         WORKER_CRASHED,
         f"the server running this job stopped: no heartbeat for {silence} s (setting max_kernel_job_silence_seconds)",
         hint="start the run again: another server takes it",
+        lost=True,
     )
-    return orjson.dumps(error.to_dict()).decode()
+    text = orjson.dumps(error.to_dict()).decode()
+    assert LOST in text
+    return text
 
 
 def with_figures(body: bytes) -> bytes:
@@ -101,6 +105,23 @@ class JobBoard:
         self._thread: threading.Thread | None = None
         self.lost_text = lost_failure(settings.max_kernel_job_silence_seconds)
         self.stats = {"written": 0, "results": 0, "seeded": 0, "lost": 0, "failed_writes": 0}
+        self.answering_since: float | None = clock()  # since when every store call of this board succeeded
+
+    def _answered(self, ok: bool) -> None:
+        """Notes whether the store answered this board: a failure resets :attr:`answering_since`."""
+        if not ok:
+            self.answering_since = None
+        elif self.answering_since is None:
+            self.answering_since = self.clock()
+
+    def may_judge(self, now: float) -> bool:
+        """Whether this replica may call another's jobs lost: only once the store has answered it for a whole
+        ``max_kernel_job_silence_seconds``. Across a database outage no replica could beat, so a silence that
+        overlaps one proves nothing (issue 29: both kernel jobs of a replica that never stopped ended
+        ``worker_crashed`` after a 15 s outage, their results lost); once the store has answered this replica that
+        long, it answered a live owner too, whose beat (every second) would show."""
+        since = self.answering_since
+        return since is not None and now - since >= self.settings.max_kernel_job_silence_seconds
 
     # ---- lifecycle ---------------------------------------------------------------------------------------
 
@@ -133,6 +154,11 @@ class JobBoard:
         if cached:
             self._queue.put(("result", job, None))
 
+    def unpublish(self, job: Job) -> None:
+        """Forgets a job whose first write failed (its request got the error): nothing more is written of it."""
+        with self._lock:
+            self._published.pop(job.id, None)
+
     def publish(self, job: Job) -> concurrent.futures.Future[None]:
         """Makes ``job`` pollable through every replica: written (its current state) before the future is done."""
         now = self.clock()
@@ -147,7 +173,14 @@ class JobBoard:
         return done
 
     async def publish_async(self, job: Job) -> None:
-        await asyncio.wrap_future(self.publish(job))
+        """:meth:`publish`, awaited; when the store cannot take it (503), the job is forgotten and withdrawn (its
+        request gets the error, and no one else waits for it)."""
+        try:
+            await asyncio.wrap_future(self.publish(job))
+        except BaseException:
+            self.unpublish(job)
+            self.pool.withdraw(job)
+            raise
 
     def digest(self, key: object) -> str:
         """A run's key in the shared results: its job (the key's ``repr``: plain data), the worker options and
@@ -164,7 +197,7 @@ class JobBoard:
             if self.pool.cached(task.key):
                 continue
             try:
-                found = self.store.result(self.digest(task.key))
+                found = self.store.result(self.digest(task.key))  # a damaged one reads as none (and is deleted)
             except Exception as e:  # noqa: BLE001 - the store is down: the run is simply run here
                 log.warning("cannot look up a shared kernel result: %s", e)
                 return seeded
@@ -179,8 +212,18 @@ class JobBoard:
 
     def job_json(self, job_id: str) -> bytes:
         """A job's state as stored, whichever replica runs it; 404 when no replica knows it. A job whose owner
-        went silent is marked failed here and then."""
-        record = self.store.job(job_id)
+        went silent is marked failed here and then (when :meth:`may_judge`). While the store does not answer, a
+        job this replica runs is answered from its own pool (its poller sees it finish through an outage); any
+        other gets the store's 503."""
+        try:
+            record = self.store.job(job_id)
+        except ApiError as e:
+            local = self.pool.get(job_id) if e.status == 503 else None
+            if local is None:
+                raise
+            with self._lock:
+                entry = self._published.get(job_id)
+            record = self.record(local, entry[1] if entry is not None else self.clock())
         if record is None:
             raise ApiError(
                 404,
@@ -191,8 +234,9 @@ class JobBoard:
             )
         now = self.clock()
         silence = self.settings.max_kernel_job_silence_seconds
-        if record.state not in JOB_FINAL and record.beat < now - silence:
-            self.stats["lost"] += self.store.jobs_lost(now, silence, self.lost_text)
+        stale = record.state not in JOB_FINAL and record.beat < now - silence and record.owner != self.owner
+        if stale and self.may_judge(now):
+            self.stats["lost"] += self.store.jobs_lost(now, silence, self.lost_text, by=self.owner)
             record = self.store.job(job_id) or record
         end = record.finished if record.finished is not None else now
         head = {
@@ -250,13 +294,24 @@ class JobBoard:
                 if now - last_beat >= BEAT_S and self._published:  # only rows of its own unfinished jobs need it
                     last_beat = now
                     self.store.jobs_beat(self.owner, now)
+                    self._answered(True)
                 if now - last_sweep >= SWEEP_S:
                     last_sweep = now
-                    silence = self.settings.max_kernel_job_silence_seconds
-                    self.stats["lost"] += self.store.jobs_lost(now, silence, self.lost_text)
+                    self.sweep(now)
             except Exception as e:  # noqa: BLE001 - the store is down for now: beat again next time round
+                self._answered(False)
                 self.stats["failed_writes"] += 1
                 log.warning("kernel jobs: cannot beat or sweep: %s", e)
+
+    def sweep(self, now: float) -> None:
+        """Marks failed the other replicas' jobs whose owner went silent, when this replica may judge."""
+        if self.store.state == "unavailable":  # its watch (a look every 0.5-2 s) or a failed call found it down
+            self._answered(False)
+            return
+        self._answered(True)
+        if self.may_judge(now):
+            silence = self.settings.max_kernel_job_silence_seconds
+            self.stats["lost"] += self.store.jobs_lost(now, silence, self.lost_text, by=self.owner)
 
     def _write(self, items: list[tuple[str, Job, concurrent.futures.Future[None] | None]]) -> None:
         jobs: dict[str, Job] = {}
@@ -283,6 +338,7 @@ class JobBoard:
                 self.stats["written"] += 1
             except Exception as e:  # noqa: BLE001 - the writer outlives any one write; the publisher gets it
                 failures[job.id] = e
+                self._answered(False)
                 self.stats["failed_writes"] += 1
                 log.warning("kernel job %s: cannot write its state: %s", job.id, e)
                 continue

@@ -9,6 +9,7 @@ import orjson
 from server.errors import ApiError
 from server.quota import WriteQuota
 from server.store import RECORD_OVERHEAD, Store
+from server.store.checks import damaged, link_problem
 
 LINKS = "links"
 
@@ -35,3 +36,20 @@ def store_link(store: Store, quota: WriteQuota, client: str, view: str, state: d
     payload = link_payload(view, state, max_bytes)
     with quota.spending(client, len(payload) + RECORD_OVERHEAD):
         return store.put(LINKS, payload)
+
+
+def read_link(store: Store, link_id: str) -> dict[str, Any] | None:
+    """A stored link parsed and checked (``{"view": text, "state": object}``), or None when there is none; a
+    damaged one is 500 ``stored_record_damaged`` naming it (never its bytes with a 200)."""
+    payload = store.get(LINKS, link_id)
+    if payload is None:
+        return None
+    try:
+        link = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        raise damaged(LINKS, link_id, "it is not JSON") from None
+    problem = link_problem(link)
+    if problem is not None:
+        raise damaged(LINKS, link_id, problem)
+    parsed: dict[str, Any] = link
+    return parsed

@@ -14,6 +14,7 @@ import concurrent.futures
 import contextlib
 import functools
 import gc
+import hashlib
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -26,6 +27,7 @@ from server.quota import WriteQuota
 from server.services.links import link_payload
 from server.settings import SNAPSHOT_CACHE_BYTES, Settings
 from server.store import RECORD_OVERHEAD, Blob, Store
+from server.store.checks import damaged, snapshot_problem
 from sharding_core.cache import BoundedCache
 from sharding_core.cost.annotate import facts_only, snapshot_with_estimates
 from sharding_core.errors import ShardingError
@@ -116,6 +118,7 @@ class SnapshotRepository:
         self._collectives: collections.OrderedDict[str, bool] = collections.OrderedDict()
         self._merges: dict[MergeKey, concurrent.futures.Future[bytes]] = {}
         self._merges_lock = threading.Lock()
+        self._scan_locks: dict[str, tuple[threading.Lock, int]] = {}  # snapshot id -> (its scan's lock, users)
         self.merges = 0  # merges done (what the single-flight tests count)
 
     def not_found(self) -> ApiError:
@@ -193,10 +196,15 @@ class SnapshotRepository:
         its stored JSON to read from its second byte on (the ``{`` the id already opened; the caller closes
         the blob). One with ``inspect_jit`` collectives or a plan gets today's figures (cost/annotate.py), so it
         is decoded, estimated and encoded once, and kept (by bytes, in ``estimated``) for every reader."""
-        blob = self.store.open_blob(SNAPSHOTS, snapshot_id)
+        blob = self.store.open_blob(SNAPSHOTS, snapshot_id)  # its length checked against what was stored
         if blob is None:
             raise self.not_found()
-        if not self._has_figures(snapshot_id, blob):
+        try:
+            figured = self._has_figures(snapshot_id, blob)
+        except BaseException:
+            blob.close()
+            raise
+        if not figured:
             blob.seek(0)
             return _with_id(snapshot_id), blob
         blob.close()
@@ -207,22 +215,55 @@ class SnapshotRepository:
         payload = self.store.get(SNAPSHOTS, snapshot_id)
         if payload is None:
             raise self.not_found()
-        return self.estimated.put(key, _with_id(snapshot_id) + _estimated(payload)[1:])
+        return self.estimated.put(key, _with_id(snapshot_id) + _estimated(payload, snapshot_id)[1:])
 
     def _has_figures(self, snapshot_id: str, blob: Blob) -> bool:
         """Whether a stored snapshot has collectives to estimate or a plan to figure (orjson writes a non-empty
         list as ``"collectives":[{`` and a plan as ``"plan":{``; inside a string the quotes would be escaped),
-        found by reading it piece by piece once and remembered by id (records are immutable)."""
+        found by reading it piece by piece once and remembered by id (records are immutable). The same reading
+        checks it is what was stored (its digest; before schema 5, that it is one JSON object from its first
+        byte to its last) before a byte of it is sent: 500 ``stored_record_damaged`` if not."""
         known = self._collectives.get(snapshot_id)
         if known is not None:
             return known
-        found, tail = False, b""
-        while not found:
+        with self._scanning(snapshot_id):  # one reading per snapshot, however many ask for it at once
+            known = self._collectives.get(snapshot_id)
+            return known if known is not None else self._scan(snapshot_id, blob)
+
+    @contextlib.contextmanager
+    def _scanning(self, snapshot_id: str) -> Iterator[None]:
+        """Holds the snapshot's scan lock: the first of concurrent readers scans, the others then find its answer
+        (issue 29: 100 first reads of one 50 MiB snapshot hashed 5 GB before the first byte went out)."""
+        with self._merges_lock:
+            lock, users = self._scan_locks.get(snapshot_id, (threading.Lock(), 0))
+            self._scan_locks[snapshot_id] = (lock, users + 1)
+        try:
+            with lock:
+                yield
+        finally:
+            with self._merges_lock:
+                lock, users = self._scan_locks[snapshot_id]
+                if users == 1:
+                    del self._scan_locks[snapshot_id]
+                else:
+                    self._scan_locks[snapshot_id] = (lock, users - 1)
+
+    def _scan(self, snapshot_id: str, blob: Blob) -> bool:
+        found, tail, first, last = False, b"", b"", b""
+        digest = hashlib.sha256() if blob.digest is not None else None
+        while True:
             piece = blob.read(SCAN_BYTES)
             if not piece:
                 break
-            found = any(marker in tail + piece for marker in FIGURED)
+            found = found or any(marker in tail + piece for marker in FIGURED)
             tail = piece[-len(COLLECTIVES) :]
+            first, last = first or piece[:1], piece[-1:]
+            if digest is not None:
+                digest.update(piece)
+        if digest is not None and digest.digest() != blob.digest:
+            raise damaged(SNAPSHOTS, snapshot_id, "its bytes are not those that were stored")
+        if (first, last) != (b"{", b"}"):
+            raise damaged(SNAPSHOTS, snapshot_id, "it is not one JSON object")
         with self._merges_lock:
             self._collectives[snapshot_id] = found
             while len(self._collectives) > MAX_REMEMBERED:
@@ -255,7 +296,7 @@ class SnapshotRepository:
         hit = self.estimated.get(key)
         if hit is not None:
             return hit
-        return self.estimated.put(key, await run_in_threadpool(_estimated, text))
+        return self.estimated.put(key, await run_in_threadpool(_estimated, text, None))
 
     def _merge_of(self, run_id: str) -> tuple[concurrent.futures.Future[bytes], MergeKey | None]:
         """The merge of the run as it stands: done or in flight (key None), or to do (the caller does it)."""
@@ -296,8 +337,7 @@ class SnapshotRepository:
         payload = self.store.get(SNAPSHOTS, snapshot_id)
         if payload is None:  # expired since the parts were listed
             raise self.not_found()
-        part: dict[str, Any] = orjson.loads(payload)
-        return part
+        return parse_stored(snapshot_id, payload)
 
     def load(self, ref: Mapping[str, Any]) -> dict[str, Any]:
         """The snapshot a reference names (``{"snapshot": id}``, a run merged ``{"run": read id}``, or one
@@ -337,7 +377,7 @@ class SnapshotRepository:
         payload = self.store.get(SNAPSHOTS, snapshot_id)
         if payload is None:
             raise self.not_found()
-        parsed: dict[str, Any] = orjson.loads(payload)
+        parsed = parse_stored(snapshot_id, payload)
         return self.parsed.put(key, (parsed, PARSED_PER_JSON_BYTE * len(payload)))[0]
 
     # ---- computing from stored snapshots -------------------------------------------------------------------
@@ -371,10 +411,25 @@ def _check_part(snap: dict[str, Any], run_keys: Mapping[str, str]) -> None:
         raise ApiError(409, e.code, e.message, e.hint, **e.details) from None
 
 
-def _estimated(payload: bytes) -> bytes:
-    """A stored snapshot (or merged run) with its ``inspect_jit`` collectives estimated on its own devices,
-    today (any estimate it was stored with is replaced)."""
-    return orjson.dumps(snapshot_with_estimates(orjson.loads(payload)))
+def parse_stored(snapshot_id: str, payload: bytes) -> dict[str, Any]:
+    """A stored snapshot parsed and checked for the fields its readers use; 500 ``stored_record_damaged`` naming
+    it when it is not JSON or not a snapshot (a record stored before schema 5, without a digest to check)."""
+    try:
+        parsed = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        raise damaged(SNAPSHOTS, snapshot_id, "it is not JSON") from None
+    problem = snapshot_problem(parsed)
+    if problem is not None:
+        raise damaged(SNAPSHOTS, snapshot_id, problem)
+    snapshot: dict[str, Any] = parsed
+    return snapshot
+
+
+def _estimated(payload: bytes, snapshot_id: str | None) -> bytes:
+    """A stored snapshot (``snapshot_id``; None: a merged run, parsed from parts already checked) with its
+    ``inspect_jit`` collectives estimated on its own devices, today (any estimate it was stored with is replaced)."""
+    parsed = parse_stored(snapshot_id, payload) if snapshot_id is not None else orjson.loads(payload)
+    return orjson.dumps(snapshot_with_estimates(parsed))
 
 
 def _with_id(snapshot_id: str) -> bytes:

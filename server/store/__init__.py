@@ -22,12 +22,16 @@ from server.store.base import (
     ID_BYTES,
     INSUFFICIENT_STORAGE,
     JOB_FINAL,
+    JOB_STATES,
     KEY_OVERHEAD,
+    LOST,
     MAX_DB_CONNECTIONS,
+    MAX_DB_STATEMENT_MS,
+    MAX_DB_WAIT_MS,
     MAX_LINK_DAYS,
     MAX_SNAPSHOT_DAYS,
     MAX_STORE_BYTES,
-    RECORD_OVERHEAD,
+    MAX_STORE_QUEUE_MS,
     SCHEMA_VERSION,
     STATES,
     STORE_CORRUPT,
@@ -42,6 +46,7 @@ from server.store.base import (
     StoreUnavailable,
     is_valid_id,
 )
+from server.store.checks import RECORD_DAMAGED, RECORD_OVERHEAD
 from server.store.sqlite import SqliteStore, default_db_path
 
 __all__ = [
@@ -50,11 +55,17 @@ __all__ = [
     "ID_BYTES",
     "INSUFFICIENT_STORAGE",
     "JOB_FINAL",
+    "JOB_STATES",
     "KEY_OVERHEAD",
+    "LOST",
     "MAX_DB_CONNECTIONS",
+    "MAX_DB_STATEMENT_MS",
+    "MAX_DB_WAIT_MS",
     "MAX_LINK_DAYS",
     "MAX_SNAPSHOT_DAYS",
     "MAX_STORE_BYTES",
+    "MAX_STORE_QUEUE_MS",
+    "RECORD_DAMAGED",
     "RECORD_OVERHEAD",
     "SCHEMA_VERSION",
     "STATES",
@@ -97,6 +108,9 @@ def open_store(
     max_days: Mapping[str, float] | None = None,
     clock: Callable[[], float] = time.time,
     max_connections: int = MAX_DB_CONNECTIONS,
+    wait_ms: int = MAX_DB_WAIT_MS,
+    statement_ms: int = MAX_DB_STATEMENT_MS,
+    queue_ms: int = MAX_STORE_QUEUE_MS,
 ) -> Store:
     """The store ``--db`` names: a file path (SQLite; None: the user data directory's ``links.db``) or a
     ``postgresql://`` URL. Anything else that looks like a URL is refused (:class:`StoreUnavailable`):
@@ -104,7 +118,15 @@ def open_store(
     text = os.fspath(db) if db is not None else None
     match = _URL.match(text) if text is not None else None
     if text is None or match is None:
-        return SqliteStore(text, max_bytes=max_bytes, max_days=max_days, clock=clock)
+        return SqliteStore(
+            text,
+            max_bytes=max_bytes,
+            max_days=max_days,
+            clock=clock,
+            wait_ms=wait_ms,
+            statement_ms=statement_ms,
+            queue_ms=queue_ms,
+        )
     scheme = (match.group(1) or match.group(2)).lower()
     if scheme not in POSTGRES_SCHEMES or not text[len(scheme) :].startswith("://"):
         shown = text.split("://", 1)[0] + "://…" if "://" in text else text[: len(scheme) + 2] + "…"
@@ -116,4 +138,13 @@ def open_store(
             f"--db postgresql://… needs PostgreSQL support, which is not installed ({e}): pip install "
             "'shardscope[postgres]'"
         ) from None
-    return PostgresStore(text, max_bytes=max_bytes, max_days=max_days, clock=clock, max_connections=max_connections)
+    return PostgresStore(
+        text,
+        max_bytes=max_bytes,
+        max_days=max_days,
+        clock=clock,
+        max_connections=max_connections,
+        wait_ms=wait_ms,
+        statement_ms=statement_ms,
+        queue_ms=queue_ms,
+    )

@@ -35,9 +35,11 @@ byte budget, bounded by their own limits (oldest first), written without waiting
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import hmac
 import logging
+import math
 import re
 import secrets
 import threading
@@ -46,16 +48,19 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Final, NamedTuple, Protocol
 
+import orjson
+
 from server.errors import ApiError
+from server.store.checks import RECORD_OVERHEAD, damaged, digest, payload_problem, size_problem
 from sharding_core.errors import ShardingError
 from sharding_core.snapshot.format import ID_PATTERN
 
 ID_BYTES: Final = 16  # 128 bits, the contract's minimum
 _ID_RE: Final = re.compile(ID_PATTERN)  # token_urlsafe(16) is 22 characters; up to 64 for longer ids later
 TABLES: Final = ("links", "snapshots")
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 """1 links; 2 snapshots and runs; 3 record sizes, the byte total, retention indexes, run read ids and run keys;
-4 kernel jobs and shared kernel results."""
+4 kernel jobs and shared kernel results; 5 each link's and snapshot's digest (server.store.checks)."""
 
 MAX_STORE_BYTES: Final = 1024**3
 """The default byte budget (setting ``max_store_bytes``): 1 GiB, about 16 of the largest snapshots
@@ -64,8 +69,17 @@ MAX_LINK_DAYS: Final = 365
 MAX_SNAPSHOT_DAYS: Final = 90
 MAX_DB_CONNECTIONS: Final = 10
 """The default of setting ``max_db_connections``: connections one replica's PostgreSQL pool holds at most."""
-RECORD_OVERHEAD: Final = 128
-"""Bytes counted per record on top of its payload: the row, its id and index entries."""
+MAX_DB_WAIT_MS: Final = 2000
+"""The default of setting ``max_db_wait_ms``: the longest a request waits on the store before its 503."""
+MAX_DB_STATEMENT_MS: Final = 30_000
+"""The default of setting ``max_db_statement_ms``: the longest one PostgreSQL statement may run."""
+MAX_STORE_QUEUE_MS: Final = 10_000
+"""The default of setting ``max_store_queue_ms``: the longest a request waits for its turn (this server's one writer
+at a time, a turn among ``max_store_requests``) before its 503."""
+WATCH_UP_S: Final = 2.0
+"""How often the store's watch looks at a store that answers (is it there, is its schema whole)."""
+WATCH_DOWN_S: Final = 0.5
+"""How often it looks again at one that does not answer (requests meanwhile get 503 at once)."""
 KEY_OVERHEAD: Final = 64
 """Bytes counted per run key (``run_keys`` row) on top of its key and value text."""
 EXPIRE_EVERY_SECONDS: Final = 3600.0
@@ -74,12 +88,27 @@ DAY: Final = 86400.0
 INSUFFICIENT_STORAGE: Final = "insufficient_storage"
 STORE_UNAVAILABLE: Final = "store_unavailable"
 STORE_CORRUPT: Final = "store_corrupt"
-STATES: Final = ("ok", "read_only", "corrupt")
+STATES: Final = ("ok", "read_only", "corrupt", "unavailable")
 """What ``GET /api/health`` says of the store (:attr:`Store.state`)."""
 JOB_FINAL: Final = ("done", "error")
 """A kernel job's states after which nothing changes it."""
+JOB_STATES: Final = ("queued", "compiling", "running", *JOB_FINAL)
+"""Every state a stored kernel job may be in (a row in another is damaged)."""
+LOST: Final = '"lost":true'
+"""What the failure of a job marked failed for its owner's silence holds (its owner may still overwrite it)."""
 
 log = logging.getLogger("shardscope.store")
+
+
+def schema_5(blob: str) -> list[str]:
+    """What schema 5 adds: each link's and snapshot's digest (NULL for records stored before)."""
+    return [f"ALTER TABLE {t} ADD COLUMN digest {blob}" for t in TABLES]
+
+
+def recount_sql() -> str:
+    """The byte total as the records count it (what ``meta.bytes`` keeps, recomputed)."""
+    sums = (f"(SELECT coalesce(sum(size), 0) FROM {t})" for t in (*TABLES, "run_keys"))  # noqa: S608 - constants
+    return "SELECT " + " + ".join(sums)
 
 
 def schema_4(blob: str, real: str, integer: str) -> list[str]:
@@ -136,6 +165,7 @@ class Blob:
     (idempotent). Each implementation reads its own way; none holds the whole payload."""
 
     length: int
+    digest: bytes | None = None  # the SHA-256 it was stored with (None: stored before schema 5)
 
     def seek(self, offset: int) -> None:
         raise NotImplementedError
@@ -208,6 +238,9 @@ class Store:
         max_bytes: int | None = MAX_STORE_BYTES,
         max_days: Mapping[str, float] | None = None,
         clock: Callable[[], float] = time.time,
+        wait_ms: int = MAX_DB_WAIT_MS,
+        statement_ms: int = MAX_DB_STATEMENT_MS,
+        queue_ms: int = MAX_STORE_QUEUE_MS,
     ) -> None:
         self.max_bytes = max_bytes
         self.max_days: dict[str, float] = {"links": MAX_LINK_DAYS, "snapshots": MAX_SNAPSHOT_DAYS}
@@ -215,12 +248,26 @@ class Store:
             _check_table(table)
             self.max_days[table] = days
         self.clock = clock
+        self.wait_s = wait_ms / 1000  # the longest a request waits on the store (setting max_db_wait_ms)
+        self.statement_ms = statement_ms
+        self.queue_s = queue_ms / 1000  # the longest a write waits for this process's writer (max_store_queue_ms)
         self._lock = threading.Lock()
         self._run_key = b""
         self._expired_at = float("-inf")
         self.deletions = 0  # bumped whenever this process deletes records: caches of what was read key on it
         self._corrupt: str | None = None  # what the database said when it found its data damaged after start
         self._write_failed: str | None = None  # the last write's refusal (read-only, I/O error), until one succeeds
+        self._down: str | None = None  # why the store does not answer now (requests get 503 at once), until it does
+        self._down_since = 0.0
+        self._recounted = False  # the write in progress recounted the byte total (under the writer lock)
+        self._watch_stop = threading.Event()
+        self._watch_wake = threading.Event()  # set to have the watch look now (a connection just failed its check)
+        self._watch_thread: threading.Thread | None = None
+
+    @property
+    def retry_after(self) -> int:
+        """Seconds a client is told to wait before trying again while the store does not answer."""
+        return max(1, math.ceil(self.wait_s))
 
     def kept_days(self, table: str) -> float | None:
         """Days the store keeps a record of ``table`` (None: until deleted)."""
@@ -264,15 +311,136 @@ class Store:
         """The driver's error as the ApiError a client gets (507 full, 503 unavailable or corrupt), or itself."""
         return error
 
+    def _probe(self) -> str | None:
+        """One look at the store for its watch: raises the driver's error when it does not answer; else what is
+        missing from its schema (:func:`server.store.checks.schema_problem`), or None."""
+        return None
+
+    def _down_reason(self, error: BaseException) -> str | None:
+        """Why ``error`` means the store does not answer at all (no server, no connection), in words for
+        ``/api/health`` (no address: the log has it); None for any other error."""
+        return None
+
     @property
     def state(self) -> str:
-        """``corrupt`` once the database found its data damaged, ``read_only`` when the last write was refused,
-        else ``ok``."""
+        """``corrupt`` once the database found its data damaged (or a table missing), ``unavailable`` while it does
+        not answer, ``read_only`` when the last write was refused, else ``ok``."""
         if self._corrupt is not None:
             return "corrupt"
+        if self._down is not None:
+            return "unavailable"
         if self._write_failed is not None:
             return "read_only"
         return "ok"
+
+    @property
+    def problem(self) -> str | None:
+        """What is wrong with the store, in a few words (no address, no password): what ``/api/health`` says
+        beside :attr:`state`; None when it is ``ok``."""
+        if self._corrupt is not None:
+            return _clip(self._corrupt, 160)
+        if self._down is not None:
+            return f"{self._down} (for {max(0.0, time.monotonic() - self._down_since):.0f} s)"
+        if self._write_failed is not None:
+            return "the last write was refused"
+        return None
+
+    # ---- the watch: is the store there, and whole ----------------------------------------------------------
+
+    def start_watch(self) -> None:
+        """Starts the thread that looks at the store every :data:`WATCH_UP_S` (every :data:`WATCH_DOWN_S` while it
+        does not answer), so ``/api/health`` says what is wrong without waiting on it, and requests get their 503
+        at once while it is down rather than each waiting ``max_db_wait_ms``. Idempotent; :meth:`close` stops it."""
+        if self._watch_thread is not None and self._watch_thread.is_alive():
+            return
+        self._watch_stop.clear()
+        self._watch_wake.clear()
+        self._watch_thread = threading.Thread(target=self._watch, name="shardscope-store-watch", daemon=True)
+        self._watch_thread.start()
+
+    def stop_watch(self) -> None:
+        thread, self._watch_thread = self._watch_thread, None
+        self._watch_stop.set()
+        self._watch_wake.set()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=self.wait_s + 5)
+
+    def wake_watch(self) -> None:
+        """Has the watch look now rather than at its next turn (a connection was just found broken)."""
+        self._watch_wake.set()
+
+    def _watch(self) -> None:
+        while not self._watch_stop.is_set():
+            self._watch_wake.wait(WATCH_DOWN_S if self._down is not None else WATCH_UP_S)
+            self._watch_wake.clear()
+            if self._watch_stop.is_set():
+                break
+            self.look()
+
+    def look(self) -> None:
+        """One look (the watch's): marks the store down, back, or its schema broken."""
+        try:
+            problem = self._probe()
+        except Exception as e:  # noqa: BLE001 - whatever the driver says, the watch goes on
+            reason = self._down_reason(e)
+            if reason is not None:
+                self.mark_down(reason, e)
+            else:  # it answered, with an error (busy, a timeout): not an outage, so nothing is refused for it
+                log.warning("%s: the store's watch could not look at it: %s", self.where, _clip(str(e)))
+            return
+        if problem is not None:
+            self._found_corrupt(RuntimeError(f"{problem}: restore the store from a backup"))
+        self.mark_up()
+
+    def mark_down(self, reason: str, error: BaseException | None = None) -> None:
+        """The store does not answer: requests get 503 ``store_unavailable`` at once until the watch finds it back."""
+        if self._down is None:
+            self._down_since = time.monotonic()
+            log.error("%s does not answer (%s): requests get 503 until it does", self.where, error or reason)
+        self._down = reason
+        self.start_watch()
+
+    def mark_up(self) -> None:
+        if self._down is not None:
+            log.warning("%s answers again after %.1f s", self.where, time.monotonic() - self._down_since)
+            self._down = None
+
+    def _check_up(self) -> None:
+        """503 at once while the store is known not to answer."""
+        error = self.down_error()
+        if error is not None:
+            raise error
+
+    def down_error(self) -> ApiError | None:
+        """The 503 a request that needs the store gets while it is known not to answer; None while it answers."""
+        down = self._down
+        return None if down is None else self._unavailable_error(f"this server's store does not answer ({down})")
+
+    def _unavailable_error(self, message: str) -> ApiError:
+        seconds = self.retry_after
+        return ApiError(
+            503,
+            STORE_UNAVAILABLE,
+            message,
+            hint=f"try again in {seconds} s; the server's log names the store",
+            headers={"Retry-After": str(seconds)},
+            retry_after=seconds,
+        )
+
+    @contextmanager
+    def _writer(self) -> Iterator[None]:
+        """This process's one writer at a time, waited for at most ``max_store_queue_ms`` (then 503 with
+        Retry-After: the store is too busy to take the write in time). It is a queue, not a wait on the database:
+        while the store is down each write before it fails at once, so the queue empties in milliseconds."""
+        if not self._lock.acquire(timeout=self.queue_s):
+            raise self._unavailable_error(
+                f"this server's store did not take the write within {self.queue_s * 1000:.0f} ms (setting "
+                "max_store_queue_ms): the writes before it still hold it; nothing was stored"
+            )
+        try:
+            yield
+        finally:
+            self._lock.release()
 
     def __enter__(self) -> Store:
         return self
@@ -294,11 +462,8 @@ class Store:
     def _cannot_write(self, error: BaseException) -> ApiError:
         log.error("%s: cannot write (%s)", self.where, error)
         self._write_failed = str(error)
-        return ApiError(
-            503,
-            STORE_UNAVAILABLE,
-            f"this server's store cannot be written right now ({_clip(str(error))}): nothing was stored",
-            hint="try again later; the server's log names the store",
+        return self._unavailable_error(
+            f"this server's store cannot be written right now ({_clip(str(error))}): nothing was stored"
         )
 
     def _found_corrupt(self, error: BaseException) -> ApiError:
@@ -329,7 +494,9 @@ class Store:
     def _transaction(self) -> Iterator[Conn]:
         """One write transaction under the lock: committed (and durable) when the block ends, rolled back if it
         raises. A full disk becomes 507 and an unwritable store 503; nothing is half-stored."""
-        with self._lock:
+        self._check_up()
+        with self._writer():
+            self._check_up()  # it may have gone down while this write waited for its turn
             if self._corrupt is not None:
                 raise self._corrupt_error(self._corrupt)  # nothing more is acknowledged on a damaged store
             try:
@@ -338,8 +505,15 @@ class Store:
                     with self._write_tx() as conn:
                         deleted, freed = self._expire_in(conn, now)
                     self._expired(deleted, freed)
-                with self._write_tx() as conn:
-                    yield conn
+                self._recounted = False
+                try:
+                    with self._write_tx() as conn:
+                        yield conn
+                except BaseException:
+                    if self._recounted:  # the write was refused, and the total it mended rolled back with it
+                        with contextlib.suppress(Exception):
+                            self._total_mended()
+                    raise
                 self._write_failed = None
             except self._errors as e:
                 translated = self._write_error(e)
@@ -353,11 +527,41 @@ class Store:
 
     def _reserve(self, conn: Conn, size: int) -> None:
         """Counts ``size`` more bytes, or refuses with 507 if that passes the budget (in the transaction, which
-        holds the total's row from then on)."""
+        holds the total's row from then on). A total that cannot be right (below zero) is counted again first."""
         used = int(conn.execute("SELECT value FROM meta WHERE key = 'bytes'").fetchone()[0])
+        if used < 0:
+            used = self._recount(conn, used)
         if self.max_bytes is not None and used + size > self.max_bytes:
             raise self._full(used, size)
         conn.execute("UPDATE meta SET value = value + ? WHERE key = 'bytes'", (size,))
+
+    def _total_mended(self) -> None:
+        """After a write that recounted the total was refused (its transaction, and so the recount, rolled back):
+        the recount again, in a transaction of its own."""
+        with self._write_tx() as conn:
+            self._lock_total(conn)
+            (was,) = conn.execute("SELECT value FROM meta WHERE key = 'bytes'").fetchone()
+            self._recount(conn, int(was))
+
+    def _recount(self, conn: Conn, was: int) -> int:
+        """Sets the byte total to what the records count (in the open transaction, holding its row) and returns
+        it: done when the total cannot be right, and at start when it differs (someone changed the tables by
+        hand, or a bug): writes then cannot pass the budget on a wrong total."""
+        (counted,) = conn.execute(recount_sql()).fetchone()
+        counted = int(counted)
+        self._recounted = True
+        if counted != was:
+            log.error("%s: the byte total was %d where the records count %d: set to %d", self.where, was, counted,
+                      counted)  # fmt: skip
+            conn.execute("UPDATE meta SET value = ? WHERE key = 'bytes'", (counted,))
+        return counted
+
+    def check_total(self) -> int:
+        """Counts the byte total again (at start): what it is now."""
+        with self._transaction() as conn:
+            self._lock_total(conn)
+            (was,) = conn.execute("SELECT value FROM meta WHERE key = 'bytes'").fetchone()
+            return self._recount(conn, int(was))
 
     def _full(self, used: int, size: int) -> ApiError:
         """507: ``size`` more bytes would take the total, ``used``, past the budget."""
@@ -376,8 +580,8 @@ class Store:
 
     def _insert(self, conn: Conn, table: str, record_id: str, payload: bytes, size: int, created: float) -> None:
         conn.execute(
-            f"INSERT INTO {table} (id, created, payload, size) VALUES (?, ?, ?, ?)",  # noqa: S608 - table from TABLES
-            (record_id, created, payload, size),
+            f"INSERT INTO {table} (id, created, payload, size, digest) VALUES (?, ?, ?, ?, ?)",  # noqa: S608
+            (record_id, created, payload, size, digest(payload)),
         )
 
     def put(self, table: str, payload: bytes) -> str:
@@ -498,12 +702,25 @@ class Store:
     # ---- reads ---------------------------------------------------------------------------------------
 
     def get(self, table: str, record_id: str) -> bytes | None:
-        """The payload stored under ``record_id``, or None (also for ids that cannot exist)."""
+        """The payload stored under ``record_id``, or None (also for ids that cannot exist); 500
+        ``stored_record_damaged`` when it is not what was stored (its digest, or its length)."""
         _check_table(table)
         if not is_valid_id(record_id):
             return None
-        rows = self._read(f"SELECT payload FROM {table} WHERE id = ?", (record_id,))  # noqa: S608 - table from TABLES
-        return bytes(rows[0][0]) if rows else None
+        rows = self._read(f"SELECT payload, size, digest FROM {table} WHERE id = ?", (record_id,))  # noqa: S608
+        if not rows:
+            return None
+        payload, size, stored = bytes(rows[0][0]), int(rows[0][1]), rows[0][2]
+        problem = payload_problem(payload, size, bytes(stored) if stored is not None else None)
+        if problem is not None:
+            raise damaged(table, record_id, problem)
+        return payload
+
+    def _blob_checked(self, table: str, record_id: str, length: int, size: int) -> None:
+        """A payload about to be streamed whose length is not what was stored is damaged (cut short, grown)."""
+        problem = size_problem(length, size)
+        if problem is not None:
+            raise damaged(table, record_id, problem)
 
     def exists(self, table: str, record_id: str) -> bool:
         """Whether ``record_id`` is stored (a point lookup; what a cache of parsed records checks, since another
@@ -630,7 +847,8 @@ class Store:
         """Deletes records older than their table's ``max_days`` (and the runs left without parts),
         frees their bytes, and returns how many records went. Done at start-up and then at most
         hourly before a write."""
-        with self._lock:
+        self._check_up()
+        with self._writer():
             try:
                 with self._write_tx() as conn:
                     deleted, freed = self._expire_in(conn, self.clock() if now is None else now)
@@ -681,6 +899,7 @@ class Store:
         """Runs ``write`` in one job transaction, with the driver's errors translated as a write's."""
         if self._corrupt is not None:
             raise self._corrupt_error(self._corrupt)
+        self._check_up()
         try:
             with self._job_tx() as conn:
                 return write(conn)
@@ -692,8 +911,9 @@ class Store:
 
     def job_save(self, job: JobRecord, *, now: float, max_jobs: int, max_bytes: int) -> None:
         """Writes a job's state as its owner sees it (inserted, or updated unless the stored one is final
-        already: a job another replica marked failed stays failed). A finished job trims the finished ones to
-        the newest ``max_jobs`` holding at most ``max_bytes`` of results (the newest is always kept)."""
+        already — but for a failure another replica wrote because its owner went silent: the owner was alive
+        after all, as through a database outage, and what it says wins). A finished job trims the finished ones
+        to the newest ``max_jobs`` holding at most ``max_bytes`` of results (the newest is always kept)."""
         size = len(job.result or b"") + len(job.failure or "")
 
         def write(conn: Conn) -> None:
@@ -702,9 +922,10 @@ class Store:
                 "failure, size) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "
                 "state = excluded.state, beat = excluded.beat, finished = excluded.finished, "
                 "peak_memory = excluded.peak_memory, result = excluded.result, failure = excluded.failure, "
-                "size = excluded.size WHERE kernel_jobs.state NOT IN ('done', 'error')",
+                "size = excluded.size WHERE kernel_jobs.state NOT IN ('done', 'error') OR (kernel_jobs.owner = "
+                "excluded.owner AND kernel_jobs.state = 'error' AND kernel_jobs.failure LIKE ?)",
                 (job.id, job.owner, job.kernel, job.state, job.created, now, job.finished, job.peak_memory,
-                 job.result, job.failure, size),
+                 job.result, job.failure, size, f"%{LOST}%"),
             )  # fmt: skip
             if job.state in JOB_FINAL:
                 conn.execute(
@@ -728,6 +949,9 @@ class Store:
         if not rows:
             return None
         i, owner, kernel, state, created, beat, finished, peak, result, failure = rows[0]
+        problem = _job_problem(str(state), result, failure)
+        if problem is not None:
+            raise damaged("kernel_jobs", job_id, problem)
         ahead = None
         if state == "queued":
             ahead = int(
@@ -763,27 +987,42 @@ class Store:
             )
         )
 
-    def jobs_lost(self, now: float, silence: float, failure: str) -> int:
-        """Marks failed (``failure``: the error as JSON) every unfinished job whose owner has not beaten for
-        ``silence`` seconds: its replica stopped. Any replica may do it; a job is marked once. Returns how many."""
+    def jobs_lost(self, now: float, silence: float, failure: str, *, by: str = "") -> int:
+        """Marks failed (``failure``: the error as JSON, holding :data:`LOST`) every unfinished job whose owner has
+        not beaten for ``silence`` seconds: its replica stopped. Any replica may do it (``by``: its owner id; its
+        own jobs are never among them: it is alive); a job is marked once. Returns how many."""
         return int(
             self._job_write(
                 lambda conn: (
                     conn.execute(
                         "UPDATE kernel_jobs SET state = 'error', finished = ?, failure = ?, size = ? "
-                        "WHERE state NOT IN ('done', 'error') AND beat < ?",
-                        (now, failure, len(failure), now - silence),
+                        "WHERE state NOT IN ('done', 'error') AND beat < ? AND owner <> ?",
+                        (now, failure, len(failure), now - silence, by),
                     ).rowcount
                 )
             )
         )
 
+    def job_delete(self, job_id: str) -> int:
+        """Deletes one kernel job (an operator's ``shardscope store delete --job``); how many went (0 or 1)."""
+        return int(
+            self._job_write(lambda conn: conn.execute("DELETE FROM kernel_jobs WHERE id = ?", (job_id,)).rowcount)
+        )
+
     def result(self, key: str) -> tuple[bytes | None, str | None] | None:
-        """A shared kernel result (``(response, None)`` or ``(None, failure JSON)``), or None."""
+        """A shared kernel result (``(response, None)`` or ``(None, failure JSON)``), or None. A damaged one (not
+        the JSON a run answers) is deleted and reads as None: it is a cache, so the run is simply run again."""
         rows = self._read("SELECT result, failure FROM kernel_results WHERE key = ?", (key,))
         if not rows:
             return None
         result, failure = rows[0]
+        problem = _job_problem("done" if result is not None else "error", result, failure)
+        if problem is not None:
+            log.error("%s: the shared kernel result %s is damaged (%s): deleted; its run runs again", self.where,
+                      key[:16], problem)  # fmt: skip
+            with contextlib.suppress(Exception):
+                self._job_write(lambda conn: conn.execute("DELETE FROM kernel_results WHERE key = ?", (key,)))
+            return None
         return (bytes(result) if result is not None else None), (str(failure) if failure is not None else None)
 
     def result_save(
@@ -809,3 +1048,33 @@ class Store:
             )
 
         self._job_write(write)
+
+
+def _job_problem(state: str, result: Any, failure: Any) -> str | None:
+    """Why a stored job (or shared result) cannot be answered with: a state no job is in, a result that is not a
+    run's JSON object, a failure that is not an error's; None when it can."""
+    if state not in JOB_STATES:
+        return f"its state {_clip(state, 40)!r} is none of {', '.join(JOB_STATES)}"
+    if result is not None:
+        try:
+            parsed = orjson.loads(bytes(result))
+        except orjson.JSONDecodeError:
+            return "its result is not JSON"
+        if not isinstance(parsed, dict):
+            return "its result is not a JSON object"
+    elif state == "done":
+        return "it is done without a result"
+    if failure is not None:
+        try:
+            error = orjson.loads(str(failure))
+        except orjson.JSONDecodeError:
+            return "its failure is not JSON"
+        if (
+            not isinstance(error, dict)
+            or not isinstance(error.get("code"), str)
+            or not isinstance(error.get("message"), str)
+        ):
+            return "its failure is not an error (code, message)"
+    elif state == "error":
+        return "it failed without saying why"
+    return None

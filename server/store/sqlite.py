@@ -37,8 +37,10 @@ import platformdirs
 
 from server.errors import ApiError
 from server.store.base import (
+    MAX_DB_STATEMENT_MS,
+    MAX_DB_WAIT_MS,
     MAX_STORE_BYTES,
-    RECORD_OVERHEAD,
+    MAX_STORE_QUEUE_MS,
     SCHEMA_VERSION,
     TABLES,
     Blob,
@@ -51,7 +53,9 @@ from server.store.base import (
     is_valid_id,
     log,
     schema_4,
+    schema_5,
 )
+from server.store.checks import COLUMNS, RECORD_OVERHEAD, schema_problem
 
 JOURNAL_SIZE_LIMIT: Final = 64 * 1024 * 1024
 """The WAL file is truncated back to this after a checkpoint (it grows by one transaction's pages)."""
@@ -87,7 +91,7 @@ _TO_3: Final = [
     *(f"CREATE INDEX {t}_created ON {t} (created)" for t in (*TABLES, "runs")),
 ]
 _TO_4: Final = schema_4("BLOB", "REAL", "INTEGER")
-_MIGRATIONS: Final = {2: [*_SCHEMA_2, *_TO_3], 3: _TO_4}
+_MIGRATIONS: Final = {2: [*_SCHEMA_2, *_TO_3], 3: _TO_4, 4: schema_5("BLOB")}
 """Each version's steps to the next; a file at version v < 2 starts with schema 2's (which creates what it lacks)."""
 
 _RECOVER: Final = "`sqlite3 FILE .recover` can save what is readable"
@@ -139,8 +143,18 @@ class SqliteStore(Store):
         max_bytes: int | None = MAX_STORE_BYTES,
         max_days: Mapping[str, float] | None = None,
         clock: Callable[[], float] = time.time,
+        wait_ms: int = MAX_DB_WAIT_MS,
+        statement_ms: int = MAX_DB_STATEMENT_MS,
+        queue_ms: int = MAX_STORE_QUEUE_MS,
     ) -> None:
-        super().__init__(max_bytes=max_bytes, max_days=max_days, clock=clock)
+        super().__init__(
+            max_bytes=max_bytes,
+            max_days=max_days,
+            clock=clock,
+            wait_ms=wait_ms,
+            statement_ms=statement_ms,
+            queue_ms=queue_ms,
+        )
         self.path = Path(path) if path is not None else default_db_path()
         self.where = str(self.path)
         self._conn: sqlite3.Connection | None = None
@@ -169,6 +183,7 @@ class SqliteStore(Store):
             self.expire()
         except (ApiError, sqlite3.Error) as e:  # a disk so full that even deleting fails: start anyway, say so
             log.warning("%s: could not delete expired records at start-up: %s", self.path, e)
+        self.start_watch()
 
     def _connect(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -207,6 +222,13 @@ class SqliteStore(Store):
                     conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
                     if version:
                         log.warning("%s: migrated the store from schema %d to %d", self.path, version, SCHEMA_VERSION)
+                problem = schema_problem(_columns(conn))
+                if problem is not None:
+                    raise StoreUnavailable(
+                        f"{self.path} is not a whole Shardscope store ({problem}): restore it from a backup, or move "
+                        "it aside to start with an empty store"
+                    )
+                self._recount(conn, int(conn.execute("SELECT value FROM meta WHERE key = 'bytes'").fetchone()[0]))
                 self._run_key = bytes(conn.execute("SELECT value FROM meta WHERE key = 'run_key'").fetchone()[0])
                 # A file SQLite could only open read-only (no write permission, a read-only bind mount) still
                 # passes BEGIN IMMEDIATE when there is nothing to migrate: only a real write proves it.
@@ -215,6 +237,7 @@ class SqliteStore(Store):
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
+            conn.execute(f"PRAGMA busy_timeout={max(1, round(self.wait_s * 1000))}")  # another process's write
         except BaseException:
             conn.close()
             raise
@@ -261,6 +284,7 @@ class SqliteStore(Store):
 
     def close(self) -> None:
         """Closes the writer and every pooled reader; safe to call more than once."""
+        self.stop_watch()
         with self._lock:
             conn, self._conn = self._conn, None
         if conn is not None:
@@ -298,7 +322,7 @@ class SqliteStore(Store):
     def _job_tx(self) -> Iterator[Conn]:
         # The same writer, but this commit does not wait for an fsync (WAL with synchronous=NORMAL stays
         # consistent; a crash may lose the last job states, which died with their server anyway).
-        with self._lock:
+        with self._writer():
             conn = self._connection()
             conn.execute("PRAGMA synchronous=NORMAL")
             try:
@@ -327,6 +351,13 @@ class SqliteStore(Store):
             return "read_only"
         return super().state
 
+    def _probe(self) -> str | None:
+        conn = self._reader()
+        try:
+            return schema_problem(_columns(conn))
+        finally:
+            self._release(conn)
+
     # ---- reads ---------------------------------------------------------------------------------------
 
     def _reader(self) -> sqlite3.Connection:
@@ -338,7 +369,7 @@ class SqliteStore(Store):
             if self._conn is None:
                 raise StoreClosed(f"the store {self.path} is closed") from None
             uri = f"file:{urllib.parse.quote(str(self.path))}?mode=ro"
-            conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None, timeout=10)
+            conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None, timeout=self.wait_s)
             conn.execute(f"PRAGMA cache_size=-{READER_CACHE_KIB}")
             return conn
 
@@ -373,19 +404,36 @@ class SqliteStore(Store):
         try:
             conn.execute("BEGIN")
             row = conn.execute(
-                f"SELECT rowid, length(payload) FROM {table} WHERE id = ?",  # noqa: S608 - table from TABLES
+                f"SELECT rowid, length(payload), size, digest FROM {table} WHERE id = ?",  # noqa: S608 - from TABLES
                 (record_id,),
             ).fetchone()
             if row is not None:
-                return SqliteBlob(self, conn, conn.blobopen(table, "payload", row[0], readonly=True), int(row[1]))
+                self._blob_checked(table, record_id, int(row[1]), int(row[2]))
+                blob = SqliteBlob(self, conn, conn.blobopen(table, "payload", row[0], readonly=True), int(row[1]))
+                blob.digest = bytes(row[3]) if row[3] is not None else None
+                return blob
         except sqlite3.DatabaseError as e:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             self._release(conn)
             raise self._read_error(e) from e
+        except ApiError:  # damaged
+            conn.execute("ROLLBACK")
+            self._release(conn)
+            raise
         conn.execute("ROLLBACK")
         self._release(conn)
         return None
+
+
+def _columns(conn: sqlite3.Connection) -> dict[str, set[str]]:
+    """The columns of each of the store's tables there is (what :func:`server.store.checks.schema_problem` reads)."""
+    found: dict[str, set[str]] = {}
+    for table in COLUMNS:
+        columns = {str(row[1]) for row in conn.execute(f"PRAGMA table_info({table})")}
+        if columns:
+            found[table] = columns
+    return found
 
 
 def _primary_code(error: sqlite3.Error) -> int:

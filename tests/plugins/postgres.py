@@ -41,11 +41,30 @@ def pg_bin(name: str) -> str | None:
 
 
 class Postgres:
-    """A running cluster: ``host``, ``port``, the superuser ``user`` and its ``password``."""
+    """A running cluster: ``host``, ``port``, the superuser ``user`` and its ``password``; :meth:`stop` and
+    :meth:`start` take it down and bring it back (an outage, issue 29)."""
 
     def __init__(self, directory: Path, port: int, password: str, as_user: list[str]) -> None:
         self.directory, self.port, self.password, self.as_user = directory, port, password, as_user
         self.host, self.user = "127.0.0.1", USER
+        self.pg_ctl = pg_bin("pg_ctl") or "pg_ctl"
+        self.options = f"-p {port} -k {directory} -c listen_addresses=127.0.0.1 -c max_connections=300"
+
+    def stop(self, mode: str = "fast") -> None:
+        """Stops the server (``fast``: its sessions are ended, as an operator's restart or a failover does;
+        ``immediate``: as a crash)."""
+        data = self.directory / "data"
+        subprocess.run([*self.as_user, self.pg_ctl, "-D", str(data), "-m", mode, "-w", "-t", "60", "stop"],
+                       check=True, capture_output=True, timeout=90)  # fmt: skip
+
+    def start(self) -> None:
+        """Starts it again on the same port and data, waiting until it takes connections."""
+        data = self.directory / "data"
+        subprocess.run(
+            [*self.as_user, self.pg_ctl, "-D", str(data), "-l", str(self.directory / "log"), "-o", self.options,
+             "-w", "-t", "60", "start"],
+            check=True, capture_output=True, timeout=90,
+        )  # fmt: skip
 
     def url(self, database: str = DATABASE, *, password: str | None = None, schema: str | None = None) -> str:
         secret = self.password if password is None else password
@@ -96,14 +115,14 @@ def cluster() -> Iterator[Postgres]:
             check=True, capture_output=True, timeout=120,
         )  # fmt: skip
         port = free_port()
-        options = f"-p {port} -k {directory} -c listen_addresses=127.0.0.1 -c max_connections=300"
+        server = Postgres(directory, port, password, as_user)
         started = subprocess.run(
-            [*as_user, pg_ctl, "-D", str(data), "-l", str(directory / "log"), "-o", options, "-w", "-t", "60", "start"],
+            [*as_user, pg_ctl, "-D", str(data), "-l", str(directory / "log"), "-o", server.options, "-w", "-t", "60",
+             "start"],
             capture_output=True,
             text=True,
             timeout=90,
-        )
-        server = Postgres(directory, port, password, as_user)
+        )  # fmt: skip
         if started.returncode != 0:
             raise RuntimeError(f"PostgreSQL did not start: {started.stderr}\n{server.log()}")
         try:
