@@ -2,7 +2,7 @@
 
 ``tests/test_planning.py`` runs this file there. It builds ``shardscope.mesh("gpu:h100:2x8", ...)`` (XLA's GPU
 compiler, NVIDIA H100 target config, 16 devices on 2 hosts), plans a sharded matmul and a scanned MLP step on
-abstract arguments, compiles the same programs again with JAX alone, and prints one JSON object: what the
+abstract arguments (``sharding_core.plan``: with the temporaries), compiles the same programs again with JAX alone, and prints one JSON object: what the
 plan says next to XLA's own figures and the GPU program's HLO text, for the test to read with its own reader.
 Standard library, JAX and the checkout only: no pytest in that environment.
 """
@@ -23,7 +23,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import shardscope
-from sharding_core import inspect_jit
+from sharding_core import plan
 
 
 def matmul(m: jax.sharding.Mesh) -> tuple[object, tuple[jax.ShapeDtypeStruct, ...]]:
@@ -55,7 +55,7 @@ def main() -> int:
     }
     for name, make in (("matmul", matmul), ("scanned", scanned)):
         f, args = make(m)
-        snap = inspect_jit(f, *args)
+        snap = plan(f, *args)  # inspect_jit's snapshot with XLA's buffer assignment read (temporaries)
         compiled = f.lower(*args).compile()  # type: ignore[attr-defined]
         stats = compiled.memory_analysis()
         out["programs"][name] = {  # type: ignore[index]
@@ -72,6 +72,7 @@ def main() -> int:
             ],
             "work": snap["plan"]["work"],
             "verdict": snap["plan"]["verdict"],
+            "temporaries": snap["plan"]["temporaries"],
             "hlo": compiled.as_text(),
         }
     print("RESULT " + json.dumps(out))

@@ -180,6 +180,11 @@ def test_gpu_set_compiles_for_real_gpus_without_one(gpu_plans: dict[str, Any]) -
         assert "gemm_fusion" in p["hlo"] or "__cublas" in p["hlo"], name  # a GPU program, not the CPU stand-in
         assert {c["name"]: c["op"] for c in p["collectives"]} == hlo_collectives(p["hlo"]), name
         assert all(c["estimate"]["fabric"] == "nvlink" for c in p["collectives"]), name
+        # issue 28: the temporaries' total is XLA's figure, and on GPU the buffer assignment's own sum equals it
+        temps = p["temporaries"]
+        assert temps["temp_size_in_bytes"] == temps["temp_allocation_bytes"] == p["xla_memory"]["temp_size_in_bytes"]
+        assert bool(temps["largest"]) == (temps["temp_size_in_bytes"] > 0), name  # the matmul has none
+        assert all(not t["shape"].startswith("(") for t in temps["largest"]), name
     matmul = gpu_plans["programs"]["matmul"]
     # each device multiplies its [2048, 512] block of a by its [512, 4096] block of b, then sums over `model`
     assert matmul["work"]["flops"] == 2 * 2048 * 512 * 4096

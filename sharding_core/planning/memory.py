@@ -183,12 +183,23 @@ _ALLOCATION = re.compile(r"^allocation (\d+): size (\d+)(.*):$")
 _VALUE = re.compile(
     r"^ value: <\d+ (?P<name>[\w.\-]+)(?P<index>\{[\d,]*\})?[^>]*> \(size=(?P<size>\d+),offset=\d+\): (?P<shape>.*)$"
 )
+_SPACE = re.compile(r"^Memory Space: (?P<name>\S+) \(color=(?P<color>\d+)\)", re.M)
+_COLOR = re.compile(r"\bcolor (\d+)")
+
+#: XLA's ``CompiledMemoryStats`` for GPU and CPU (``PopulateBufferStatsFromAllocations``) sums the preallocated
+#: temporary allocations of the default memory space; libtpu computes its own figure after the dumped
+#: assignment (scoped scratch it adds, buffers it moves between memory spaces), so on TPU the two differ.
+TPU_TEMP_NOTE = (
+    "XLA:TPU's temporaries figure (memory_analysis) is libtpu's own, counted after the buffer assignment it "
+    "dumps: it adds kernels' scoped scratch and buffers it moves between memory spaces, and reports 0 B when "
+    "the assignment's HBM temporaries are only loop counters and tuple tables. The values listed are the "
+    "dumped assignment's, HBM and on-chip memory (VMEM, v4's CMEM) apart; XLA's figure counts HBM only"
+)
 
 
 def _temp_allocation(flags: str) -> bool:
-    """An HBM allocation of temporaries: XLA's preallocated temp buffer (default memory space: no color)."""
-    if "color" in flags:
-        return False
+    """A temporary allocation (XLA's ``IsPreallocatedTempBuffer``): no parameter, constant, thread-local or
+    live-out buffer."""
     return not any(k in flags for k in ("parameter", "constant", "thread-local", "maybe-live-out", "output shape"))
 
 
@@ -197,39 +208,60 @@ ALIASING = frozenset(
 )
 
 
-def read_buffer_assignment(text: str, limit: int = 4 * MAX_TEMPORARIES) -> dict[str, Any]:
-    """The temporary allocations' total and their largest values (one per instruction), from XLA's
-    ``BufferAssignment`` text."""
-    in_temp = False
-    total = 0
+def memory_space_names(report: str) -> dict[int, str]:
+    """Colour -> memory space name from XLA's ``*memory-usage-report.txt`` (``vmem``, ``smem``; libtpu's)."""
+    return {int(m.group("color")): m.group("name") for m in _SPACE.finditer(report)}
+
+
+def read_buffer_assignment(
+    text: str, limit: int = 4 * MAX_TEMPORARIES, spaces: Mapping[int, str] | None = None
+) -> dict[str, Any]:
+    """The temporary allocations of XLA's ``BufferAssignment`` text by memory space and their largest values
+    (one per instruction, each with its memory space). ``temp_allocation_bytes``: the default memory space's
+    (HBM; a CPU's RAM), which is XLA's ``temp_size_in_bytes`` on GPU and CPU; ``memory_spaces``: every other
+    space's (TPU: VMEM, SMEM, v4's CMEM), which XLA's figure does not count. A tuple's value is a table of
+    pointers to buffers listed on their own: never listed."""
+    names = dict(spaces or {})
+    color: int | None = None
+    totals: dict[int, int] = {}
     best: dict[str, dict[str, Any]] = {}
     for line in text.splitlines():
         a = _ALLOCATION.match(line)
         if a:
-            in_temp = _temp_allocation(a.group(3))
-            if in_temp:
-                total += int(a.group(2))
+            flags = a.group(3)
+            c = _COLOR.search(flags)
+            color = (int(c.group(1)) if c else 0) if _temp_allocation(flags) else None
+            if color is not None:
+                totals[color] = totals.get(color, 0) + int(a.group(2))
             continue
-        if not in_temp:
-            continue
-        v = _VALUE.match(line)
-        if not v:
+        v = _VALUE.match(line) if color is not None else None
+        if v is None or v.group("shape").startswith("("):
             continue
         size = int(v.group("size"))
         name = v.group("name")
         if size > best.get(name, {}).get("bytes", -1):
             shape = re.sub(r"\{[^}]*\}", "", v.group("shape")).strip()
-            best[name] = {"instruction": name, "bytes": size, "shape": shape}
+            space = "default" if color == 0 else names.get(int(color or 0), f"color {color}")
+            best[name] = {"instruction": name, "bytes": size, "shape": shape, "memory_space": space}
     largest = sorted(best.values(), key=lambda r: -r["bytes"])[:limit]
-    return {"temp_allocation_bytes": total, "largest": largest}
+    others = [
+        {"memory_space": names.get(c, f"color {c}"), "color": c, "bytes": b} for c, b in sorted(totals.items()) if c
+    ]
+    return {"temp_allocation_bytes": totals.get(0, 0), "memory_spaces": others, "largest": largest}
 
 
-def buffer_report(dump_dir: Path, hlo: str | None = None) -> dict[str, Any] | None:
-    """The largest temporaries of the program XLA dumped in ``dump_dir``, with ops and source lines."""
+def buffer_report(
+    dump_dir: Path, hlo: str | None = None, stats: Mapping[str, int] | None = None
+) -> dict[str, Any] | None:
+    """The temporaries of the program XLA dumped in ``dump_dir``: ``temp_size_in_bytes`` (XLA's own figure,
+    from ``stats``: ``memory_analysis()``), the dumped assignment's allocations by memory space and its
+    largest values with ops and source lines; ``note`` says why XLA's figure and the assignment's differ."""
     found = sorted(p for p in dump_dir.glob("*buffer-assignment.txt") if "values" not in p.name)
     if not found:
         return None
-    report = read_buffer_assignment(found[-1].read_text(errors="replace"))
+    usage = sorted(dump_dir.glob("*memory-usage-report.txt"))
+    spaces = memory_space_names(usage[-1].read_text(errors="replace")) if usage else {}
+    report = read_buffer_assignment(found[-1].read_text(errors="replace"), spaces=spaces)
     if hlo is None:
         optimized = sorted(dump_dir.glob("*after_optimizations.txt"))
         hlo = optimized[-1].read_text(errors="replace") if optimized else ""
@@ -240,6 +272,13 @@ def buffer_report(dump_dir: Path, hlo: str | None = None) -> dict[str, Any] | No
     for r in report["largest"]:
         r["opcode"] = ops.get(r["instruction"])
         r.update(sources.get(r["instruction"], {"op": None, "source": None}))
+    xla = (stats or {}).get("temp_size_in_bytes")
+    report["temp_size_in_bytes"] = int(xla) if xla is not None else None
+    report["note"] = None
+    if xla is not None and int(xla) != report["temp_allocation_bytes"]:
+        # TPU layouts carry their tiling (``{1,0:T(8,128)}``); GPU and CPU ones never do
+        tpu = ":T(" in hlo
+        report["note"] = TPU_TEMP_NOTE if tpu else "XLA's temporaries figure differs from its buffer assignment's"
     report["source"] = "XLA's buffer assignment (xla_dump_to): the temporaries' largest values"
     return report
 

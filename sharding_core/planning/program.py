@@ -120,7 +120,7 @@ def inspect_program(
         t2 = time.perf_counter()
         hlo = compiled.as_text() or "" if compiled is not None else None
         if dump is not None:
-            report = mem.buffer_report(dump, hlo)
+            report = mem.buffer_report(dump, hlo, mem.memory_stats(compiled) if compiled is not None else None)
     devices = device_assignment(compiled) if compiled is not None else _program_devices(args, kwargs)
     target = target_of(devices[0]) if devices else None
     in_avals = lowered.in_avals

@@ -66,10 +66,16 @@ def render(snap: Mapping[str, Any]) -> str:
             lines.append(f"  {g['group']:<40} {_b(g['bytes_per_device']):>12}  {g['leaves']} leaves")
     temps = (refusal or {}).get("largest") or (plan.get("temporaries") or {}).get("largest") or []
     if temps:
-        lines.append("largest temporaries (XLA's buffer assignment)")
+        lines.append(f"largest {'allocations' if refusal else 'temporaries'} (XLA's buffer assignment)")
+        report = plan.get("temporaries") or {}
+        chip = [f"{_b(s['bytes'])} in {s['memory_space'].upper()}" for s in report.get("memory_spaces") or ()]
+        if report.get("temp_size_in_bytes") is not None and chip:  # TPU: on-chip memory beside XLA's HBM figure
+            lines.append(f"  XLA's temporaries {_b(report['temp_size_in_bytes'])} in HBM; on-chip {', '.join(chip)}")
         for t in temps[:8]:
             where = t.get("source") or t.get("op") or t.get("instruction")
-            lines.append(f"  {_b(t.get('bytes')):>10}  {t.get('shape')}  {where}")
+            space = t.get("memory_space")
+            space = f" [{space.upper()}]" if space and space != "default" else ""
+            lines.append(f"  {_b(t.get('bytes')):>10}{space}  {t.get('shape')}  {where}")
     for section in (_work(plan.get("work")), _collectives(snap, plan), _why(snap), _step(plan.get("step_time"))):
         if section:
             lines.extend(["", *section])

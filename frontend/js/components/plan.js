@@ -138,15 +138,34 @@ export function hbmBar(container, hbm, opts) {
  * @param {string} part
  */
 function largestTable(rows, part) {
-  const { table, body } = headedTable("hops largest", ["bytes", "shape", "op", "source line"]);
+  // TPU sets keep temporaries in on-chip memory too (VMEM; v4's CMEM): each value's memory space, when any is
+  const spaces = rows.some((t) => t.memory_space && t.memory_space !== "default");
+  const { table, body } = headedTable("hops largest", ["bytes", ...(spaces ? ["memory"] : []), "shape", "op", "source line"]);
   for (const t of rows.slice(0, LARGEST_SHOWN)) {
     const cell = cellsOf(body.insertRow());
     cell(t.bytes === null || t.bytes === undefined ? "—" : fmtBytes(t.bytes), "num").title = t.bytes ? exactBytes(t.bytes) : "";
+    if (spaces) cell(spaceName(t.memory_space), "space");
     cell(t.shape || "—", "mono");
     cell(opTail(t.op) || t.instruction || "—", "mono").title = [t.op, t.instruction].filter(Boolean).join("\n");
     cell(t.source || "—", "source");
   }
   return h("div", { class: "table-wrap", part }, table);
+}
+
+/** "HBM" for the default memory space, libtpu's own name for the others ("vmem" -> "VMEM"). @param {string | undefined} space */
+function spaceName(space) {
+  return !space || space === "default" ? "HBM" : space.toUpperCase();
+}
+
+/**
+ * The temporaries' summary: XLA's figure (HBM) and, on TPU, the on-chip allocations beside it.
+ * @param {any} t the plan's `temporaries`
+ */
+function temporariesText(t) {
+  const xla = t.temp_size_in_bytes ?? t.temp_allocation_bytes ?? 0;
+  const chip = (t.memory_spaces || []).filter((/** @type {any} */ s) => s.bytes >= 1024)
+    .map((/** @type {any} */ s) => `${fmtBytes(s.bytes)} in ${spaceName(s.memory_space)}`);
+  return `Largest temporaries (XLA's temporaries: ${fmtBytes(xla)} in HBM${chip.length ? `; on-chip: ${chip.join(", ")}` : ""})`;
 }
 
 /** The refusal as the lead: the figures, XLA's message, the largest allocations and what to change. @param {any} r */
@@ -231,7 +250,7 @@ export function planSummary(container, snap, opts) {
   ]));
   const temps = !refusal && plan.temporaries?.largest?.length
     ? h("details", { class: "plan-temporaries", part: "plan-temporaries" },
-        h("summary", {}, `Largest temporaries (of ${fmtBytes(plan.temporaries.temp_allocation_bytes || 0)} in XLA's temporary allocation)`),
+        h("summary", { title: plan.temporaries.note || "" }, temporariesText(plan.temporaries)),
         largestTable(plan.temporaries.largest, "plan-temporaries-table"))
     : null;
   const title = refusal ? "Plan: XLA refused the program for memory" : plan.temporaries ? "Plan" : "Compiled program (inspect_jit)";
