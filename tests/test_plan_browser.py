@@ -212,6 +212,21 @@ def test_a_plan_leads_with_its_verdict_hbm_and_roofline(mount: Any, plans: Plans
         f"{seconds_text(st['communication_seconds'])} · expected {seconds_text(st['communication_expected_seconds'])}"
     )
     expect(roofline.locator("dd.bound")).to_have_text(f"{st['bound']}-bound")
+    # issue 28: the roofline card said "86.4 ms with no overlap" (the bounds' sum) beside the step time's "103 ms
+    # with nothing overlapped" (at expected times): one definition, one wording
+    nothing = f"{seconds_text(st['upper_bound_seconds'])} with nothing overlapped"
+    expect(step).to_contain_text(nothing)
+    expect(roofline.locator("dt:text-is('lower bound') + dd")).to_contain_text(nothing)
+    assert "no overlap" not in p.part("plan").inner_text()
+    # ... and three memory numbers without a key: the bar's sum, XLA's temporaries and XLA's peak, each named
+    parts_sum = sum(drawn.values())
+    key = p.part("hbm-key")
+    expect(key).to_contain_text(f"the bar adds its parts, {gib_text(parts_sum)}")
+    expect(key).to_contain_text(f"{gib_text(stats['temp_size_in_bytes'])}: the size of its temporary allocation")
+    expect(key).to_contain_text(f"XLA's peak, {gib_text(stats['peak_memory_in_bytes'])}, is the most live at once")
+    # the per-device chart of a compiled program's snapshot holds its arguments and outputs, and says so
+    expect(p.part("memory-title")).to_have_text("Arguments and outputs per device")
+    expect(p.part("memory-flag")).to_contain_text("Arguments and outputs (not temporaries")
     expect(p.part("plan-facts")).to_contain_text(f"{DEVICES} — 16 TPU v5 on 4 hosts, 1 slice")
     p.shot("plan-lead")
 

@@ -92,7 +92,8 @@ export function hbmBar(container, hbm, opts) {
   const where = hbm.limit !== null ? `against ${hbm.limitLabel === "capacity" ? "the chip's capacity" : "what XLA had available"}, ${fmtBytes(hbm.limit)}` : "no capacity figure for this hardware";
   const bars = [bar(hbm, scale, opts.dark, "hbm-bar", `${hbm.limit !== null ? "HBM" : "Memory"} per device by kind, ${where}`)];
   if (hbm.limit !== null && used > 0 && used / scale < ZOOM_BELOW) {
-    bars.push(bar({ ...hbm, limit: null }, used, opts.dark, "hbm-zoom", `the same, the used ${fmtBytes(used)} drawn across (${share(used, hbm.limit)} of ${hbm.limitLabel})`));
+    const what = used === hbm.total ? "the parts' sum" : "XLA's peak";
+    bars.push(bar({ ...hbm, limit: null }, used, opts.dark, "hbm-zoom", `the same, ${what} ${fmtBytes(used)} drawn across (${share(used, hbm.limit)} of ${hbm.limitLabel})`));
   }
   // the parts, one row each: a swatch, what it is, bytes, share of capacity
   const { table: parts, body } = headedTable("hbm-parts", ["", "kind", "per device", hbm.capacity ? "of capacity" : ""]);
@@ -128,7 +129,20 @@ export function hbmBar(container, hbm, opts) {
   const figures = hbm.figures.some((f) => f.field !== "capacity")
     ? h("div", { class: "hbm-xla" }, h("h4", {}, "XLA's memory_analysis, per device"), xla)
     : hbm.figures.length ? h("div", { class: "hbm-xla" }, h("h4", {}, `${hbm.hardware || "The chip"}, per device`), xla) : null;
-  container.replaceChildren(...bars, h("div", { class: "hbm-detail" }, h("div", { class: "table-wrap" }, parts), figures));
+  container.replaceChildren(...bars, h("div", { class: "hbm-detail" }, h("div", { class: "table-wrap" }, parts), figures), memoryKey(hbm));
+}
+
+/**
+ * What each memory number is (the bar's sum, XLA's temporaries, XLA's peak), so three figures read as one.
+ * @param {Hbm} hbm
+ */
+function memoryKey(hbm) {
+  if (hbm.refused || hbm.peak === null) return null;
+  const temps = hbm.parts.find((p) => p.kind === "temporaries");
+  return h("p", { class: "muted hbm-key", part: "hbm-key" },
+    h("strong", {}, "Key: "),
+    `the bar adds its parts, ${fmtBytes(hbm.total)} (the arguments, the outputs not donated and XLA's temporaries${temps ? `, ${fmtBytes(temps.bytes)}: the size of its temporary allocation` : ""}); `,
+    `XLA's peak, ${fmtBytes(hbm.peak)}, is the most live at once in its heap simulation, what must fit: buffers reuse memory, so it can be below the sum, and on TPU below the temporaries' figure.`);
 }
 
 /**
@@ -238,7 +252,7 @@ export function planSummary(container, snap, opts) {
   // without hardware figures (a CPU capture) there is no roofline to draw: the facts below say why
   const roofed = Boolean(plan.roofline?.hardware);
   const roofline = h("div", { class: "plan-roofline", part: "plan-roofline" });
-  if (roofed) rooflinePanel(roofline, plan.roofline, "Roofline");
+  if (roofed) rooflinePanel(roofline, plan.roofline, "Roofline", plan.step_time?.upper_bound_seconds ?? null);
   const comm = plan.communication;
   const facts = h("div", { class: "summary plan-facts", part: "plan-facts" }, defList([
     ["target", targetText(snap)],

@@ -112,7 +112,8 @@ export function mount(root, host, initial) {
   const leafPanel = h("section", { class: "view snap-leaf", "aria-label": "Leaf" }, leafTitle, leafHint, leafSummary, leafGrid, leafLegend);
   const memoryFlag = h("p", { class: "memory-flag", part: "memory-flag" });
   const memoryChart = h("div", { class: "memory-chart", part: "memory-chart", role: "img", "aria-label": "Bytes per device" });
-  const memory = h("section", { class: "view snap-memory", "aria-label": "Memory per device" }, h("h2", {}, "Memory per device"), memoryFlag, memoryChart);
+  const memoryTitle = h("h2", { part: "memory-title" }, "Memory per device");
+  const memory = h("section", { class: "view snap-memory", "aria-label": "Memory per device" }, memoryTitle, memoryFlag, memoryChart);
   const rules = h("textarea", { rows: 4, part: "rules", spellcheck: "false", "aria-label": "Rules", placeholder: "('batch', 'data'), ('hidden', 'model'), ('embed', None)" });
   const applyRules = h("button", { type: "button", part: "apply-rules" }, "Apply rules");
   const resetRules = h("button", { type: "button", part: "reset-rules" }, "Back to captured");
@@ -215,7 +216,10 @@ export function mount(root, host, initial) {
   async function plotMemory() {
     const platform = String(snap.platform).toUpperCase();
     const next = whatif ? whatif.memory : null;
-    memoryVerdict(memoryFlag, snap.memory, next, platform);
+    // a compiled program's snapshot holds its arguments and outputs: the chart is theirs, not XLA's peak
+    const program = Boolean(snap.jit?.memory_per_device);
+    memoryTitle.textContent = program ? "Arguments and outputs per device" : "Memory per device";
+    memoryVerdict(memoryFlag, snap.memory, next, platform, program ? "Arguments and outputs (not temporaries: XLA's peak is in the plan above)" : "Captured");
     await host.memoryChart?.(memoryChart, { mem: snap.memory, next, platform, hostOf: hostsOf(snap), dark: host.dark() });
     host.mark("plottedAt");
   }
