@@ -221,7 +221,8 @@ def test_a_gpu_reshard_without_the_gpu_extra_counts_the_users_bf16(client: TestC
     gathers = [c for c in body["collectives"] if c["op"] == "all-gather"]
     assert gathers and all(c["shape"].startswith("f32") for c in gathers)  # what XLA's CPU compiler made
     # each all-gather's result on a device, as the program asked for it: its elements at 2 bytes (bf16)
-    asked = {c["name"]: math.prod(int(d) for d in re.findall(r"\d+", c["shape"].split("[")[1].split("]")[0])) * 2 for c in gathers}
+    dims = {c["name"]: re.findall(r"\d+", c["shape"].split("[")[1].split("]")[0]) for c in gathers}
+    asked = {name: math.prod(int(d) for d in ds) * 2 for name, ds in dims.items()}
     assert [c["estimate"]["inputs"]["bytes"] for c in gathers] == [asked[c["name"]] for c in gathers]
     assert sum(asked.values()) >= 4096 * 1024 * 2  # the last gather holds the whole array
     assert body["communication"]["bytes"] == sum(asked.values())

@@ -377,7 +377,7 @@ def test_on_a_tpu_set_the_fixes_show_their_estimated_time(server: Server, watche
     k, c = gather(served)
     fixes = c["why"]["fixes"]
     assert fixes and all(f["ranked_by"] == "seconds" for f in fixes), fixes
-    page.locator("[data-part=collectives] tr.collective").nth(k).click()
+    page.locator(f"[data-part=collectives] tr.collective[data-index='{k}']").click()  # costliest first: by index
     table = page.locator("[data-part=why-fixes]")
     expect(table.locator("th")).to_have_text(
         ["#", "change", "collectives", "bytes moved", "estimate", "peak memory", ""]

@@ -172,7 +172,7 @@ def inspect_program(
             from sharding_core.why.program import light_whys
 
             light_whys(snap["collectives"], sources, partitioner())
-    breakdown = mem.argument_breakdown(in_avals, in_shardings)
+    breakdown = mem.argument_breakdown(in_avals, in_shardings, argument_names(f, len(args)))
     stats = mem.memory_stats(compiled) if compiled is not None else None
     donated = [bool(getattr(a, "donated", False)) for a in jax.tree.leaves(lowered.args_info)]
     snap["jit"] = {
@@ -190,6 +190,8 @@ def inspect_program(
         refused=refused,
         mesh_axes=dict(zip(axis_names, (int(s) for s in mesh.devices.shape), strict=True)) if mesh is not None else {},
         timing={"lower_seconds": t1 - t0, "compile_seconds": t2 - t1},
+        donated=sum(donated),
+        devices=(snap.get("target") or {}).get("devices"),
     )
     if unread is not None and snap["plan"].get("work") is not None:
         snap["plan"]["work"]["note"] = unread
@@ -302,6 +304,8 @@ def plan_facts(
     refused: Mapping[str, Any] | None,
     mesh_axes: Mapping[str, int],
     timing: Mapping[str, float],
+    donated: int = 0,
+    devices: str | None = None,
 ) -> dict[str, Any]:
     """The plan's facts: the partitioner, the arguments by group, the largest temporaries, XLA's refusal (with
     what to change) or the work counted through loops. Its figures — HBM capacity and fit, roofline, step time,
@@ -318,7 +322,7 @@ def plan_facts(
         r = dict(refused)
         if temporaries is not None and not r.get("largest"):
             r["largest"] = list(temporaries.get("largest") or [])
-        r["advice"] = mem.advice(r, breakdown, mesh_axes)
+        r["advice"] = mem.advice(r, breakdown, mesh_axes, donated=donated, devices=devices)
         out.update(refusal=r, work=None)
         return out
     out["work"] = work_facts(compiled, facts)

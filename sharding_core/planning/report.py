@@ -42,7 +42,8 @@ def render(snap: Mapping[str, Any]) -> str:
         f"  mesh {axes or '—'}; partitioner {plan.get('partitioner')}; compiled by {target.get('source', 'XLA')}"
     )
     lines.append(f"verdict: {plan.get('verdict')}")
-    refusal = plan.get("refusal")
+    # XLA's refusal, or a compiled program past the chip's HBM (XLA's GPU compiler refuses nothing): read alike
+    refusal = plan.get("refusal") or plan.get("over_capacity")
     stats = (snap.get("jit") or {}).get("memory_per_device")
     lines.append("")
     lines.append("HBM per device (XLA's memory_analysis)")
@@ -62,8 +63,8 @@ def render(snap: Mapping[str, Any]) -> str:
     args = plan.get("arguments") or {}
     if args.get("groups"):
         lines.append("arguments by group (bytes per device)")
-        for g in args["groups"][:12]:
-            lines.append(f"  {g['group']:<40} {_b(g['bytes_per_device']):>12}  {g['leaves']} leaves")
+        for g in args["groups"][:12]:  # the dashboard's names: the function's parameters (params, opt_state.mu)
+            lines.append(f"  {g.get('name') or g['group']:<40} {_b(g['bytes_per_device']):>12}  {g['leaves']} leaves")
     temps = (refusal or {}).get("largest") or (plan.get("temporaries") or {}).get("largest") or []
     if temps:
         lines.append(f"largest {'allocations' if refusal else 'temporaries'} (XLA's buffer assignment)")

@@ -238,7 +238,8 @@ export function planSummary(container, snap, opts) {
   const plan = snap.plan;
   const hbm = hbmOf(snap);
   if (!plan || !hbm) return;
-  const refusal = plan.refusal;
+  // XLA's refusal, or a compiled program past the chip's HBM (XLA's GPU compiler refuses nothing): read alike
+  const refusal = plan.refusal || plan.over_capacity;
   const state = plan.fits === true ? "fits" : plan.fits === false ? "over" : "unknown";
   const verdict = h("p", { class: `plan-verdict ${state}`, part: "plan-verdict", "data-fits": state }, plan.verdict || "");
   const hbmBox = h("div", { class: "plan-hbm", part: "plan-hbm" });
@@ -250,7 +251,7 @@ export function planSummary(container, snap, opts) {
     return;
   }
   // without hardware figures (a CPU capture) there is no roofline to draw: the facts below say why
-  const roofed = Boolean(plan.roofline?.hardware);
+  const roofed = Boolean(plan.roofline?.hardware) && !plan.over_capacity; // no times for what cannot run
   const roofline = h("div", { class: "plan-roofline", part: "plan-roofline" });
   if (roofed) rooflinePanel(roofline, plan.roofline, "Roofline", plan.step_time?.upper_bound_seconds ?? null);
   const comm = plan.communication;
@@ -267,7 +268,8 @@ export function planSummary(container, snap, opts) {
         h("summary", { title: plan.temporaries.note || "" }, temporariesText(plan.temporaries)),
         largestTable(plan.temporaries.largest, "plan-temporaries-table"))
     : null;
-  const title = refusal ? "Plan: XLA refused the program for memory" : plan.temporaries ? "Plan" : "Compiled program (inspect_jit)";
+  const title = plan.refusal ? "Plan: XLA refused the program for memory" : plan.over_capacity ? "Plan: the program does not fit"
+    : plan.temporaries ? "Plan" : "Compiled program (inspect_jit)";
   container.append(...[
     h("h2", { class: "plan-title" }, title),
     verdict,

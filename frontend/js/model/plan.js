@@ -74,7 +74,7 @@ export function hbmOf(snap) {
   /** @type {HbmPart[]} */
   const parts = groups.map((g, i) => ({
     kind: "argument",
-    label: groupName(g.group, names),
+    label: g.name ?? groupName(g.group, names),
     bytes: g.bytes_per_device,
     colour: ARGUMENT_COLOURS[i % ARGUMENT_COLOURS.length],
     title: `${g.group}: ${g.leaves} lea${g.leaves === 1 ? "f" : "ves"}, their shards' logical bytes on each device`,
