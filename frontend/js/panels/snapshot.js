@@ -18,6 +18,7 @@ import { layoutGrid } from "../components/grid.js";
 import { leafTree } from "../components/leaf_tree.js";
 import { memoryVerdict } from "../components/memory.js";
 import { planSummary } from "../components/plan.js";
+import { leafName } from "../model/plan.js";
 import { onTopology } from "../model/collective.js";
 import { kindText, leafFacts, snapshotFacts } from "../model/facts.js";
 import { deviceRow, Layout } from "../model/layout.js";
@@ -306,6 +307,7 @@ export function mount(root, host, initial) {
         ? "In the notebook: the fix's program as it compiled, carried in this snapshot (no server). Diff and Compare run on the dashboard: publish this snapshot (Publish to dashboard) and try the fix there."
         : undefined,
       linkTarget: host.kind === "widget" ? "_blank" : undefined,
+      leafName: (path) => leafName(path, snap.jit?.arguments),
       tried: tried ?? undefined,
       onTry: (k) => {
         tried = k;
