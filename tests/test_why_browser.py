@@ -67,6 +67,14 @@ def block_args(w2: P = WRONG_W2, w1: P = W1, mesh: Mesh | None = None) -> tuple[
     return sds((8, 32, 64), P("data")), sds((64, 256), w1), sds((256, 64), w2)
 
 
+def named(text: str) -> str:
+    """``text`` with each leaf path of ``block``'s arguments said as the panel says it beside the HBM table: the
+    parameter's own name (issue 28: the why said ``inputs/args/1`` where the table says ``w1``)."""
+    for i, name in sorted(enumerate(inspect.signature(block).parameters), reverse=True):
+        text = text.replace(f"inputs/args/{i}", name)
+    return text
+
+
 def spec_of(text: str) -> P:
     """``P('model')`` / ``P(None, 'data')`` (the fix's spec string) as a PartitionSpec, read without eval."""
     inner = re.fullmatch(r"P\((.*)\)", text)
@@ -181,15 +189,22 @@ def test_the_why_of_a_collective_names_the_line_op_operands_and_origin(mount: An
     assert w["op"].endswith("dot_general")
     expect(facts.locator("dt:text-is('jaxpr') + dd")).to_have_text(w["jaxpr"])
     expect(facts.locator("dt:text-is('partitioner') + dd")).to_have_text("Shardy")
-    expect(facts.locator("dt:text-is('input leaves') + dd")).to_have_text(", ".join(w["leaves"]))
-    expect(p.part("why-explanation")).to_have_text(w["explanation"])
+    expect(facts.locator("dt:text-is('input leaves') + dd")).to_have_text(", ".join(named(x) for x in w["leaves"]))
+    assert "inputs/args/" in ", ".join(w["leaves"])  # the API's paths; the page names them
+    expect(p.part("why-explanation")).to_have_text(named(w["explanation"]))
     assert f":{LINE}" in w["explanation"] and "model" in w["explanation"]
     # the operand it moves: its sharding now and what dot_general needs of it, as the why JSON says
     rows = p.part("why-operands").locator("tbody tr")
     expect(rows).to_have_count(len(w["operands"]))
     o = w["operands"][0]
     expect(rows.first.locator("td")).to_have_text(
-        [o["name"], f"{o['dtype']}[{','.join(map(str, o['shape']))}]", o["before"], o["after"], o["leaf"] or "—"]
+        [
+            o["name"],
+            f"{o['dtype']}[{','.join(map(str, o['shape']))}]",
+            o["before"],
+            o["after"],
+            named(o["leaf"]) if o["leaf"] else "—",
+        ]
     )
     # Shardy's origins, each with its propagation edges
     origins = p.part("why-origin").locator("tbody tr")
@@ -220,7 +235,7 @@ def test_the_fixes_are_listed_with_what_recompiling_them_did(mount: Any, capture
     before = compiled_collectives()
     for i, fix in enumerate(fixes):
         cells = rows.nth(i).locator("td")
-        expect(cells.nth(1)).to_have_text(fix["text"])
+        expect(cells.nth(1)).to_have_text(named(fix["text"]))
         # what XLA does with the fix's spec, compiled again here with JAX alone
         after = compiled_collectives(**with_fix(fix))
         assert len(after) == fix["collectives_after"] and sum(b for _, b, _ in after) == fix["bytes_after"], (
@@ -247,7 +262,7 @@ def test_a_located_capture_shows_the_note_that_points_to_explain(mount: Any, cap
     assert w["fixes"] == [] and "sharding_core.explain" in w["fixes_note"]
     expect(p.part("why-fixes-note")).to_have_text(w["fixes_note"])
     expect(p.part("why-fixes")).to_have_count(0)
-    expect(p.part("why-explanation")).to_have_text(w["explanation"])
+    expect(p.part("why-explanation")).to_have_text(named(w["explanation"]))
     expect(p.part("why-facts").locator("dt:text-is('line') + dd")).to_have_text(w["source"])
 
 

@@ -69,7 +69,11 @@ def render(snap: Mapping[str, Any]) -> str:
     if temps:
         lines.append(f"largest {'allocations' if refusal else 'temporaries'} (XLA's buffer assignment)")
         report = plan.get("temporaries") or {}
-        chip = [f"{_b(s['bytes'])} in {s['memory_space'].upper()}" for s in report.get("memory_spaces") or ()]
+        chip = [
+            f"{_b(s['bytes'])} in {s['memory_space'].upper()}"
+            for s in report.get("memory_spaces") or ()
+            if int(s["bytes"]) >= 65536 and not str(s["memory_space"]).startswith("color")  # VMEM, v4's CMEM
+        ]
         if report.get("temp_size_in_bytes") is not None and chip:  # TPU: on-chip memory beside XLA's HBM figure
             lines.append(f"  XLA's temporaries {_b(report['temp_size_in_bytes'])} in HBM; on-chip {', '.join(chip)}")
         for t in temps[:8]:

@@ -129,7 +129,8 @@ export function hbmBar(container, hbm, opts) {
   const figures = hbm.figures.some((f) => f.field !== "capacity")
     ? h("div", { class: "hbm-xla" }, h("h4", {}, "XLA's memory_analysis, per device"), xla)
     : hbm.figures.length ? h("div", { class: "hbm-xla" }, h("h4", {}, `${hbm.hardware || "The chip"}, per device`), xla) : null;
-  container.replaceChildren(...bars, h("div", { class: "hbm-detail" }, h("div", { class: "table-wrap" }, parts), figures), memoryKey(hbm));
+  const key = memoryKey(hbm);
+  container.replaceChildren(...bars, h("div", { class: "hbm-detail" }, h("div", { class: "table-wrap" }, parts), figures), ...(key ? [key] : []));
 }
 
 /**
@@ -177,7 +178,8 @@ function spaceName(space) {
  */
 function temporariesText(t) {
   const xla = t.temp_size_in_bytes ?? t.temp_allocation_bytes ?? 0;
-  const chip = (t.memory_spaces || []).filter((/** @type {any} */ s) => s.bytes >= 1024)
+  // the named on-chip memories that hold activations (VMEM, v4's CMEM), not libtpu's small unnamed ones
+  const chip = (t.memory_spaces || []).filter((/** @type {any} */ s) => s.bytes >= 65536 && !/^color/.test(s.memory_space))
     .map((/** @type {any} */ s) => `${fmtBytes(s.bytes)} in ${spaceName(s.memory_space)}`);
   return `Largest temporaries (XLA's temporaries: ${fmtBytes(xla)} in HBM${chip.length ? `; on-chip: ${chip.join(", ")}` : ""})`;
 }

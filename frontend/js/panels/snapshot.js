@@ -69,7 +69,8 @@ export function mount(root, host, initial) {
   /** @type {ReturnType<typeof leafTree> | null} */
   let tree = null;
   let filterTimer = 0;
-  let chosen = 0;
+  /** The collective chosen (undefined: none yet, the section shows the costliest). @type {number | undefined} */
+  let chosen;
   /** The fix of the chosen collective shown tried (components/why.js), kept while the collective stays chosen. */
   /** @type {number | null} */
   let tried = null;
@@ -513,7 +514,7 @@ export function mount(root, host, initial) {
     state = { ...fromQuery(new URLSearchParams()), ...next };
     snap = null;
     whatif = null;
-    chosen = 0;
+    chosen = undefined;
     tried = null;
     try {
       if ((state.snapshot || state.run) && data.snapshot) snap = await data.snapshot(snapshotRef(state));
