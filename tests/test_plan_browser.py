@@ -311,6 +311,8 @@ def test_the_collectives_are_costliest_first_and_sort_by_any_column(mount: Any, 
     # every column in view, in the widget too (issue 28: its collectives table was clipped at 1,090 px)
     clipped = p.part("collectives").evaluate("w => w.scrollWidth - w.clientWidth")
     assert clipped <= 1, clipped
+    p.part("collectives").scroll_into_view_if_needed()
+    p.shot("plan-collectives")
 
 
 def test_a_refusal_leads_with_xlas_figures(mount: Any, plans: Plans) -> None:

@@ -299,7 +299,7 @@ def test_trying_a_fix_shows_its_program_and_where_the_host_can_diff_and_compare(
     p.counted(before, "tried")
     tried = p.part("why-tried")
     expect(tried).to_be_visible()
-    expect(tried.locator("h4")).to_have_text(f"Tried: {fix['text']}")
+    expect(tried.locator("h4")).to_have_text(f"Tried: {named(fix['text'])}")
     # the program as the fix compiled it, carried in the snapshot: its collectives, the HLO's own
     after = compiled_collectives(**with_fix(fix))
     rows = p.part("tried-collectives").locator("tbody tr")
