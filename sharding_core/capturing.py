@@ -18,7 +18,6 @@ Module named ``capturing`` (not ``capture``) so that ``sharding_core.capture`` s
 from __future__ import annotations
 
 import functools
-import inspect
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -38,7 +37,7 @@ from sharding_core.cost.annotate import snapshot_context, snapshot_with_estimate
 from sharding_core.errors import TOO_LARGE, ShardingError
 from sharding_core.findings.mesh_order import mesh_order_findings, user_line
 from sharding_core.layout import Layout
-from sharding_core.planning.program import Planned, explain_planned, plan_program
+from sharding_core.planning.program import Planned, argument_names, explain_planned, plan_program
 from sharding_core.program.report import LOCAL
 from sharding_core.program.targets import target_of
 from sharding_core.snapshot.format import FORMAT, MAX_SNAPSHOT_LEAVES, VERSION
@@ -228,19 +227,6 @@ def _jit_section(planned: Planned, nargs: int, donated: int) -> dict[str, Any]:
             unknown_trip_counts=work["unknown_trip_counts"],
         )
     return out
-
-
-def argument_names(f: Callable[..., Any], count: int) -> list[str | None]:
-    """The names of ``f``'s first ``count`` positional parameters (what ``inputs/args/N`` leaves were passed
-    as), None past them or when the signature cannot be read (a builtin, ``*args``)."""
-
-    target = getattr(f, "__wrapped__", f)  # jax.jit keeps the function it wraps here
-    try:
-        params = list(inspect.signature(target).parameters.values())
-    except (TypeError, ValueError):
-        return [None] * count
-    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    return [positional[i] if i < len(positional) else None for i in range(count)]
 
 
 def array_kind(x: Any) -> str:

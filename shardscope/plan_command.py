@@ -2,8 +2,9 @@
 
 ``FN(mesh)`` returns ``(jitted_fn, args)`` — ``args`` a tuple of abstract arguments (``jax.ShapeDtypeStruct``s
 sharded on ``mesh``) or a dict of keyword arguments. The mesh is :func:`shardscope.mesh` over the set
-(libtpu's compile-only devices for ``tpu:`` sets, XLA's GPU compiler for ``gpu:`` sets). Exit status: 0, or
-1 when ``--baseline`` finds a regression past the printed thresholds, 2 for bad input or a failing script.
+(libtpu's compile-only devices for ``tpu:`` sets, XLA's GPU compiler for ``gpu:`` sets). Exit status: 0 when
+the program fits, 3 when it does not (XLA refused it for memory, or its peak is past the chip's HBM), 1 when
+``--baseline`` finds a regression past the printed thresholds, 2 for bad input or a failing script.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import argparse
 import importlib.util
 import json
 import os
+import re
 import sys
 import traceback
 from pathlib import Path
@@ -19,6 +21,9 @@ from typing import Any
 
 EXIT_REGRESSED = 1
 EXIT_ERROR = 2
+EXIT_DOES_NOT_FIT = 3
+
+_MISSING_AXIS = re.compile(r"Resource axis: (?P<axis>\S+) of (?P<spec>.+?) is not found in mesh: (?P<mesh>\(.*?\))")
 
 
 def add_parser(sub: Any, ints: Any) -> None:
@@ -131,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
     from sharding_core.publishing import PublishError, publish
     from sharding_core.why import NO_FIXES, Budget
 
+    n_devices: int | None = None
     try:
         profile = _profile(args) if args.profile else None
         previous = None
@@ -146,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
         if shape is None:
             shape = (len(compile_target(args.devices, slices=args.slices).devset),)
         m = mesh(args.devices, shape, names, slices=args.slices)
+        n_devices = int(m.devices.size)
         made = fn(m)
         if not isinstance(made, tuple) or len(made) != 2:
             raise ShardingError("bad_target", f"{args.target} must return (jitted_fn, args), got {type(made).__name__}")
@@ -164,7 +171,12 @@ def run(args: argparse.Namespace) -> int:
         if e.hint:
             print(f"hint: {e.hint}", file=sys.stderr)
         return EXIT_ERROR
-    except Exception:  # noqa: BLE001 - the user's script failed: show its traceback, exit 2
+    except Exception as e:  # noqa: BLE001 - the user's script failed: show its traceback, exit 2
+        bad = _axes_error(e, args, n_devices)
+        if bad is not None:
+            print(f"error [{bad.code}]: {bad.message}", file=sys.stderr)
+            print(f"hint: {bad.hint}", file=sys.stderr)
+            return EXIT_ERROR
         traceback.print_exc()
         print(f"error [script_failed]: {args.target} raised (traceback above)", file=sys.stderr)
         return EXIT_ERROR
@@ -194,8 +206,9 @@ def run(args: argparse.Namespace) -> int:
             options["max_new_collective_bytes"] = args.max_new_collective_bytes
         result = base.compare(previous, snap, **options)
         report.write(render_comparison(result))
-        return EXIT_REGRESSED if result["regressed"] else 0
-    return 0
+        if result["regressed"] and (snap.get("plan") or {}).get("fits") is not False:
+            return EXIT_REGRESSED
+    return EXIT_DOES_NOT_FIT if (snap.get("plan") or {}).get("fits") is False else 0
 
 
 def _profile(args: argparse.Namespace) -> dict[str, Any]:
@@ -207,3 +220,22 @@ def _profile(args: argparse.Namespace) -> dict[str, Any]:
     profile = load_profile(args.profile)
     check_matches(profile, context_for(parse_devices(args.devices, slices=args.slices)))
     return profile
+
+
+def _axes_error(e: BaseException, args: argparse.Namespace, n: int | None) -> Any:
+    """A spec naming an axis the mesh lacks (``FN(mesh)`` or the program's own constraints) as bad input with the
+    flags to pass, or None for any other error: without ``--axes`` the mesh is one ``data`` axis."""
+    from sharding_core.errors import ShardingError
+
+    missing = _MISSING_AXIS.search(str(e)) if isinstance(e, ValueError) else None
+    if missing is None:
+        return None
+    axis = missing["axis"]
+    default = "" if args.axes else " (without --axes the mesh is one axis, 'data', over every device)"
+    two = f" or --mesh 2x{n // 2} --axes data,{axis}" if n and n % 2 == 0 and n > 2 else ""
+    return ShardingError(
+        "bad_axes",
+        f"{args.target} shards over mesh axis {axis} ({missing['spec']}), but the mesh's axes are "
+        f"{missing['mesh']}{default}",
+        hint=f"pass the mesh axes your function uses: --axes {axis} (one axis over every device){two}",
+    )

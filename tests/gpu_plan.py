@@ -1,9 +1,10 @@
 """Compiles for GPU sets with no GPU: run in the gpu extra's environment (``make gpu-env``: ``build/gpu``).
 
 ``tests/test_planning.py`` runs this file there. It builds ``shardscope.mesh("gpu:h100:2x8", ...)`` (XLA's GPU
-compiler, NVIDIA H100 target config, 16 devices on 2 hosts), plans a sharded matmul and a scanned MLP step on
-abstract arguments, compiles the same programs again with JAX alone, and prints one JSON object: what the
-plan says next to XLA's own figures and the GPU program's HLO text, for the test to read with its own reader.
+compiler, NVIDIA H100 target config, 16 devices on 2 hosts), plans a sharded matmul, a scanned MLP step and a
+program past an H100's HBM on abstract arguments (``sharding_core.plan``: with the temporaries), compiles the same
+programs again with JAX alone, runs ``shardscope plan`` on the last, and prints one JSON object: what the plan
+says next to XLA's own figures and the GPU program's HLO text, for the test to read with its own reader.
 Standard library, JAX and the checkout only: no pytest in that environment.
 """
 
@@ -23,7 +24,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import shardscope
-from sharding_core import inspect_jit
+from sharding_core import plan
 
 
 def matmul(m: jax.sharding.Mesh) -> tuple[object, tuple[jax.ShapeDtypeStruct, ...]]:
@@ -46,6 +47,30 @@ def scanned(m: jax.sharding.Mesh) -> tuple[object, tuple[jax.ShapeDtypeStruct, .
     return jax.jit(f), (w, x)
 
 
+def over(m: jax.sharding.Mesh) -> tuple[object, tuple[jax.ShapeDtypeStruct, ...]]:
+    """Past an H100's 80 GB: a replicated f32[131072, 131072] (64 GiB) and two products of its size (128 GiB of
+    temporaries). XLA's GPU compiler compiles it without a word (issue 28)."""
+    x = jax.ShapeDtypeStruct((131072, 131072), jnp.float32, sharding=NamedSharding(m, P()))
+
+    def f(x: jax.Array) -> jax.Array:
+        y = x @ x
+        return jnp.sum(y @ y)
+
+    return jax.jit(f), (x,)
+
+
+def cli(fn: str, devices: str) -> dict[str, object]:
+    """``shardscope plan tests/gpu_plan.py:FN --devices D`` in this environment: its exit status and output."""
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, "-m", "shardscope", "plan", f"{__file__}:{fn}", "--devices", devices],
+        capture_output=True, text=True, timeout=600, cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
+    )  # fmt: skip
+    return {"returncode": done.returncode, "stdout": done.stdout, "stderr": done.stderr[-4000:]}
+
+
 def main() -> int:
     m = shardscope.mesh("gpu:h100:2x8", (2, 8), ("data", "model"))
     out: dict[str, object] = {
@@ -53,9 +78,9 @@ def main() -> int:
         "hosts": sorted({int(d.process_index) for d in m.devices.flat}),
         "programs": {},
     }
-    for name, make in (("matmul", matmul), ("scanned", scanned)):
+    for name, make in (("matmul", matmul), ("scanned", scanned), ("over", over)):
         f, args = make(m)
-        snap = inspect_jit(f, *args)
+        snap = plan(f, *args)  # inspect_jit's snapshot with XLA's buffer assignment read (temporaries)
         compiled = f.lower(*args).compile()  # type: ignore[attr-defined]
         stats = compiled.memory_analysis()
         out["programs"][name] = {  # type: ignore[index]
@@ -72,8 +97,11 @@ def main() -> int:
             ],
             "work": snap["plan"]["work"],
             "verdict": snap["plan"]["verdict"],
+            "plan": {k: snap["plan"].get(k) for k in ("fits", "over_capacity", "step_time", "capacity_bytes")},
+            "temporaries": snap["plan"]["temporaries"],
             "hlo": compiled.as_text(),
         }
+    out["cli_over"] = cli("over", "gpu:h100:1x8")
     print("RESULT " + json.dumps(out))
     return 0
 

@@ -334,7 +334,7 @@ def test_the_api_is_importable_light() -> None:
 
 def test_inspect_jit_names_the_parameters_its_arguments_were_passed_as() -> None:
     # Regression (issue 21): inspect_jit named arguments by position only (inputs/args/0, inputs/args/1).
-    from sharding_core.capturing import argument_names
+    from sharding_core.planning.program import argument_names
 
     def step(state: Any, x: Any, *rest: Any) -> Any:
         return state["w"] @ x

@@ -9,6 +9,8 @@ API's collectives (op, groups as device ids, bytes) must be exactly those of tha
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Any
 
 import jax
@@ -205,6 +207,29 @@ def test_gpu_estimates_use_the_programs_bf16_bytes(client: TestClient) -> None:
     for c in reductions:
         assert c["shape"].startswith("f32") and c["widened"] == {"dtype": "bf16", "bytes": c["bytes"] // 2}
         assert c["estimate"]["inputs"]["bytes"] == c["bytes"] // 2
+
+
+def test_a_gpu_reshard_without_the_gpu_extra_counts_the_users_bf16(client: TestClient) -> None:
+    """Regression (issue 28): on gpu:h100:2x8 without the gpu extra a bf16[4096,1024] reshard to replicated
+    reported communication.bytes 16777216 (the CPU stand-in's f32) while estimating 8 MiB, and its byte note
+    called the all-gather a "reduction"."""
+    case = ("gpu:h100:2x8", (2, 8), ("x", "y"), (4096, 1024), "P('x', 'y')", "P()")
+    r = post(client, "/api/reshard", reshard_body(case, "bfloat16"))
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["figures_from"]["program"] == "cpu"  # the stand-in: .venv has no gpu extra
+    gathers = [c for c in body["collectives"] if c["op"] == "all-gather"]
+    assert gathers and all(c["shape"].startswith("f32") for c in gathers)  # what XLA's CPU compiler made
+    # each all-gather's result on a device, as the program asked for it: its elements at 2 bytes (bf16)
+    dims = {c["name"]: re.findall(r"\d+", c["shape"].split("[")[1].split("]")[0]) for c in gathers}
+    asked = {name: math.prod(int(d) for d in ds) * 2 for name, ds in dims.items()}
+    assert [c["estimate"]["inputs"]["bytes"] for c in gathers] == [asked[c["name"]] for c in gathers]
+    assert sum(asked.values()) >= 4096 * 1024 * 2  # the last gather holds the whole array
+    assert body["communication"]["bytes"] == sum(asked.values())
+    assert body["communication"]["bytes_as_compiled"] == 2 * sum(asked.values())
+    for c in gathers:
+        note = c["estimate"]["inputs"]["bytes_note"]
+        assert "all-gather" in note and "reduction" not in note, note
 
 
 @pytest.mark.tpu

@@ -111,9 +111,24 @@ def test_compare_two_reshards_side_by_side_and_share_it(server: Server, browser:
     expect(verdict).to_contain_text(re.compile(r"cheaper|about the same", re.I))
     expect(page.locator("[data-part=sides]")).to_contain_text("lower bound on run time")
     assert page.locator("[data-part=rooflines] .roofline").count() == 2
-    assert page.locator("[data-part=matched] td.estimate").count() >= 1
-    matched = page.locator("[data-part=matched] td.estimate").first
+    assert page.locator("[data-part=matched] .estimate").count() >= 1
+    matched = page.locator("[data-part=matched] .estimate").first
     expect(matched).to_have_text(ESTIMATE)
+    # issue 28: at 1440 px the 14-column table hid B and the Δs behind a horizontal scroll; on a phone, cards
+    page.set_viewport_size({"width": 1440, "height": 900})
+    table = page.locator("[data-part=matched] table")
+    wrap = page.locator("[data-part=matched]")
+    assert table.evaluate("t => t.scrollWidth") <= wrap.evaluate("w => w.clientWidth")
+    for header in ("A", "B", "Δ (B − A)"):
+        th = table.locator("th", has_text=header).first
+        box, view = th.bounding_box(), wrap.bounding_box()
+        assert box and view and box["x"] + box["width"] <= view["x"] + view["width"] + 1, header
+    page.set_viewport_size({"width": 390, "height": 844})
+    assert table.locator("thead").evaluate("t => getComputedStyle(t).display") == "none"
+    row = table.locator("tbody tr").first
+    assert row.evaluate("r => getComputedStyle(r).display") == "grid"
+    assert table.evaluate("t => t.scrollWidth") <= wrap.evaluate("w => w.clientWidth")
+    page.set_viewport_size({"width": 1400, "height": 1000})
     expect(page.locator("[data-part=sides]")).to_contain_text(re.compile(r"bound [\d.]+ (s|ms|µs|ns) · expected"))
     shots(page, "cost-03-compare")
     page.get_by_role("button", name="Copy link").click()

@@ -111,6 +111,49 @@ def test_setup_commands_are_the_makefile_targets_ci_runs() -> None:
     assert re.search(r"\ndocs:.*\n\t.*sphinx-build .*-W .*-n", makefile)
 
 
+def _make_test_paragraph(text: str) -> str:
+    """The prerequisites line and what ``make test`` installs, as a page says them (from "On a" to the paragraph
+    after the commands)."""
+    start = text.index("On a Debian")
+    after = text.index("`make test` installs", start)
+    return text[start : text.index("\n\n", after)]
+
+
+def test_readme_and_install_say_the_same_about_make_test() -> None:
+    """Regression (issue 28): docs/install.md said make test installs "dev tools, the tpu extra, Debian's
+    Chromium", the README added PostgreSQL and Caddy; one said the prerequisites were python3, git and make, the
+    other python3 and make. Both now say one thing, and what they name is what the Makefile's test recipe does."""
+    install = (DOCS / "install.md").read_text()
+    assert _make_test_paragraph(README) == _make_test_paragraph(install)
+    makefile = (ROOT / "Makefile").read_text()
+    (test_line,) = [line for line in makefile.splitlines() if line.startswith("test:")]
+    said = _make_test_paragraph(README)
+    for target in ("install-dev", "chromium", "services"):  # what `make test` installs first
+        assert f" {target}" in test_line and f"`make {target}`" in said, target
+    assert "--no-extra gpu" in makefile and "every extra but `gpu`" in said
+    assert "postgresql caddy" in makefile and "PostgreSQL and Caddy" in said and "apt-get" in said
+    assert "UV_PYTHON_DOWNLOADS := never" in makefile and "--python 3.11" in makefile and "Python 3.11" in said
+    for built in ("gpu-env", "oldest-jax"):  # what the suite builds while it runs
+        assert f"\n{built}:" in makefile and f"`make {built}`" in said, built
+
+
+def test_the_readme_names_the_why_and_the_plan_page_every_plan_option() -> None:
+    """Regression (issue 28): the README never mentioned the why; docs/planning.md's CLI section left out --why,
+    --fixes and --fix-seconds. The options are the parser's own."""
+    import argparse
+
+    from shardscope import plan_command
+
+    assert "(docs/why.md)" in README
+    parser = argparse.ArgumentParser()
+    plan_command.add_parser(parser.add_subparsers(), lambda text, sep: [int(x) for x in text.split(sep)])
+    options = {o for a in parser._subparsers._group_actions[0].choices["plan"]._actions for o in a.option_strings}  # type: ignore[union-attr]
+    section = (DOCS / "planning.md").read_text().split("## `shardscope plan FILE.py:FN --devices D`", 1)[1]
+    section = section.split("\n## ", 1)[0]
+    missing = sorted(o for o in options if o.startswith("--") and o not in ("--help",) and f"`{o}" not in section)
+    assert not missing, missing
+
+
 def test_the_readme_preview_is_what_the_cli_prints() -> None:
     from shardscope.cli import main
 

@@ -44,7 +44,7 @@ def kernel_result(server: Server, kernel: str, devices: str, inputs: list[dict[s
 
 def open_topology_link(page: Page, row: int) -> dict[str, list[str]]:
     """Selects collective ``row`` and follows its "see it on the topology" link; returns the link's query."""
-    page.locator("[data-part=collectives] tr.collective").nth(row).click()
+    page.locator(f"[data-part=collectives] tr.collective[data-index='{row}']").click()  # program order's index
     link = page.get_by_role("link", name="see it on the topology")
     query = parse_qs(urlsplit(link.get_attribute("href") or "").query)
     link.click()
@@ -91,7 +91,7 @@ def test_collective_permute_pairs_reach_the_topology_as_source_target_groups(ser
     result = kernel_result(server, "ppermute", "tpu:v5e:2x4", [x])
     i, permute = next((i, c) for i, c in enumerate(result["collectives"]) if c["op"] == "collective-permute")
     pairs = permute["pairs"]
-    page.locator("[data-part=collectives] tr.collective").nth(i).click()
+    page.locator(f"[data-part=collectives] tr.collective[data-index='{i}']").click()
     expect(page.locator("[data-part=collective-mesh]")).to_contain_text(f"{len(pairs)} source → target pairs")
     query = open_topology_link(page, i)
     assert query["groups"] == [";".join(f"{a},{b}" for a, b in pairs)]

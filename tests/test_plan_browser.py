@@ -212,6 +212,21 @@ def test_a_plan_leads_with_its_verdict_hbm_and_roofline(mount: Any, plans: Plans
         f"{seconds_text(st['communication_seconds'])} · expected {seconds_text(st['communication_expected_seconds'])}"
     )
     expect(roofline.locator("dd.bound")).to_have_text(f"{st['bound']}-bound")
+    # issue 28: the roofline card said "86.4 ms with no overlap" (the bounds' sum) beside the step time's "103 ms
+    # with nothing overlapped" (at expected times): one definition, one wording
+    nothing = f"{seconds_text(st['upper_bound_seconds'])} with nothing overlapped"
+    expect(step).to_contain_text(nothing)
+    expect(roofline.locator("dt:text-is('lower bound') + dd")).to_contain_text(nothing)
+    assert "no overlap" not in p.part("plan").inner_text()
+    # ... and three memory numbers without a key: the bar's sum, XLA's temporaries and XLA's peak, each named
+    parts_sum = sum(drawn.values())
+    key = p.part("hbm-key")
+    expect(key).to_contain_text(f"the bar adds its parts, {gib_text(parts_sum)}")
+    expect(key).to_contain_text(f"{gib_text(stats['temp_size_in_bytes'])}: the size of its temporary allocation")
+    expect(key).to_contain_text(f"XLA's peak, {gib_text(stats['peak_memory_in_bytes'])}, is the most live at once")
+    # the per-device chart of a compiled program's snapshot holds its arguments and outputs, and says so
+    expect(p.part("memory-title")).to_have_text("Arguments and outputs per device")
+    expect(p.part("memory-flag")).to_contain_text("Arguments and outputs (not temporaries")
     expect(p.part("plan-facts")).to_contain_text(f"{DEVICES} — 16 TPU v5 on 4 hosts, 1 slice")
     p.shot("plan-lead")
 
@@ -234,7 +249,7 @@ def test_the_collectives_run_per_step_and_draw_their_groups(mount: Any, plans: P
     k, c = next((k, c) for k, c in enumerate(colls) if c["repeat"] > 1 and c["name"] in plans.groups)
     over = ",".join(c["axes"])
     before = p.count("collective")
-    rows.nth(k).click()
+    rows.and_(p.root.locator(f"[data-index='{k}']")).click()  # k in program order (the table is costliest first)
     p.counted(before, "collective")
     mesh = p.part("collective-mesh")
     groups = plans.groups[c["name"]]
@@ -264,6 +279,40 @@ def test_the_collectives_run_per_step_and_draw_their_groups(mount: Any, plans: P
     expect(p.page.locator("[data-part=spec-error]")).to_be_hidden()
     expect(p.page.locator("[data-part=topo-view]")).to_have_attribute("data-axis", f"⟨{c['op']} over {over}⟩")
     assert p.page.locator("[data-part=hop-table] tbody tr").count() == len(groups)
+
+
+def test_the_collectives_are_costliest_first_and_sort_by_any_column(mount: Any, plans: Plans) -> None:
+    """Regression (issue 28): the table was in program order with no sort (the costliest was row 7 of 30) while
+    the CLI sorts by per-step cost. The order here: each collective's estimate times its runs per step, from the
+    plan's JSON (ties in program order); "#" is program order again."""
+    p: Mounted = mount("plan")
+    colls = plans.snap["collectives"]
+    table = p.part("collectives").locator("table")
+    rows = table.locator("tbody tr")
+    expect(rows).to_have_count(len(colls))
+
+    def order() -> list[int]:
+        return [int(i) for i in rows.evaluate_all("rs => rs.map(r => r.dataset.index)")]
+
+    per_step = [c["estimate"]["seconds"] * c["repeat"] for c in colls]
+    assert order() == sorted(range(len(colls)), key=lambda i: (-per_step[i], i))
+    assert per_step[order()[0]] == max(per_step)
+    expect(table.locator("th[aria-sort=descending]")).to_have_text(re.compile("^estimate"))
+    # the costliest is the one drawn on the mesh until another is chosen
+    expect(p.part("collective-mesh").locator(".mesh-caption")).to_have_text(re.compile(f"^#{order()[0] + 1} "))
+    table.locator("th button", has_text="bytes").click()
+    nbytes = [c["bytes"] for c in colls]
+    assert order() == sorted(range(len(colls)), key=lambda i: (-nbytes[i], i))
+    table.locator("th button", has_text="bytes").click()  # again: the other way
+    assert order() == sorted(range(len(colls)), key=lambda i: (nbytes[i], i))
+    expect(table.locator("th[aria-sort=ascending]")).to_have_text(re.compile("^bytes"))
+    table.locator("th button", has_text="#").click()
+    assert order() == list(range(len(colls)))
+    # every column in view, in the widget too (issue 28: its collectives table was clipped at 1,090 px)
+    clipped = p.part("collectives").evaluate("w => w.scrollWidth - w.clientWidth")
+    assert clipped <= 1, clipped
+    p.part("collectives").scroll_into_view_if_needed()
+    p.shot("plan-collectives")
 
 
 def test_a_refusal_leads_with_xlas_figures(mount: Any, plans: Plans) -> None:

@@ -181,10 +181,37 @@ def test_gpu_set_compiles_for_real_gpus_without_one(gpu_plans: dict[str, Any]) -
         assert "gemm_fusion" in p["hlo"] or "__cublas" in p["hlo"], name  # a GPU program, not the CPU stand-in
         assert {c["name"]: c["op"] for c in p["collectives"]} == hlo_collectives(p["hlo"]), name
         assert all(c["estimate"]["fabric"] == "nvlink" for c in p["collectives"]), name
+        # issue 28: the temporaries' total is XLA's figure, and on GPU the buffer assignment's own sum equals it
+        temps = p["temporaries"]
+        assert temps["temp_size_in_bytes"] == temps["temp_allocation_bytes"] == p["xla_memory"]["temp_size_in_bytes"]
+        assert bool(temps["largest"]) == (temps["temp_size_in_bytes"] > 0), name  # the matmul has none
+        assert all(not t["shape"].startswith("(") for t in temps["largest"]), name
     matmul = gpu_plans["programs"]["matmul"]
     # each device multiplies its [2048, 512] block of a by its [512, 4096] block of b, then sums over `model`
     assert matmul["work"]["flops"] == 2 * 2048 * 512 * 4096
     assert [(c["op"], c["axes"]) for c in matmul["collectives"]] == [("all-reduce", ["model"])]
+    # issue 28: a GPU plan past the chip's HBM read as "fits" nowhere but had no "does not fit", no advice, no
+    # largest allocations, and a step time for a program that cannot run
+    over = gpu_plans["programs"]["over"]
+    xla, plan_ = over["xla_memory"], over["plan"]
+    assert xla["peak_memory_in_bytes"] > 80e9 == plan_["capacity_bytes"]  # H100 SXM: 80 GB (the hardware table)
+    assert plan_["fits"] is False and plan_["step_time"] is None and over["verdict"].startswith("does not fit")
+    r = plan_["over_capacity"]
+    assert r["required_bytes"] == xla["peak_memory_in_bytes"] and r["available_bytes"] == 80e9
+    assert r["over_bytes"] == xla["peak_memory_in_bytes"] - 80e9
+    # the two products of x's size, 64 GiB each, at the lines that make them
+    assert [t["bytes"] for t in r["largest"][:2]] == [131072 * 131072 * 4] * 2
+    source = (ROOT / "tests" / "gpu_plan.py").read_text().splitlines()
+    lines = [str(source.index(text) + 1) for text in ("        y = x @ x", "        return jnp.sum(y @ y)")]
+    assert [t["source"].split(" ")[0].rsplit(":", 1)[1] for t in r["largest"][:2]] == lines
+    assert r["advice"] and r["advice"][0].startswith("the temporaries dominate")
+    assert "is an activation" in r["advice"][1]
+    cli = gpu_plans["cli_over"]
+    assert cli["returncode"] == 3, cli  # the contract: exit 3 when the program does not fit
+    printed = str(cli["stdout"]).splitlines()
+    assert any(line.startswith("verdict: does not fit") for line in printed)
+    assert not any(line.startswith("step time:") for line in printed)  # no step time for what cannot run
+    assert any("the temporaries dominate" in line for line in printed)  # the advice, printed
     scanned = gpu_plans["programs"]["scanned"]
     assert [(loop["trip_count"], loop["how"]) for loop in scanned["work"]["loops"]] == [(4, "backend_config")]
     assert scanned["collectives"] and all(c["repeat"] == 4 for c in scanned["collectives"])

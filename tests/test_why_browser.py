@@ -67,6 +67,14 @@ def block_args(w2: P = WRONG_W2, w1: P = W1, mesh: Mesh | None = None) -> tuple[
     return sds((8, 32, 64), P("data")), sds((64, 256), w1), sds((256, 64), w2)
 
 
+def named(text: str) -> str:
+    """``text`` with each leaf path of ``block``'s arguments said as the panel says it beside the HBM table: the
+    parameter's own name (issue 28: the why said ``inputs/args/1`` where the table says ``w1``)."""
+    for i, name in sorted(enumerate(inspect.signature(block).parameters), reverse=True):
+        text = text.replace(f"inputs/args/{i}", name)
+    return text
+
+
 def spec_of(text: str) -> P:
     """``P('model')`` / ``P(None, 'data')`` (the fix's spec string) as a PartitionSpec, read without eval."""
     inner = re.fullmatch(r"P\((.*)\)", text)
@@ -181,15 +189,22 @@ def test_the_why_of_a_collective_names_the_line_op_operands_and_origin(mount: An
     assert w["op"].endswith("dot_general")
     expect(facts.locator("dt:text-is('jaxpr') + dd")).to_have_text(w["jaxpr"])
     expect(facts.locator("dt:text-is('partitioner') + dd")).to_have_text("Shardy")
-    expect(facts.locator("dt:text-is('input leaves') + dd")).to_have_text(", ".join(w["leaves"]))
-    expect(p.part("why-explanation")).to_have_text(w["explanation"])
+    expect(facts.locator("dt:text-is('input leaves') + dd")).to_have_text(", ".join(named(x) for x in w["leaves"]))
+    assert "inputs/args/" in ", ".join(w["leaves"])  # the API's paths; the page names them
+    expect(p.part("why-explanation")).to_have_text(named(w["explanation"]))
     assert f":{LINE}" in w["explanation"] and "model" in w["explanation"]
     # the operand it moves: its sharding now and what dot_general needs of it, as the why JSON says
     rows = p.part("why-operands").locator("tbody tr")
     expect(rows).to_have_count(len(w["operands"]))
     o = w["operands"][0]
     expect(rows.first.locator("td")).to_have_text(
-        [o["name"], f"{o['dtype']}[{','.join(map(str, o['shape']))}]", o["before"], o["after"], o["leaf"] or "—"]
+        [
+            o["name"],
+            f"{o['dtype']}[{','.join(map(str, o['shape']))}]",
+            o["before"],
+            o["after"],
+            named(o["leaf"]) if o["leaf"] else "—",
+        ]
     )
     # Shardy's origins, each with its propagation edges
     origins = p.part("why-origin").locator("tbody tr")
@@ -220,7 +235,7 @@ def test_the_fixes_are_listed_with_what_recompiling_them_did(mount: Any, capture
     before = compiled_collectives()
     for i, fix in enumerate(fixes):
         cells = rows.nth(i).locator("td")
-        expect(cells.nth(1)).to_have_text(fix["text"])
+        expect(cells.nth(1)).to_have_text(named(fix["text"]))
         # what XLA does with the fix's spec, compiled again here with JAX alone
         after = compiled_collectives(**with_fix(fix))
         assert len(after) == fix["collectives_after"] and sum(b for _, b, _ in after) == fix["bytes_after"], (
@@ -247,7 +262,7 @@ def test_a_located_capture_shows_the_note_that_points_to_explain(mount: Any, cap
     assert w["fixes"] == [] and "sharding_core.explain" in w["fixes_note"]
     expect(p.part("why-fixes-note")).to_have_text(w["fixes_note"])
     expect(p.part("why-fixes")).to_have_count(0)
-    expect(p.part("why-explanation")).to_have_text(w["explanation"])
+    expect(p.part("why-explanation")).to_have_text(named(w["explanation"]))
     expect(p.part("why-facts").locator("dt:text-is('line') + dd")).to_have_text(w["source"])
 
 
@@ -284,7 +299,7 @@ def test_trying_a_fix_shows_its_program_and_where_the_host_can_diff_and_compare(
     p.counted(before, "tried")
     tried = p.part("why-tried")
     expect(tried).to_be_visible()
-    expect(tried.locator("h4")).to_have_text(f"Tried: {fix['text']}")
+    expect(tried.locator("h4")).to_have_text(f"Tried: {named(fix['text'])}")
     # the program as the fix compiled it, carried in the snapshot: its collectives, the HLO's own
     after = compiled_collectives(**with_fix(fix))
     rows = p.part("tried-collectives").locator("tbody tr")
@@ -377,7 +392,7 @@ def test_on_a_tpu_set_the_fixes_show_their_estimated_time(server: Server, watche
     k, c = gather(served)
     fixes = c["why"]["fixes"]
     assert fixes and all(f["ranked_by"] == "seconds" for f in fixes), fixes
-    page.locator("[data-part=collectives] tr.collective").nth(k).click()
+    page.locator(f"[data-part=collectives] tr.collective[data-index='{k}']").click()  # costliest first: by index
     table = page.locator("[data-part=why-fixes]")
     expect(table.locator("th")).to_have_text(
         ["#", "change", "collectives", "bytes moved", "estimate", "peak memory", ""]

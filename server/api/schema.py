@@ -300,7 +300,13 @@ class Communication(Reply):
 
     count: int = Field(description="Collectives in the program")
     runs: int | None = Field(None, description="Collective runs per program run (loops counted)")
-    bytes: int = Field(description="Bytes of their results per device, summed (each times its repeat count)")
+    bytes: int = Field(
+        description="Bytes of their results per device, summed (each times its repeat count), at the width the "
+        "program asked for (a bf16 collective XLA's CPU compiler widened to f32 counts its bf16 bytes)"
+    )
+    bytes_as_compiled: int | None = Field(
+        None, description="The compiled program's own bytes, where they differ (the CPU compiler's f32)"
+    )
     seconds: float | None = Field(description="Their bounds summed with repeat counts (null: none has one)")
     bound_seconds: float | None = Field(None, description="The same as seconds: the spec-sheet bound")
     expected_seconds: float | None = Field(None, description="Their expected times summed with repeat counts")

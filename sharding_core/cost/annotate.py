@@ -226,7 +226,7 @@ def facts_only(snap: Mapping[str, Any]) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------------- plans
 
 PLAN_FIGURES = ("hardware", "capacity_bytes", "roofline", "communication", "step_time", "fits", "over_bytes",
-                "verdict")  # fmt: skip
+                "verdict", "over_capacity")  # fmt: skip
 """What :func:`plan_with_figures` adds to a plan's facts (and :func:`facts_only` takes away)."""
 
 PLAN_ROOFLINE = (
@@ -283,7 +283,16 @@ def plan_with_figures(snap: Mapping[str, Any], ctx: CostContext) -> dict[str, An
     hbm = line.get("hbm") or {}
     out["fits"] = hbm.get("fits")
     out["over_bytes"] = hbm.get("over_bytes")
-    out["verdict"] = verdict(out, hbm, (program.get("memory") or {}).get("peak_memory_in_bytes"))
+    stats = program.get("memory") or {}
+    out["verdict"] = verdict(out, hbm, stats.get("peak_memory_in_bytes"))
+    if out["fits"] is False and stats.get("peak_memory_in_bytes") is not None and capacity:
+        # XLA's GPU compiler compiles a program past the chip's HBM without a word (XLA:TPU refuses it): it reads
+        # as a refusal (what is over, the largest allocations, what to change) with no step time: it cannot run
+        from sharding_core.program.memory import over_capacity
+
+        r = over_capacity(stats, capacity, plan, _mesh_axes(snap), donated=int((snap.get("jit") or {}).get(
+            "donated_inputs") or 0), devices=(snap.get("target") or {}).get("devices"))  # fmt: skip
+        out.update(over_capacity=r, step_time=None, verdict=capacity_verdict(r))
     return out
 
 
@@ -339,6 +348,20 @@ def _seconds(collectives: Sequence[Mapping[str, Any]]) -> float | None:
     """A program's collectives' estimated seconds per step, None unless every one has an estimate (why's totals)."""
     totals = communication(collectives)
     return float(totals["seconds"]) if totals["without_estimate"] == 0 and totals["seconds"] is not None else None
+
+
+def _mesh_axes(snap: Mapping[str, Any]) -> dict[str, int]:
+    mesh = (snap.get("meshes") or [{}])[0]
+    return {str(a): int(n) for a, n in zip(mesh.get("axis_names") or [], mesh.get("shape") or [], strict=False)}
+
+
+def capacity_verdict(r: Mapping[str, Any]) -> str:
+    """The verdict of a compiled program whose XLA peak is past the chip's HBM (:func:`over_capacity`)."""
+    return (
+        f"does not fit: XLA's peak {fmt_bytes(int(r['required_bytes']))} is over the "
+        f"{fmt_bytes(int(r['available_bytes']))} of HBM per device by {fmt_bytes(int(r['over_bytes']))}; XLA "
+        "compiled it, but it cannot run (no step time)"
+    )
 
 
 def refusal_verdict(r: Mapping[str, Any]) -> str:

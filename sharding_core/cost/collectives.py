@@ -480,8 +480,9 @@ def estimate_one(c: Mapping[str, Any], ctx: CostContext | None, profiles: Profil
         est["inputs"]["axes"] = list(c.get("axes") or [])
         if narrowed:
             est["inputs"]["bytes_as_compiled"] = c.get("bytes")
+            what = "reduction" if op in ("all-reduce", "reduce-scatter") else op
             est["inputs"]["bytes_note"] = (
-                f"XLA's CPU compiler widened this {narrowed} reduction to f32; estimated at {narrowed} width"
+                f"XLA's CPU compiler widened this {narrowed} {what} to f32; estimated at {narrowed} width"
             )
     return est
 
@@ -864,10 +865,15 @@ def communication(collectives: Sequence[Mapping[str, Any]], program: str | None 
     seconds, missing = total_seconds(collectives)
     expected, _ = total_seconds(collectives, "expected_seconds")
     some = len(collectives) > missing or not collectives
+    # at the width the program asked for: where XLA's CPU compiler widened bf16 to f32 (``widened``), the bf16
+    # bytes the estimates use, and the compiled program's own beside them
+    compiled = sum(int(c.get("bytes") or 0) * repeat_of(c) for c in collectives)
+    asked = sum(int(_effective_bytes(c)[0] or 0) * repeat_of(c) for c in collectives)
     return {
         "count": len(collectives),
         "runs": sum(repeat_of(c) for c in collectives),
-        "bytes": sum(int(c.get("bytes") or 0) * repeat_of(c) for c in collectives),
+        "bytes": asked,
+        **({"bytes_as_compiled": compiled} if compiled != asked else {}),
         "seconds": seconds if some else None,
         "bound_seconds": seconds if some else None,
         "expected_seconds": expected if some else None,

@@ -3,7 +3,7 @@
 Each side is summarised (:func:`kernel_summary`, :func:`snapshot_summary`): the program whose costs
 count (a TPU set's TPU compile when there is one, else the compiled program the run has), its
 collectives with their estimates, the communication total, the roofline and HBM fit. :func:`compare`
-matches the collectives up (same op along the same mesh axes, in program order), puts the numbers side
+matches the collectives up (only the same op along the same mesh axes: by source line, then size), puts the numbers side
 by side and gives a verdict by the best measure both sides have: the roofline's lower bound on run
 time, else the communication estimate, else — without hardware figures — the bytes the collectives
 move. Every number is an estimate and says so.
@@ -11,6 +11,7 @@ move. Every number is an estimate and says so.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -44,6 +45,7 @@ def _slim(c: Mapping[str, Any]) -> dict[str, Any]:
         "op": c.get("op"),
         "name": c.get("name"),
         "source": c.get("source"),
+        "line": c.get("line"),
         "shape": c.get("shape"),
         "bytes": c.get("bytes"),
         "axes_text": c.get("axes_text"),
@@ -127,24 +129,74 @@ def snapshot_summary(snap: Mapping[str, Any], label: str) -> dict[str, Any]:
     }
 
 
+MAX_SIZE_RATIO = 16.0
+"""Two collectives of one op along the same axes, from no common line, more than this far apart in bytes are
+different collectives (a 128 KiB reduction is not a 500 MiB one): each stands alone."""
+
+
+def _size_ratio(ca: Mapping[str, Any], cb: Mapping[str, Any]) -> float:
+    x, y = int(ca.get("bytes") or 0), int(cb.get("bytes") or 0)
+    if x == y:
+        return 1.0
+    return max(x, y) / min(x, y) if min(x, y) > 0 else float("inf")
+
+
+def _kinship(ca: Mapping[str, Any], cb: Mapping[str, Any]) -> int:
+    """0: made at the same line of the user's code; 1: by the same JAX op (``op_name``); 2: neither."""
+    if ca.get("line") and ca.get("line") == cb.get("line"):
+        return 0
+    if ca.get("source") and ca.get("source") == cb.get("source"):
+        return 1
+    return 2
+
+
+NEAREST = 16
+"""Per A collective, the B collectives of its op and axes considered: up to this many from its line, from its
+JAX op and nearest in size (a bound: 4,096 collectives a side never make 16 M candidate pairs)."""
+
+
+def _candidates(ca: Mapping[str, Any], b: Sequence[dict[str, Any]], index: Mapping[str, Any]) -> set[int]:
+    """The B collectives (indices) of ``ca``'s op and axes worth weighing: same line, same op, nearest in size."""
+    key = (ca["op"], ca["axes_text"])
+    out: set[int] = set()
+    for field in ("line", "source"):
+        if ca.get(field):
+            out.update(index[field].get((*key, ca[field]), ())[:NEAREST])
+    sizes, order = index["sizes"].get(key, ([], []))
+    at = bisect.bisect_left(sizes, int(ca.get("bytes") or 0))
+    out.update(order[max(0, at - NEAREST // 2) : at + NEAREST // 2])
+    return out
+
+
 def _match(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Collectives paired by (op, mesh axes), else by op, in program order; the rest alone on their side."""
-    used = [False] * len(b)
-
-    def find(ca: dict[str, Any], same_axes: bool) -> int | None:
-        for k, cb in enumerate(b):
-            if not used[k] and cb["op"] == ca["op"] and (not same_axes or cb["axes_text"] == ca["axes_text"]):
-                return k
-        return None
-
-    rows: list[dict[str, Any]] = []
-    for ca in a:
-        j = find(ca, True)
-        j = find(ca, False) if j is None else j
-        if j is not None:
-            used[j] = True
-        rows.append(_row(ca, b[j] if j is not None else None))
-    rows.extend(_row(None, cb) for k, cb in enumerate(b) if not used[k])
+    """Collectives paired only with the same op along the same mesh axes; among several such, first those made
+    at the same source line (then by the same JAX op), then the nearest in size; two from no common line more
+    than :data:`MAX_SIZE_RATIO` apart in bytes are not paired. Every other collective stands alone on its side
+    (A's in program order, each unmatched B after them)."""
+    index: dict[str, dict[Any, Any]] = {"line": {}, "source": {}, "sizes": {}}
+    for j, cb in enumerate(b):
+        key = (cb["op"], cb["axes_text"])
+        for field in ("line", "source"):
+            if cb.get(field):
+                index[field].setdefault((*key, cb[field]), []).append(j)
+        index["sizes"].setdefault(key, []).append(j)
+    for key, js in index["sizes"].items():
+        js.sort(key=lambda j: int(b[j].get("bytes") or 0))
+        index["sizes"][key] = ([int(b[j].get("bytes") or 0) for j in js], js)
+    candidates: list[tuple[int, float, int, int]] = []
+    for i, ca in enumerate(a):
+        for j in _candidates(ca, b, index):
+            kin, ratio = _kinship(ca, b[j]), _size_ratio(ca, b[j])
+            if kin < 2 or ratio <= MAX_SIZE_RATIO:
+                candidates.append((kin, ratio, i, j))
+    pair: dict[int, int] = {}
+    used: set[int] = set()
+    for _, _, i, j in sorted(candidates):
+        if i not in pair and j not in used:
+            pair[i] = j
+            used.add(j)
+    rows = [_row(ca, b[pair[i]] if i in pair else None) for i, ca in enumerate(a)]
+    rows.extend(_row(None, cb) for j, cb in enumerate(b) if j not in used)
     return rows
 
 

@@ -391,8 +391,10 @@ def _converted_from(module: Module, c: Op) -> str | None:
             op = fused.by_name.get(op.operands[0])  # a layout change fused after the convert
         if fused is None or op is None or op.opcode != "convert" or not op.operands:
             return None
+        # the converted value: a parameter of the fusion, or — where the compiler rounds a widened value back to
+        # 16 bits before the next collective (convert to bf16, convert to f32) — that narrowing
         inner = fused.by_name.get(op.operands[0])
-        if inner is None or inner.opcode != "parameter":
+        if inner is None or inner.opcode not in ("parameter", "convert"):
             return None
         src = _array_dtype(inner.shape)
     elif op.opcode == "convert" and op.operands:

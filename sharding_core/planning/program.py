@@ -11,6 +11,7 @@ model's, added when the snapshot is read (:func:`sharding_core.cost.annotate.pla
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -58,7 +59,22 @@ def plan_program(f: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str
 
 
 def planned(name: str, fn: Any, report: Report, mesh: Any | None, program: Program | None = None) -> Planned:
-    return Planned(name, fn, report, plan_facts(report, mesh_axes(mesh)), mesh, program)
+    signature = report.signature
+    names = argument_names(fn, len(signature.in_avals[0])) if signature is not None else None
+    return Planned(name, fn, report, plan_facts(report, mesh_axes(mesh), names), mesh, program)
+
+
+def argument_names(f: Callable[..., Any], count: int) -> list[str | None]:
+    """The names of ``f``'s first ``count`` positional parameters (what ``inputs/args/N`` leaves were passed
+    as), None past them or when the signature cannot be read (a builtin, ``*args``)."""
+
+    target = getattr(f, "__wrapped__", f)  # jax.jit keeps the function it wraps here
+    try:
+        params = list(inspect.signature(target).parameters.values())
+    except (TypeError, ValueError):
+        return [None] * count
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return [positional[i] if i < len(positional) else None for i in range(count)]
 
 
 def reading_for(mesh: Any | None) -> Reading:
@@ -89,13 +105,17 @@ def _leaves(tree: Any) -> list[Any]:
     return list(jax.tree.leaves(tree))
 
 
-def plan_facts(report: Report, mesh_axes: Mapping[str, int]) -> dict[str, Any]:
+def plan_facts(
+    report: Report, mesh_axes: Mapping[str, int], names: Sequence[str | None] | None = None
+) -> dict[str, Any]:
     """The plan's facts: the partitioner, the arguments by group, the largest temporaries, XLA's refusal (with
     what to change) or the work counted through loops, the timings, and a multi-slice program's DCN transfers. Its
     figures are the cost model's, added when the plan is read (:func:`sharding_core.cost.annotate.
-    plan_with_figures`)."""
+    plan_with_figures`). ``names``: the function's positional parameters (arguments are grouped by them)."""
     signature = report.signature
-    breakdown = mem.argument_breakdown(signature.in_avals, signature.in_shardings) if signature is not None else {}
+    breakdown = (
+        mem.argument_breakdown(signature.in_avals, signature.in_shardings, names) if signature is not None else {}
+    )
     temporaries = report.temporaries
     out: dict[str, Any] = {
         "partitioner": report.partitioner,
@@ -108,7 +128,8 @@ def plan_facts(report: Report, mesh_axes: Mapping[str, int]) -> dict[str, Any]:
         r = dict(report.refusal)
         if temporaries is not None and not r.get("largest"):
             r["largest"] = list(temporaries.get("largest") or [])
-        r["advice"] = mem.advice(r, breakdown, mesh_axes)
+        donated = signature.donated if signature is not None else 0
+        r["advice"] = mem.advice(r, breakdown, mesh_axes, donated=donated, devices=report.target.get("devices"))
         out.update(refusal=r, work=None)
         return out
     out["work"] = dict(report.work) if report.work is not None else None

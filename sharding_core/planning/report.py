@@ -41,7 +41,8 @@ def render(snap: Mapping[str, Any]) -> str:
         f"  mesh {axes or '—'}; partitioner {plan.get('partitioner')}; compiled by {target.get('source', 'XLA')}"
     )
     lines.append(f"verdict: {plan.get('verdict')}")
-    refusal = plan.get("refusal")
+    # XLA's refusal, or a compiled program past the chip's HBM (XLA's GPU compiler refuses nothing): read alike
+    refusal = plan.get("refusal") or plan.get("over_capacity")
     stats = (snap.get("jit") or {}).get("memory_per_device")
     lines.append("")
     lines.append("HBM per device (XLA's memory_analysis)")
@@ -61,14 +62,24 @@ def render(snap: Mapping[str, Any]) -> str:
     args = plan.get("arguments") or {}
     if args.get("groups"):
         lines.append("arguments by group (bytes per device)")
-        for g in args["groups"][:12]:
-            lines.append(f"  {g['group']:<40} {_b(g['bytes_per_device']):>12}  {g['leaves']} leaves")
+        for g in args["groups"][:12]:  # the dashboard's names: the function's parameters (params, opt_state.mu)
+            lines.append(f"  {g.get('name') or g['group']:<40} {_b(g['bytes_per_device']):>12}  {g['leaves']} leaves")
     temps = (refusal or {}).get("largest") or (plan.get("temporaries") or {}).get("largest") or []
     if temps:
-        lines.append("largest temporaries (XLA's buffer assignment)")
+        lines.append(f"largest {'allocations' if refusal else 'temporaries'} (XLA's buffer assignment)")
+        report = plan.get("temporaries") or {}
+        chip = [
+            f"{_b(s['bytes'])} in {s['memory_space'].upper()}"
+            for s in report.get("memory_spaces") or ()
+            if int(s["bytes"]) >= 65536 and not str(s["memory_space"]).startswith("color")  # VMEM, v4's CMEM
+        ]
+        if report.get("temp_size_in_bytes") is not None and chip:  # TPU: on-chip memory beside XLA's HBM figure
+            lines.append(f"  XLA's temporaries {_b(report['temp_size_in_bytes'])} in HBM; on-chip {', '.join(chip)}")
         for t in temps[:8]:
             where = t.get("source") or t.get("op") or t.get("instruction")
-            lines.append(f"  {_b(t.get('bytes')):>10}  {t.get('shape')}  {where}")
+            space = t.get("memory_space")
+            space = f" [{space.upper()}]" if space and space != "default" else ""
+            lines.append(f"  {_b(t.get('bytes')):>10}{space}  {t.get('shape')}  {where}")
     for section in (_work(plan.get("work")), _collectives(snap, plan), _why(snap), _step(plan.get("step_time"))):
         if section:
             lines.extend(["", *section])

@@ -180,7 +180,8 @@ class Lowered:
             seconds = time.perf_counter() - t0
             hlo = (executable.as_text() or "") if executable is not None else None
             dump = shardy.read(str(directory)) if directory is not None and options.shardy else None
-            buffers = mem.buffer_report(directory, hlo) if directory is not None and options.buffers else None
+            stats = mem.memory_stats(executable) if executable is not None else None
+            buffers = mem.buffer_report(directory, hlo, stats) if directory is not None and options.buffers else None
         return Program(self.fn, self.lowered, executable, self.args, self.kwargs, hlo, dump, buffers, refusal,
                        (*self.log, *log), self.seconds, seconds)  # fmt: skip
 

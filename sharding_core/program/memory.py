@@ -69,9 +69,23 @@ def _group_of(path: Sequence[Any]) -> str:
     return "/".join(parts)
 
 
-def argument_breakdown(in_avals: Any, in_shardings: Any) -> dict[str, Any]:
-    """The arguments' bytes per device (the most any device holds), by group and by leaf, largest first."""
+def display_name(path: str, names: Sequence[str | None] | None) -> str:
+    """A group's or leaf's name as the dashboard says it: ``args/1/mu`` -> ``opt_state.mu`` (the function's own
+    parameter name for ``args/1``, ``argument 1`` where it has none), ``kwargs/w`` -> ``w``."""
+    where, _, rest = path.partition("/")
+    first, _, tail = rest.partition("/")
+    if where == "args" and first.isdigit():
+        i = int(first)
+        first = (names[i] if names is not None and i < len(names) else None) or f"argument {i}"
+    return ".".join(p for p in (first, *tail.split("/")) if p)
+
+
+def argument_breakdown(in_avals: Any, in_shardings: Any, names: Sequence[str | None] | None = None) -> dict[str, Any]:
+    """The arguments' bytes per device (the most any device holds), by group and by leaf, largest first; each
+    group and leaf with its ``name`` (:func:`display_name`: the function's parameter names, ``names``), and
+    ``bytes_total``: every leaf's whole logical size, counted once."""
     import jax
+    import numpy as np
 
     def leaf_bytes(aval: Any, sharding: Any) -> int:
         shape = tuple(aval.shape)
@@ -88,6 +102,7 @@ def argument_breakdown(in_avals: Any, in_shardings: Any) -> dict[str, Any]:
     shard_args, shard_kwargs = in_shardings
     leaves: list[dict[str, Any]] = []
     groups: dict[str, dict[str, Any]] = {}
+    total = 0
     for prefix, avals, shardings in (("args", list(args), list(shard_args)), ("kwargs", kwargs, shard_kwargs)):
         flat, _ = jax.tree_util.tree_flatten_with_path(avals)
         sflat = jax.tree_util.tree_leaves(shardings)
@@ -95,9 +110,11 @@ def argument_breakdown(in_avals: Any, in_shardings: Any) -> dict[str, Any]:
             nbytes = leaf_bytes(aval, sharding)
             text = f"{prefix}/" + jax.tree_util.keystr(path, simple=True, separator="/")
             group = f"{prefix}/{_group_of(path)}"
-            leaves.append({"path": text, "group": group, "bytes_per_device": nbytes, "shape": list(aval.shape),
-                           "dtype": str(aval.dtype)})  # fmt: skip
-            g = groups.setdefault(group, {"group": group, "bytes_per_device": 0, "leaves": 0})
+            leaves.append({"path": text, "name": display_name(text, names), "group": group, "bytes_per_device": nbytes,
+                           "shape": list(aval.shape), "dtype": str(aval.dtype)})  # fmt: skip
+            total += int(np.prod(aval.shape, dtype=np.int64)) * int(aval.dtype.itemsize)
+            g = groups.setdefault(group, {"group": group, "name": display_name(group, names), "bytes_per_device": 0,
+                                          "leaves": 0})  # fmt: skip
             g["bytes_per_device"] += nbytes
             g["leaves"] += 1
     leaves.sort(key=lambda r: -r["bytes_per_device"])
@@ -106,6 +123,7 @@ def argument_breakdown(in_avals: Any, in_shardings: Any) -> dict[str, Any]:
         "leaves": leaves[:MAX_LEAVES_LISTED],
         "leaves_total": len(leaves),
         "bytes_per_device": sum(r["bytes_per_device"] for r in leaves),
+        "bytes_total": total,
     }
 
 
@@ -183,12 +201,23 @@ _ALLOCATION = re.compile(r"^allocation (\d+): size (\d+)(.*):$")
 _VALUE = re.compile(
     r"^ value: <\d+ (?P<name>[\w.\-]+)(?P<index>\{[\d,]*\})?[^>]*> \(size=(?P<size>\d+),offset=\d+\): (?P<shape>.*)$"
 )
+_SPACE = re.compile(r"^Memory Space: (?P<name>\S+) \(color=(?P<color>\d+)\)", re.M)
+_COLOR = re.compile(r"\bcolor (\d+)")
+
+#: XLA's ``CompiledMemoryStats`` for GPU and CPU (``PopulateBufferStatsFromAllocations``) sums the preallocated
+#: temporary allocations of the default memory space; libtpu computes its own figure after the dumped
+#: assignment (scoped scratch it adds, buffers it moves between memory spaces), so on TPU the two differ.
+TPU_TEMP_NOTE = (
+    "XLA:TPU's temporaries figure (memory_analysis) is libtpu's own, counted after the buffer assignment it "
+    "dumps: it adds kernels' scoped scratch and buffers it moves between memory spaces, and reports 0 B when "
+    "the assignment's HBM temporaries are only loop counters and tuple tables. The values listed are the "
+    "dumped assignment's, HBM and on-chip memory (VMEM, v4's CMEM) apart; XLA's figure counts HBM only"
+)
 
 
 def _temp_allocation(flags: str) -> bool:
-    """An HBM allocation of temporaries: XLA's preallocated temp buffer (default memory space: no color)."""
-    if "color" in flags:
-        return False
+    """A temporary allocation (XLA's ``IsPreallocatedTempBuffer``): no parameter, constant, thread-local or
+    live-out buffer."""
     return not any(k in flags for k in ("parameter", "constant", "thread-local", "maybe-live-out", "output shape"))
 
 
@@ -197,39 +226,60 @@ ALIASING = frozenset(
 )
 
 
-def read_buffer_assignment(text: str, limit: int = 4 * MAX_TEMPORARIES) -> dict[str, Any]:
-    """The temporary allocations' total and their largest values (one per instruction), from XLA's
-    ``BufferAssignment`` text."""
-    in_temp = False
-    total = 0
+def memory_space_names(report: str) -> dict[int, str]:
+    """Colour -> memory space name from XLA's ``*memory-usage-report.txt`` (``vmem``, ``smem``; libtpu's)."""
+    return {int(m.group("color")): m.group("name") for m in _SPACE.finditer(report)}
+
+
+def read_buffer_assignment(
+    text: str, limit: int = 4 * MAX_TEMPORARIES, spaces: Mapping[int, str] | None = None
+) -> dict[str, Any]:
+    """The temporary allocations of XLA's ``BufferAssignment`` text by memory space and their largest values
+    (one per instruction, each with its memory space). ``temp_allocation_bytes``: the default memory space's
+    (HBM; a CPU's RAM), which is XLA's ``temp_size_in_bytes`` on GPU and CPU; ``memory_spaces``: every other
+    space's (TPU: VMEM, SMEM, v4's CMEM), which XLA's figure does not count. A tuple's value is a table of
+    pointers to buffers listed on their own: never listed."""
+    names = dict(spaces or {})
+    color: int | None = None
+    totals: dict[int, int] = {}
     best: dict[str, dict[str, Any]] = {}
     for line in text.splitlines():
         a = _ALLOCATION.match(line)
         if a:
-            in_temp = _temp_allocation(a.group(3))
-            if in_temp:
-                total += int(a.group(2))
+            flags = a.group(3)
+            c = _COLOR.search(flags)
+            color = (int(c.group(1)) if c else 0) if _temp_allocation(flags) else None
+            if color is not None:
+                totals[color] = totals.get(color, 0) + int(a.group(2))
             continue
-        if not in_temp:
-            continue
-        v = _VALUE.match(line)
-        if not v:
+        v = _VALUE.match(line) if color is not None else None
+        if v is None or v.group("shape").startswith("("):
             continue
         size = int(v.group("size"))
         name = v.group("name")
         if size > best.get(name, {}).get("bytes", -1):
             shape = re.sub(r"\{[^}]*\}", "", v.group("shape")).strip()
-            best[name] = {"instruction": name, "bytes": size, "shape": shape}
+            space = "default" if color == 0 else names.get(int(color or 0), f"color {color}")
+            best[name] = {"instruction": name, "bytes": size, "shape": shape, "memory_space": space}
     largest = sorted(best.values(), key=lambda r: -r["bytes"])[:limit]
-    return {"temp_allocation_bytes": total, "largest": largest}
+    others = [
+        {"memory_space": names.get(c, f"color {c}"), "color": c, "bytes": b} for c, b in sorted(totals.items()) if c
+    ]
+    return {"temp_allocation_bytes": totals.get(0, 0), "memory_spaces": others, "largest": largest}
 
 
-def buffer_report(dump_dir: Path, hlo: str | None = None) -> dict[str, Any] | None:
-    """The largest temporaries of the program XLA dumped in ``dump_dir``, with ops and source lines."""
+def buffer_report(
+    dump_dir: Path, hlo: str | None = None, stats: Mapping[str, int] | None = None
+) -> dict[str, Any] | None:
+    """The temporaries of the program XLA dumped in ``dump_dir``: ``temp_size_in_bytes`` (XLA's own figure,
+    from ``stats``: ``memory_analysis()``), the dumped assignment's allocations by memory space and its
+    largest values with ops and source lines; ``note`` says why XLA's figure and the assignment's differ."""
     found = sorted(p for p in dump_dir.glob("*buffer-assignment.txt") if "values" not in p.name)
     if not found:
         return None
-    report = read_buffer_assignment(found[-1].read_text(errors="replace"))
+    usage = sorted(dump_dir.glob("*memory-usage-report.txt"))
+    spaces = memory_space_names(usage[-1].read_text(errors="replace")) if usage else {}
+    report = read_buffer_assignment(found[-1].read_text(errors="replace"), spaces=spaces)
     if hlo is None:
         optimized = sorted(dump_dir.glob("*after_optimizations.txt"))
         hlo = optimized[-1].read_text(errors="replace") if optimized else ""
@@ -240,6 +290,13 @@ def buffer_report(dump_dir: Path, hlo: str | None = None) -> dict[str, Any] | No
     for r in report["largest"]:
         r["opcode"] = ops.get(r["instruction"])
         r.update(sources.get(r["instruction"], {"op": None, "source": None}))
+    xla = (stats or {}).get("temp_size_in_bytes")
+    report["temp_size_in_bytes"] = int(xla) if xla is not None else None
+    report["note"] = None
+    if xla is not None and int(xla) != report["temp_allocation_bytes"]:
+        # TPU layouts carry their tiling (``{1,0:T(8,128)}``); GPU and CPU ones never do
+        tpu = ":T(" in hlo
+        report["note"] = TPU_TEMP_NOTE if tpu else "XLA's temporaries figure differs from its buffer assignment's"
     report["source"] = "XLA's buffer assignment (xla_dump_to): the temporaries' largest values"
     return report
 
@@ -325,28 +382,169 @@ def refusal(error: BaseException, capacity: int | None = None) -> dict[str, Any]
     return out
 
 
-def advice(report: Mapping[str, Any], breakdown: Mapping[str, Any] | None, mesh_axes: Mapping[str, int]) -> list[str]:
-    """What to change, from what dominates: temporaries (activations) or arguments (parameters, state)."""
-    tips: list[str] = []
-    what = str(report.get("what") or "")
-    args = int((breakdown or {}).get("bytes_per_device") or 0)
+GRADIENT_OP = "transpose("
+"""JAX names the backward pass's ops ``.../transpose(jvp(...))/...``: a temporary made there with a parameter's
+shard shape is that parameter's gradient."""
+
+
+def _kind_of(t: Mapping[str, Any], shard_elements: set[int]) -> str:
+    """``gradient`` (a temporary of an argument leaf's shard size made in the backward pass), ``parameter-sized``
+    (of that size elsewhere: a gradient accumulator, a cast copy of the weights) or ``activation``."""
+    shape = str(t.get("shape") or "")
+    dims = re.findall(r"\d+", shape.split("[", 1)[1]) if "[" in shape else []
+    n = 1
+    for d in dims:
+        n *= int(d)
+    op = str(t.get("op") or "")
+    if n not in shard_elements:
+        return "activation"
+    if GRADIENT_OP in op:
+        return "gradient"
+    # a zero-filled accumulator (broadcast) or a cast copy (convert) of a parameter's shard; anything else of
+    # that size (x @ x of a square x) is an activation
+    made = {str(t.get("opcode") or ""), op.rsplit("/", 1)[-1]}
+    return (
+        "parameter-sized"
+        if made & {"broadcast", "broadcast_in_dim", "convert", "convert_element_type"}
+        else ("activation")
+    )
+
+
+_KIND_WORDS = {
+    "gradient": "a weight gradient, made in the backward pass at",
+    "parameter-sized": "the size of a parameter's shard (a gradient accumulator or a cast copy of the weights), at",
+    "activation": "an activation, made at",
+}
+
+
+def chips_needed(nbytes: int, per_device: int, devices: str | None) -> tuple[int, str | None] | None:
+    """How many chips hold ``nbytes`` at ``per_device`` bytes each, and the smallest standard slice of the set's
+    kind with as many (``tpu:v5e:4x8``; ``gpu:h100:4x8``: hosts of 8), or None without the figures."""
+    import math
+
+    from sharding_core.devices import TPU_GENERATIONS
+
+    if not nbytes or not per_device or not devices:
+        return None
+    kind, _, rest = devices.partition(":")
+    need = math.ceil(nbytes / per_device)
+    if kind == "tpu":
+        gen = TPU_GENERATIONS.get(rest.partition(":")[0].lower())
+        if gen is None:
+            return need, None
+        chips = math.ceil(need / gen.cores_per_chip)
+        sizes = sorted(gen.topologies, key=lambda t: math.prod(int(d) for d in t.split("x")))
+        fit = next((t for t in sizes if math.prod(int(d) for d in t.split("x")) >= chips), None)
+        return chips, f"tpu:{gen.name}:{fit}" if fit else None
+    if kind == "gpu":
+        gpu = rest.partition(":")[0]
+        hosts, per_host = (1, need) if need <= 8 else (math.ceil(need / 8), 8)
+        per_host = next(k for k in (1, 2, 4, 8) if k >= per_host)
+        return need, f"gpu:{gpu}:{hosts}x{per_host}"
+    return None
+
+
+def advice(
+    report: Mapping[str, Any],
+    breakdown: Mapping[str, Any] | None,
+    mesh_axes: Mapping[str, int],
+    *,
+    donated: int = 0,
+    devices: str | None = None,
+    temp_bytes: int | None = None,
+) -> list[str]:
+    """What to change, said once: which part dominates (the arguments — parameters, optimizer state, batch — or
+    the temporaries, named as weight gradients or activations), the largest temporary and what it is, how many
+    chips the arguments alone need (rounded up to a slice of the set's kind), and donation only where the step
+    donates nothing."""
+    b = breakdown or {}
+    args = int(b.get("bytes_per_device") or 0)
     required = int(report.get("required_bytes") or 0)
-    if "temporar" in what or (required and args < required / 2):
+    available = int(report.get("available_bytes") or 0)
+    what = str(report.get("what") or "")
+    temps = temp_bytes if temp_bytes is not None else required if "temporar" in what else max(0, required - args)
+    largest = list(report.get("largest") or [])
+    shard_elements = {
+        int(leaf["bytes_per_device"]) // max(1, _itemsize(str(leaf.get("dtype")))) for leaf in b.get("leaves") or ()
+    }
+    kinds = [_kind_of(t, shard_elements) for t in largest]
+    tips: list[str] = []
+    if args >= temps:
+        groups = ", ".join(f"{g.get('name') or g['group']} {fmt_bytes(int(g['bytes_per_device']))}"
+                           for g in (b.get("groups") or [])[:3])  # fmt: skip
+        past = f", more than the {fmt_bytes(available)} a device has before any temporary" if args > available else ""
+        tip = (f"the arguments dominate: {fmt_bytes(args)} per device ({groups}){past}: shard them over more "
+               "devices (FSDP over a larger axis) or keep the optimizer state in a lower precision")  # fmt: skip
+        tips.append(tip + ("" if donated else ", and donate the state (donate_argnums) so its update reuses them"))
+    else:
+        grads = len(kinds) - kinds.count("activation") > kinds.count("activation")
         tips.append(
-            "temporaries dominate (activations): a smaller batch or sequence per device, rematerialisation "
-            "(jax.checkpoint with a policy that saves less), or sharding the batch / sequence over more devices"
-        )
-        largest = (report.get("largest") or [None])[0]
-        if largest:
-            where = largest.get("source") or largest.get("op") or largest.get("instruction")
-            tips.append(
-                f"the largest temporary ({fmt_bytes(int(largest['bytes']))}, {largest.get('shape')}) is made at {where}"
-            )
-    if args and (not required or args >= required / 2):
+            f"the temporaries dominate ({fmt_bytes(temps)} per device beside {fmt_bytes(args)} of arguments): "
+            + ("mostly the size of a parameter's shard (weight gradients, their accumulators, cast copies of the "
+               "weights): shard the parameters over more devices (FSDP) so these shrink with them, or keep them in "
+               "a lower precision"
+               if grads else
+               "activations: a smaller batch or sequence per device, rematerialisation (jax.checkpoint with a "
+               "policy that saves less), or sharding the batch / sequence over more devices")
+        )  # fmt: skip
+    if largest:
+        t, kind = largest[0], kinds[0]
+        where = t.get("source") or t.get("op") or t.get("instruction")
         tips.append(
-            "arguments dominate (parameters and optimizer state): shard them over more devices (FSDP over a "
-            "larger axis), keep the optimizer state in a lower precision, or donate the state (donate_argnums)"
+            f"the largest temporary ({fmt_bytes(int(t['bytes']))}, {t.get('shape')}) is {_KIND_WORDS[kind]} {where}"
         )
-    if mesh_axes:
+    total = int(b.get("bytes_total") or 0)
+    need = chips_needed(total, available, devices) if args >= temps or args > available / 2 else None
+    on_mesh = 1
+    for n in mesh_axes.values():
+        on_mesh *= int(n)
+    if need is not None and need[0] > on_mesh:
+        chips, slice_ = need
+        tips.append(
+            f"the arguments alone ({fmt_bytes(total)} in all) need at least {chips} chips of {fmt_bytes(available)}"
+            + (f": the smallest such slice is {slice_}" if slice_ else "")
+            + ", before any temporary"
+        )
+    elif mesh_axes:
         tips.append(f"the mesh is {dict(mesh_axes)}: a larger slice, or the same program on more chips, also helps")
     return tips
+
+
+def _itemsize(dtype: str) -> int:
+    import numpy as np
+
+    try:
+        return int(np.dtype(dtype).itemsize)
+    except TypeError:
+        return 2 if "bfloat16" in dtype else 1
+
+
+def over_capacity(
+    stats: Mapping[str, int],
+    capacity: int,
+    plan: Mapping[str, Any],
+    mesh_axes: Mapping[str, int],
+    *,
+    donated: int = 0,
+    devices: str | None = None,
+) -> dict[str, Any]:
+    """A compiled program whose XLA peak is past the chip's HBM, as a refusal reads: XLA's GPU compiler compiles it
+    without a word (XLA:TPU refuses such a program itself), but it cannot run. The largest allocations are the
+    buffer assignment's temporaries; the advice :func:`advice`'s."""
+    peak = int(stats["peak_memory_in_bytes"])
+    out: dict[str, Any] = {
+        "kind": "capacity",
+        "message": (
+            f"XLA compiled the program, but its peak ({fmt_bytes(peak)} per device) is past the "
+            f"{fmt_bytes(capacity)} of HBM a device has: it cannot run. XLA's GPU compiler does not refuse "
+            "a program for memory; XLA:TPU does."
+        ),
+        "what": "peak",
+        "required_bytes": peak,
+        "available_bytes": capacity,
+        "over_bytes": peak - capacity,
+        "largest": list(((plan.get("temporaries") or {}).get("largest") or [])[:MAX_TEMPORARIES]),
+    }
+    out["advice"] = advice(out, plan.get("arguments"), mesh_axes, donated=donated, devices=devices,
+                           temp_bytes=int(stats.get("temp_size_in_bytes") or 0))  # fmt: skip
+    return out

@@ -19,13 +19,16 @@ which set a compile-only device came from (its hosts, slices and hardware figure
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import importlib.util
 import os
 import re
+import sys
+import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -133,6 +136,67 @@ def target_of(device: Any) -> Target | None:
     return _by_device.get(id(device))
 
 
+# What libtpu and XLA print to stderr that is known to be harmless here (docs/planning.md, "Quiet"): libtpu's
+# start-up on a machine with no TPU (no accelerator type, no worker hostnames: its compile-only topologies need
+# neither) and XLA's parse of a GPU target config naming fields this jaxlib does not know (retried without them).
+HARMLESS_STDERR = (
+    re.compile(r"^Failed to find host bounds for accelerator type: WARNING: could not determine TPU accelerator type"),
+    re.compile(r"^WARNING: Logging before InitGoogle\(\) is written to STDERR$"),
+    re.compile(
+        r"INVALID_ARGUMENT: Error: unexpected worker hostname 'WARNING: could not determine TPU worker hostnames"
+    ),
+    re.compile(
+        r"Error parsing text-format stream_executor\.GpuTargetConfigProto: .*has no field named \"(?:"
+        + "|".join(NEWER_FIELDS)
+        + r")\""
+    ),
+)
+# the lines a harmless libtpu error carries after it (its trace), dropped with it and only then
+_TRAILER = re.compile(r"^(?:=== Source Location Trace: ===|learning/\S+\.cc:\d+)?\s*$")
+MAX_REPLAYED_BYTES = 1 << 20
+_stderr_lock = threading.Lock()
+
+
+def harmless_dropped(text: str) -> str:
+    """``text`` (stderr) without the lines :data:`HARMLESS_STDERR` names, nor the trace after each."""
+    out: list[str] = []
+    trailing = False
+    for line in text.splitlines(keepends=True):
+        if any(p.search(line) for p in HARMLESS_STDERR):
+            trailing = True
+            continue
+        if trailing and _TRAILER.match(line):
+            continue
+        trailing = False
+        out.append(line)
+    return "".join(out)
+
+
+@contextlib.contextmanager
+def quiet_harmless_stderr() -> Iterator[None]:
+    """While the block runs, the process's stderr (fd 2, where libtpu and XLA's C++ log) goes to a temporary file;
+    afterwards every line of it comes back but the known-harmless ones (:func:`harmless_dropped`; at most
+    :data:`MAX_REPLAYED_BYTES`, the rest said to be cut)."""
+    with _stderr_lock, tempfile.TemporaryFile() as tmp:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            size = tmp.tell()
+            tmp.seek(0)
+            text = tmp.read(MAX_REPLAYED_BYTES).decode(errors="replace")
+            kept = harmless_dropped(text)
+            if size > MAX_REPLAYED_BYTES:
+                kept += f"[shardscope: {size - MAX_REPLAYED_BYTES} more bytes of stderr cut]\n"
+            if kept:
+                os.write(2, kept.encode())
+
+
 def compile_target(devices: str, *, slices: int = 1, chips_per_host: Sequence[int] | None = None) -> Target:
     """The compile-only devices of a device-set string (cached: one libtpu topology per set)."""
     devset = parse_devices(devices, slices=slices, chips_per_host=chips_per_host)
@@ -180,7 +244,8 @@ def _tpu_target(devset: DeviceSet) -> Target:
         gen.chip_config,
         devset.slices,
     ).describe()
-    real = {int(d.id): d for d in topologies.get_topology_desc(**kwargs).devices}
+    with quiet_harmless_stderr():  # libtpu's start-up, the first time: "Failed to find host bounds ..."
+        real = {int(d.id): d for d in topologies.get_topology_desc(**kwargs).devices}
     missing = [d.id for d in devset.devices if d.id not in real]
     if missing or len(real) != len(devset):
         raise ShardingError(
@@ -241,7 +306,8 @@ def _gpu_target(devset: DeviceSet) -> Target:
     dropped: tuple[str, ...] = ()
     try:
         try:
-            desc = describe(text)
+            with quiet_harmless_stderr():  # XLA's "Error parsing text-format ... mem_clock_ghz": retried below
+                desc = describe(text)
         except Exception as first:
             if "parse" not in str(first).lower():
                 raise

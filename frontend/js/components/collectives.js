@@ -14,9 +14,26 @@ import { meshTable } from "./mesh_table.js";
 
 /** @typedef {import("../model/collective.js").Collective} Collective */
 
+/** A collective's estimated time per step: its estimate (bound) times the runs per step; null without one. @param {Collective} c */
+function perStep(c) {
+  const s = /** @type {any} */ (c).estimate?.seconds;
+  return s === null || s === undefined ? null : s * (c.repeat ?? 1);
+}
+
 /**
- * Draws the table into `container` (replacing what is there). Columns no collective fills (mesh axes
- * for inspect_jit captures, the source op) are left out.
+ * The collectives' indices costliest first, as `shardscope plan` prints them: by estimated time per step
+ * (stable, so ties and sets without estimates — CPU — keep program order).
+ * @param {Collective[]} collectives
+ * @returns {number[]}
+ */
+export function costOrder(collectives) {
+  return collectives.map((c, i) => ({ i, t: perStep(c) ?? -1 })).sort((a, b) => b.t - a.t || a.i - b.i).map((x) => x.i);
+}
+
+/**
+ * Draws the table into `container` (replacing what is there), costliest first (`costOrder`); every
+ * column header sorts by that column (again: the other way), "#" being program order. Columns no
+ * collective fills (mesh axes for inspect_jit captures, the source op) are left out.
  * @param {HTMLElement} container
  * @param {Collective[]} collectives
  * @param {{selected?: number, onSelect?: (i: number) => void}} [opts] onSelect: rows become buttons,
@@ -29,8 +46,19 @@ export function collectivesTable(container, collectives, opts = {}) {
   const estimates = collectives.some((c) => c.estimate); // cost estimates (components/estimates.js)
   // runs per step: a collective inside a scanned layer runs once per layer (the loop's trip count)
   const repeats = collectives.some((c) => (c.repeat ?? 1) > 1);
-  const headers = ["#", "op", "shape / device", "bytes", ...(axes ? ["mesh axes"] : []), ...(repeats ? ["runs"] : []), "groups (device ids)", ...(estimates ? ["estimate"] : []), ...(source ? ["from"] : [])];
-  const { table, body } = headedTable("hops collectives", headers);
+  /** @type {[string, ((c: Collective, i: number) => number | string | null) | null][]} */
+  const columns = [
+    ["#", (_c, i) => i],
+    ["op", (c) => opText(c)],
+    ["shape / device", (c) => c.shape ?? ""],
+    ["bytes", (c) => c.bytes ?? null],
+    ...(axes ? [/** @type {[string, (c: Collective) => string]} */ (["mesh axes", (c) => c.axes_text ?? ""])] : []),
+    ...(repeats ? [/** @type {[string, (c: Collective) => number]} */ (["runs", (c) => c.repeat ?? 1])] : []),
+    ["groups (device ids)", (c) => (c.groups || []).length],
+    ...(estimates ? [/** @type {[string, (c: Collective) => number | null]} */ (["estimate", perStep])] : []),
+    ...(source ? [/** @type {[string, (c: Collective) => string]} */ (["from", (c) => c.source || ""])] : []),
+  ];
+  const { table, body } = headedTable("hops collectives", columns.map(([name]) => name));
   /** @type {HTMLTableRowElement[]} */
   const rows = collectives.map((c, i) => {
     const row = body.insertRow();
@@ -45,10 +73,10 @@ export function collectivesTable(container, collectives, opts = {}) {
     if (estimates) estimateCell(row.insertCell(), c.estimate, /** @type {any} */ (c).repeat);
     if (source) cell(c.source || "", "source");
     if (c.name) row.dataset.name = c.name;
+    row.dataset.index = String(i);
     if (opts.onSelect) {
       const onSelect = opts.onSelect;
       row.classList.add("collective");
-      row.dataset.index = String(i);
       actionable(row, () => {
         select(i);
         onSelect(i);
@@ -56,6 +84,30 @@ export function collectivesTable(container, collectives, opts = {}) {
     }
     return row;
   });
+  const ths = [...table.querySelectorAll("thead th")];
+  /** Rows in `order` (indices), the header sorted on marked. @param {number[]} order @param {number} col @param {"ascending" | "descending"} dir */
+  const arrange = (order, col, dir) => {
+    for (const i of order) body.appendChild(rows[i]);
+    ths.forEach((th, k) => (k === col ? th.setAttribute("aria-sort", dir) : th.removeAttribute("aria-sort")));
+    table.dataset.sort = `${columns[col][0]} ${dir}`;
+  };
+  ths.forEach((th, col) => {
+    const key = /** @type {(c: Collective, i: number) => number | string | null} */ (columns[col][1]);
+    const button = h("button", { type: "button", class: "sort", title: `sort by ${columns[col][0]}` }, th.textContent || "");
+    th.replaceChildren(button);
+    button.addEventListener("click", () => {
+      // the first click sorts numbers largest first and text A to Z; the next, the other way
+      const first = typeof key(collectives[0], 0) === "string" || col === 0 ? "ascending" : "descending";
+      const dir = th.getAttribute("aria-sort") === first ? (first === "ascending" ? "descending" : "ascending") : first;
+      const sign = dir === "ascending" ? 1 : -1;
+      const order = collectives.map((c, i) => ({ i, v: key(c, i) }))
+        .sort((a, b) => (a.v === b.v ? a.i - b.i : a.v === null ? 1 : b.v === null ? -1 : sign * (a.v < b.v ? -1 : 1)))
+        .map((x) => x.i);
+      arrange(order, col, dir);
+    });
+  });
+  const costly = columns.findIndex(([name]) => name === "estimate");
+  arrange(costOrder(collectives), costly >= 0 ? costly : 0, costly >= 0 ? "descending" : "ascending");
   /** @param {number} i */
   const select = (i) => rows.forEach((tr, k) => tr.classList.toggle("selected", k === i));
   container.replaceChildren(table);
@@ -124,8 +176,9 @@ export function collectivesSection(container, collectives, opts) {
   const mesh = h("div", { class: "collective-mesh", part: "collective-mesh" });
   const slot = h("div", { class: "collective-detail", part: "collective-detail" });
   container.replaceChildren(table, total, mesh, slot);
-  let chosen = Math.max(0, Math.min(opts.selected ?? 0, collectives.length - 1));
   if (!collectives.length) return { select: () => {}, selected: () => -1 };
+  // the costliest (the table's first row) unless the panel says which
+  let chosen = Math.max(0, Math.min(opts.selected ?? costOrder(collectives)[0], collectives.length - 1));
   if (opts.total) estimateTotal(total, collectives);
 
   /** @param {number} i */

@@ -112,11 +112,14 @@ const TERMS = /** @type {const} */ ([
  * A roofline panel: three bars (compute, memory, communication) on one scale, the bound marked, the
  * communication's expected time beside its bound (dashed), the lower bound on run time, HBM fit, and
  * what the model has no figures for.
+ * "With nothing overlapped" has one meaning wherever it is shown: the serial sum with each collective at its
+ * expected time (a plan's step-time upper bound, passed as `nothingOverlapped`; else computed the same way).
  * @param {HTMLElement} container
  * @param {Roofline | null | undefined} r
  * @param {string} [title]
+ * @param {number | null} [nothingOverlapped]
  */
-export function rooflinePanel(container, r, title = "Roofline") {
+export function rooflinePanel(container, r, title = "Roofline", nothingOverlapped = null) {
   container.replaceChildren();
   if (!r) return;
   const box = el("section", "roofline");
@@ -161,7 +164,10 @@ export function rooflinePanel(container, r, title = "Roofline") {
     return dd;
   };
   if (r.bound) row("bound", `${r.bound}-bound`, "bound");
-  row("lower bound", r.lower_bound_seconds !== null ? `${fmtSeconds(r.lower_bound_seconds)} per run (all overlapped); ${fmtSeconds(r.serial_seconds)} with no overlap` : "no estimate");
+  const comm = r.communication_expected_seconds ?? r.communication_seconds;
+  const serial = nothingOverlapped ?? [r.compute_seconds, r.memory_seconds, comm].reduce((/** @type {number} */ t, v) => t + (v ?? 0), 0);
+  row("lower bound", r.lower_bound_seconds !== null ? `${fmtSeconds(r.lower_bound_seconds)} per run (all overlapped); ${fmtSeconds(serial)} with nothing overlapped` : "no estimate")
+    .title = "with nothing overlapped: compute + memory + communication, each collective at its expected time";
   if (r.communication_expected_seconds !== null && r.communication_expected_seconds !== undefined && r.communication_seconds !== null) {
     row("communication", `bound ${fmtSeconds(r.communication_seconds)} · expected ${fmtSeconds(r.communication_expected_seconds)}`);
   }

@@ -34,9 +34,10 @@ function verdict(mem, label, platform) {
  * @param {Memory} mem captured
  * @param {Memory | null} next a what-if's
  * @param {string} platform
+ * @param {string} [label] what the chart shows ("Captured"; a program's "Arguments and outputs ...")
  */
-export function memoryVerdict(container, mem, next, platform) {
-  container.replaceChildren(el("span", "", verdict(mem, "Captured", platform)));
+export function memoryVerdict(container, mem, next, platform, label = "Captured") {
+  container.replaceChildren(el("span", "", verdict(mem, label, platform)));
   if (next) container.append(el("br"), el("span", "", verdict(next, "What-if", platform)));
   container.classList.toggle("warn", Boolean((next || mem).imbalanced));
 }

@@ -92,7 +92,8 @@ export function hbmBar(container, hbm, opts) {
   const where = hbm.limit !== null ? `against ${hbm.limitLabel === "capacity" ? "the chip's capacity" : "what XLA had available"}, ${fmtBytes(hbm.limit)}` : "no capacity figure for this hardware";
   const bars = [bar(hbm, scale, opts.dark, "hbm-bar", `${hbm.limit !== null ? "HBM" : "Memory"} per device by kind, ${where}`)];
   if (hbm.limit !== null && used > 0 && used / scale < ZOOM_BELOW) {
-    bars.push(bar({ ...hbm, limit: null }, used, opts.dark, "hbm-zoom", `the same, the used ${fmtBytes(used)} drawn across (${share(used, hbm.limit)} of ${hbm.limitLabel})`));
+    const what = used === hbm.total ? "the parts' sum" : "XLA's peak";
+    bars.push(bar({ ...hbm, limit: null }, used, opts.dark, "hbm-zoom", `the same, ${what} ${fmtBytes(used)} drawn across (${share(used, hbm.limit)} of ${hbm.limitLabel})`));
   }
   // the parts, one row each: a swatch, what it is, bytes, share of capacity
   const { table: parts, body } = headedTable("hbm-parts", ["", "kind", "per device", hbm.capacity ? "of capacity" : ""]);
@@ -128,7 +129,21 @@ export function hbmBar(container, hbm, opts) {
   const figures = hbm.figures.some((f) => f.field !== "capacity")
     ? h("div", { class: "hbm-xla" }, h("h4", {}, "XLA's memory_analysis, per device"), xla)
     : hbm.figures.length ? h("div", { class: "hbm-xla" }, h("h4", {}, `${hbm.hardware || "The chip"}, per device`), xla) : null;
-  container.replaceChildren(...bars, h("div", { class: "hbm-detail" }, h("div", { class: "table-wrap" }, parts), figures));
+  const key = memoryKey(hbm);
+  container.replaceChildren(...bars, h("div", { class: "hbm-detail" }, h("div", { class: "table-wrap" }, parts), figures), ...(key ? [key] : []));
+}
+
+/**
+ * What each memory number is (the bar's sum, XLA's temporaries, XLA's peak), so three figures read as one.
+ * @param {Hbm} hbm
+ */
+function memoryKey(hbm) {
+  if (hbm.refused || hbm.peak === null) return null;
+  const temps = hbm.parts.find((p) => p.kind === "temporaries");
+  return h("p", { class: "muted hbm-key", part: "hbm-key" },
+    h("strong", {}, "Key: "),
+    `the bar adds its parts, ${fmtBytes(hbm.total)} (the arguments, the outputs not donated and XLA's temporaries${temps ? `, ${fmtBytes(temps.bytes)}: the size of its temporary allocation` : ""}); `,
+    `XLA's peak, ${fmtBytes(hbm.peak)}, is the most live at once in its heap simulation, what must fit: buffers reuse memory, so it can be below the sum, and on TPU below the temporaries' figure.`);
 }
 
 /**
@@ -138,15 +153,35 @@ export function hbmBar(container, hbm, opts) {
  * @param {string} part
  */
 function largestTable(rows, part) {
-  const { table, body } = headedTable("hops largest", ["bytes", "shape", "op", "source line"]);
+  // TPU sets keep temporaries in on-chip memory too (VMEM; v4's CMEM): each value's memory space, when any is
+  const spaces = rows.some((t) => t.memory_space && t.memory_space !== "default");
+  const { table, body } = headedTable("hops largest", ["bytes", ...(spaces ? ["memory"] : []), "shape", "op", "source line"]);
   for (const t of rows.slice(0, LARGEST_SHOWN)) {
     const cell = cellsOf(body.insertRow());
     cell(t.bytes === null || t.bytes === undefined ? "—" : fmtBytes(t.bytes), "num").title = t.bytes ? exactBytes(t.bytes) : "";
+    if (spaces) cell(spaceName(t.memory_space), "space");
     cell(t.shape || "—", "mono");
     cell(opTail(t.op) || t.instruction || "—", "mono").title = [t.op, t.instruction].filter(Boolean).join("\n");
     cell(t.source || "—", "source");
   }
   return h("div", { class: "table-wrap", part }, table);
+}
+
+/** "HBM" for the default memory space, libtpu's own name for the others ("vmem" -> "VMEM"). @param {string | undefined} space */
+function spaceName(space) {
+  return !space || space === "default" ? "HBM" : space.toUpperCase();
+}
+
+/**
+ * The temporaries' summary: XLA's figure (HBM) and, on TPU, the on-chip allocations beside it.
+ * @param {any} t the plan's `temporaries`
+ */
+function temporariesText(t) {
+  const xla = t.temp_size_in_bytes ?? t.temp_allocation_bytes ?? 0;
+  // the named on-chip memories that hold activations (VMEM, v4's CMEM), not libtpu's small unnamed ones
+  const chip = (t.memory_spaces || []).filter((/** @type {any} */ s) => s.bytes >= 65536 && !/^color/.test(s.memory_space))
+    .map((/** @type {any} */ s) => `${fmtBytes(s.bytes)} in ${spaceName(s.memory_space)}`);
+  return `Largest temporaries (XLA's temporaries: ${fmtBytes(xla)} in HBM${chip.length ? `; on-chip: ${chip.join(", ")}` : ""})`;
 }
 
 /** The refusal as the lead: the figures, XLA's message, the largest allocations and what to change. @param {any} r */
@@ -205,7 +240,8 @@ export function planSummary(container, snap, opts) {
   const plan = snap.plan;
   const hbm = hbmOf(snap);
   if (!plan || !hbm) return;
-  const refusal = plan.refusal;
+  // XLA's refusal, or a compiled program past the chip's HBM (XLA's GPU compiler refuses nothing): read alike
+  const refusal = plan.refusal || plan.over_capacity;
   const state = plan.fits === true ? "fits" : plan.fits === false ? "over" : "unknown";
   const verdict = h("p", { class: `plan-verdict ${state}`, part: "plan-verdict", "data-fits": state }, plan.verdict || "");
   const hbmBox = h("div", { class: "plan-hbm", part: "plan-hbm" });
@@ -217,9 +253,9 @@ export function planSummary(container, snap, opts) {
     return;
   }
   // without hardware figures (a CPU capture) there is no roofline to draw: the facts below say why
-  const roofed = Boolean(plan.roofline?.hardware);
+  const roofed = Boolean(plan.roofline?.hardware) && !plan.over_capacity; // no times for what cannot run
   const roofline = h("div", { class: "plan-roofline", part: "plan-roofline" });
-  if (roofed) rooflinePanel(roofline, plan.roofline, "Roofline");
+  if (roofed) rooflinePanel(roofline, plan.roofline, "Roofline", plan.step_time?.upper_bound_seconds ?? null);
   const comm = plan.communication;
   const facts = h("div", { class: "summary plan-facts", part: "plan-facts" }, defList([
     ["target", targetText(snap)],
@@ -231,10 +267,11 @@ export function planSummary(container, snap, opts) {
   ]));
   const temps = !refusal && plan.temporaries?.largest?.length
     ? h("details", { class: "plan-temporaries", part: "plan-temporaries" },
-        h("summary", {}, `Largest temporaries (of ${fmtBytes(plan.temporaries.temp_allocation_bytes || 0)} in XLA's temporary allocation)`),
+        h("summary", { title: plan.temporaries.note || "" }, temporariesText(plan.temporaries)),
         largestTable(plan.temporaries.largest, "plan-temporaries-table"))
     : null;
-  const title = refusal ? "Plan: XLA refused the program for memory" : plan.temporaries ? "Plan" : "Compiled program (inspect_jit)";
+  const title = plan.refusal ? "Plan: XLA refused the program for memory" : plan.over_capacity ? "Plan: the program does not fit"
+    : plan.temporaries ? "Plan" : "Compiled program (inspect_jit)";
   container.append(...[
     h("h2", { class: "plan-title" }, title),
     verdict,

@@ -28,7 +28,22 @@ import { collectivesTable } from "./collectives.js";
  * @property {string} [linkTarget] where the links open ("_blank" outside the dashboard)
  * @property {number} [tried] the fix (its index in the why's fixes) to show tried on arrival
  * @property {(k: number | null) => void} [onTry] hears a fix tried (null: put away)
+ * @property {(path: string) => string} [leafName] a leaf path as the panel names it elsewhere: the program's
+ *   parameter names (`inputs/args/1` -> `w`, as the HBM table says), the path itself without one
  */
+
+/**
+ * `text` with each of `paths` (leaf paths the API writes) said by `name`, the longest first (`inputs/args/1/mu`
+ * before `inputs/args/1`).
+ * @param {string} text
+ * @param {string[]} paths
+ * @param {(path: string) => string} name
+ */
+function named(text, paths, name) {
+  let out = text;
+  for (const p of [...new Set(paths)].sort((a, b) => b.length - a.length)) if (p) out = out.split(p).join(name(p));
+  return out;
+}
 
 /** "f32[8,128,1024]". @param {any} o */
 function shapeText(o) {
@@ -49,9 +64,9 @@ const bytes = (n) => fmtBytes(Number(n));
 /** @param {any} s */
 const seconds = (s) => fmtSeconds(Number(s));
 
-/** Where the collective came from, as the why names it. @param {any} why */
-function facts(why) {
-  const leaves = why.leaves || [];
+/** Where the collective came from, as the why names it. @param {any} why @param {(path: string) => string} name */
+function facts(why, name) {
+  const leaves = (why.leaves || []).map(name);
   return defList([
     ["line", why.source || "no line of yours: XLA's own relayout (no source metadata)"],
     ["JAX op", why.op],
@@ -93,7 +108,7 @@ function cardTable(cls, headers) {
 }
 
 /** The operands the collective moves: their shardings before (Shardy's) and after (what the op needs). @param {any[]} operands */
-function operandsTable(operands) {
+function operandsTable(operands, name = (/** @type {string} */ p) => p) {
   if (!operands || !operands.length) return null;
   const { table, row } = cardTable("why-operands", ["operand", "shape", "sharded now", "the op needs", "leaf"]);
   for (const o of operands) {
@@ -102,7 +117,7 @@ function operandsTable(operands) {
     cell(shapeText(o), "mono");
     cell(o.before || "—", "mono before");
     cell(o.after || "—", "mono after");
-    cell(o.leaf || "—", "mono");
+    cell(o.leaf ? name(o.leaf) : "—", "mono").title = o.leaf || "";
   }
   return h("div", { class: "table-wrap", part: "why-operands" }, table);
 }
@@ -131,6 +146,7 @@ function originTable(origin) {
  */
 export function draw(slot, c, opts = {}) {
   const why = c && c.why;
+  const name = opts.leafName ?? ((/** @type {string} */ p) => p);
   if (!why) {
     slot.append(h("p", { class: "muted", part: "why-none" }, "No why recorded for this collective (captured before Shardscope explained collectives)."));
     return;
@@ -139,15 +155,15 @@ export function draw(slot, c, opts = {}) {
   const fixes = why.fixes || [];
   const section = h("section", { class: "why", part: "why", "data-kind": why.kind || "" },
     h("h3", {}, "Why this collective"),
-    h("p", { class: "why-explanation", part: "why-explanation" }, why.explanation || ""),
-    h("div", { class: "summary", part: "why-facts" }, facts(why)),
+    h("p", { class: "why-explanation", part: "why-explanation" }, named(why.explanation || "", why.leaves || [], name)),
+    h("div", { class: "summary", part: "why-facts" }, facts(why, name)),
     // what the reading could not do (GSPMD wrote no origins, Shardy's module was too large to read...)
     why.note ? h("p", { class: "muted why-note", part: "why-note" }, why.note) : null,
     stackList(why.stack),
-    operandsTable(why.operands),
+    operandsTable(why.operands, name),
     originTable(why.origin),
     h("h3", {}, fixes.length ? `Fixes, each compiled again (${fixes.length})` : "Fixes"),
-    fixes.length ? fixesTable(fixes, (k) => tryFix(k)) : null,
+    fixes.length ? fixesTable(fixes, (k) => tryFix(k), name) : null,
     why.fixes_note ? h("p", { class: "muted why-note", part: "why-fixes-note" }, why.fixes_note) : null,
     tried);
   slot.append(section);
@@ -178,8 +194,9 @@ export function draw(slot, c, opts = {}) {
  * against before (each compiled again); a button tries one.
  * @param {any[]} fixes
  * @param {(k: number) => void} onTry
+ * @param {(path: string) => string} name
  */
-function fixesTable(fixes, onTry) {
+function fixesTable(fixes, onTry, name) {
   // estimated seconds exist only where the device set has hardware figures (not on CPU sets, where a kernel
   // run's program without collectives still says 0 s after): else no column
   const timed = fixes.some((f) => f.seconds_before !== null && f.seconds_before !== undefined);
@@ -189,7 +206,7 @@ function fixesTable(fixes, onTry) {
     const { tr, cell } = row();
     tr.className = "why-fix";
     cell(String(k + 1), "rank");
-    cell(fix.text || `${fix.leaf} as ${fix.spec}`, "change lead");
+    cell(fixText(fix, name), "change lead").title = fix.leaf || "";
     cell(change(fix.collectives_before, fix.collectives_after, count), "num collectives-after");
     cell(change(fix.bytes_before, fix.bytes_after, bytes), "num bytes-after").title = `${fix.bytes_before ?? "?"} → ${fix.bytes_after} bytes per device per step`;
     if (timed) cell(change(fix.seconds_before, fix.seconds_after, seconds), "num seconds-after");
@@ -202,6 +219,11 @@ function fixesTable(fixes, onTry) {
   return h("div", { class: "table-wrap", part: "why-fixes" }, table);
 }
 
+/** A fix in words, its leaf by the panel's name for it. @param {any} fix @param {(path: string) => string} name */
+function fixText(fix, name) {
+  return named(fix.text || `${fix.leaf} as ${fix.spec}`, fix.leaf ? [fix.leaf] : [], name);
+}
+
 /**
  * A fix tried: the program as it compiled, its collectives, and the diff and comparison where the host
  * offers them.
@@ -212,7 +234,7 @@ function fixesTable(fixes, onTry) {
 function triedFix(box, fix, opts) {
   const program = opts.program?.(fix) || null;
   const target = opts.linkTarget ? { target: opts.linkTarget, rel: "noopener noreferrer" } : {};
-  box.append(h("h4", {}, `Tried: ${fix.text || `${fix.leaf} as ${fix.spec}`}`));
+  box.append(h("h4", {}, `Tried: ${fixText(fix, opts.leafName ?? ((/** @type {string} */ p) => p))}`));
   if (!program) {
     box.append(h("p", { class: "muted", part: "tried-missing" }, "This snapshot does not carry the recompiled program of this fix."));
     return;

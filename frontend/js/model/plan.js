@@ -48,6 +48,16 @@ export function groupName(group, names) {
   return [name, ...rest].join(".");
 }
 
+/**
+ * A leaf path as the panel names it beside the HBM table: `inputs/args/1` -> `w` (the parameter it was passed
+ * as), `inputs/args/1/mu` -> `w.mu`, `inputs/kwargs/x` -> `x`; any other path as it is.
+ * @param {string} path
+ * @param {(string | null)[] | undefined} names the program's parameter names (`jit.arguments`)
+ */
+export function leafName(path, names) {
+  return path.startsWith("inputs/") ? groupName(path.slice("inputs/".length), names) : path;
+}
+
 /** The argument index of a group ("args/1/mu" -> 1; keyword arguments after every positional one). @param {string} group */
 function argumentIndex(group) {
   const [where, first] = group.split("/");
@@ -74,7 +84,7 @@ export function hbmOf(snap) {
   /** @type {HbmPart[]} */
   const parts = groups.map((g, i) => ({
     kind: "argument",
-    label: groupName(g.group, names),
+    label: g.name ?? groupName(g.group, names),
     bytes: g.bytes_per_device,
     colour: ARGUMENT_COLOURS[i % ARGUMENT_COLOURS.length],
     title: `${g.group}: ${g.leaves} lea${g.leaves === 1 ? "f" : "ves"}, their shards' logical bytes on each device`,

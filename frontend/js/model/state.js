@@ -142,9 +142,46 @@ export function deviceCount(devices, slices, catalog) {
 }
 
 /**
+ * The default mesh of a device set for `k` axes: a TPU slice's own sides when it has `k` of them (the
+ * devices of a chip folded into the last), a GPU set's hosts × GPUs for two axes, else the device count
+ * split as evenly as its factors allow (smallest side first: cpu:8 on two axes is 2x4); null when the
+ * set's device count is unknown.
+ * @param {string} devices
+ * @param {number} slices
+ * @param {number} k
+ * @param {any} catalog GET /api/platforms
+ * @returns {string | null}
+ */
+export function meshFor(devices, slices, k, catalog) {
+  const n = deviceCount(devices, slices, catalog);
+  if (!n || k < 1) return null;
+  const [kind, a, b] = devices.split(":");
+  const sides = parseDims(b || "");
+  if (kind === "tpu" && slices <= 1 && sides && sides.length === k) {
+    const gen = (catalog?.tpu || []).find((/** @type {any} */ g) => g.name === a);
+    const out = [...sides];
+    out[k - 1] *= gen?.cores_per_chip ?? 1;
+    return out.join("x");
+  }
+  if (kind === "gpu" && k === 2 && sides && sides.length === 2) return sides.join("x");
+  /** @type {number[]} */
+  const factors = [];
+  for (let rest = n, f = 2; rest > 1; ) {
+    if (rest % f === 0) {
+      factors.push(f);
+      rest /= f;
+    } else f += 1;
+  }
+  const dims = Array(k).fill(1);
+  for (const f of factors.reverse()) dims[dims.indexOf(Math.min(...dims))] *= f;
+  return dims.sort((x, y) => x - y).join("x");
+}
+
+/**
  * Device sets of exactly `n` devices to offer for a mesh of `n` (a pasted repr names no devices): a TPU
- * slice of the current set's generation (else of any generation) whose topology has `n` devices, a GPU
- * set of the current kind, and `cpu:n` (what JAX numbers 0..n-1 with --xla_force_host_platform_device_count).
+ * slice of the current set's generation (else of the newest generation with one device a chip that has
+ * one — never the oldest by catalog order), a GPU set of the current kind, and `cpu:n` (what JAX numbers 0..n-1 with
+ * --xla_force_host_platform_device_count).
  * @param {number} n
  * @param {string} current the device set on screen
  * @param {any} catalog GET /api/platforms
@@ -155,7 +192,9 @@ export function deviceSetsFor(n, current, catalog) {
   /** @type {string[]} */
   const out = [];
   const tpus = catalog?.tpu || [];
-  const gens = kind === "tpu" ? [...tpus.filter((/** @type {any} */ g) => g.name === name), ...tpus.filter((/** @type {any} */ g) => g.name !== name)] : tpus;
+  // the catalog lists generations oldest first (v2, v3, ...): the newest with one device a chip first
+  const newest = [...tpus].reverse().sort((/** @type {any} */ g, /** @type {any} */ h) => g.cores_per_chip - h.cores_per_chip);
+  const gens = kind === "tpu" ? [...tpus.filter((/** @type {any} */ g) => g.name === name), ...newest.filter((/** @type {any} */ g) => g.name !== name)] : newest;
   for (const gen of gens) {
     const topo = gen.topologies.find((/** @type {string} */ t) => t.split("x").reduce((x, y) => x * Number(y), 1) * gen.cores_per_chip === n);
     if (topo) {

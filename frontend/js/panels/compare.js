@@ -5,7 +5,7 @@
 // (components/plan.js). The two sides are the state (a, b), each as pasted: an address, "snapshot:<id>"
 // or a /s/ link.
 
-import { cellsOf, el, h, headedTable } from "../lib/dom.js";
+import { el, h, headedTable } from "../lib/dom.js";
 import { showError } from "../lib/errors.js";
 import { fmtBytes } from "../lib/format.js";
 import { estimateText, estimateTitle, fmtSeconds, rooflinePanel } from "../components/estimates.js";
@@ -127,7 +127,7 @@ export function mount(root, host, initial) {
   const results = h("div", { class: "compare-results", part: "results", hidden: true },
     verdict, notes, sides, plans, rooflines,
     h("h2", {}, "Collectives, matched up"),
-    h("p", { class: "muted" }, "Same op along the same mesh axes, in program order; Δ is B − A."),
+    h("p", { class: "muted" }, "Only the same op along the same mesh axes is paired: by source line, then size; a collective with no match stands alone. Δ is B − A."),
     matched, note);
   root.replaceChildren(aside, h("section", { class: "view", "aria-label": "Comparison" }, toolbar, results));
 
@@ -209,31 +209,46 @@ export function mount(root, host, initial) {
     sides.replaceChildren(table);
   }
 
-  /** The matched collectives: each side's op, shape, groups, bytes, estimate and source op, and the differences. @param {any} r */
+  /**
+   * The matched collectives, four columns so A, B and Δ are in view at 1440 px (cards on a phone, app.css):
+   * the op and its mesh axes; each side's bytes and estimate, its shape and groups, the line and JAX op that
+   * make it; Δ (B − A) of time and bytes.
+   * @param {any} r
+   */
   function renderMatched(r) {
-    const side = (/** @type {string} */ k) => [`${k} shape`, `${k} groups`, `${k} bytes`, `${k} estimate`, `${k} from`];
-    const { table, body } = headedTable("hops collectives compare-matched", ["op", "mesh axes", ...side("A"), ...side("B"), "Δ estimate", "Δ bytes"]);
+    const { table, body } = headedTable("hops collectives compare-matched", ["collective", "A", "B", "Δ (B − A)"]);
     for (const m of r.collectives) {
-      const cell = cellsOf(body.insertRow());
-      cell(m.op || "", "op");
-      cell(m.axes_text || "");
-      for (const s of [m.a, m.b]) {
+      const row = body.insertRow();
+      row.dataset.paired = String(Boolean(m.a && m.b));
+      const op = row.insertCell();
+      op.className = "op";
+      op.dataset.label = "collective";
+      op.append(h("strong", {}, m.op || ""), h("div", { class: "muted axes", "data-field": "axes" }, m.axes_text ? `mesh axes ${m.axes_text}` : "no mesh axes"));
+      for (const [key, s] of /** @type {[string, any][]} */ ([["A", m.a], ["B", m.b]])) {
+        const td = row.insertCell();
+        td.className = `side${s ? "" : " absent"}`;
+        td.dataset.label = key;
+        td.dataset.side = key.toLowerCase();
         if (!s) {
-          cell("—", "absent");
-          for (let k = 0; k < 4; k++) cell("");
+          td.textContent = `— none on ${key}'s side`;
           continue;
         }
-        cell(s.shape || "—", "mono");
-        cell(s.groups);
-        cell(s.bytes === null ? "—" : fmtBytes(s.bytes), "num");
         const est = s.seconds === null ? { seconds: null, why: s.why } : { seconds: s.seconds, expected_seconds: s.expected_seconds, fabric: s.fabric, formula: s.formula };
-        cell(estimateText(est, s.repeat), "estimate num").title = estimateTitle(est);
-        cell(s.source || s.name || "—", "source");
+        const estimate = h("span", { class: "estimate", title: estimateTitle(est) }, estimateText(est, s.repeat));
+        const bytes = h("strong", { class: "num", "data-field": "bytes", title: s.bytes === null ? "" : `${s.bytes.toLocaleString("en-US")} bytes per device` }, s.bytes === null ? "—" : fmtBytes(s.bytes));
+        td.append(h("div", {}, bytes, " · ", estimate),
+          h("div", { class: "muted" }, h("span", { class: "mono", "data-field": "shape" }, s.shape || "—"), ` · ${s.groups}`),
+          h("div", { class: "source", "data-field": "from", title: [s.line, s.source, s.name].filter(Boolean).join("\n") }, [s.line, s.source || s.name].filter(Boolean).join(" · ") || "—"));
       }
+      const delta = row.insertCell();
+      delta.className = "num delta";
+      delta.dataset.label = "Δ (B − A)";
       const ds = m.delta_seconds;
-      cell(ds === null ? "" : `${ds > 0 ? "+" : ds < 0 ? "−" : ""}${fmtSeconds(Math.abs(ds))}`, `num ${ds > 0 ? "worse" : ds < 0 ? "better" : ""}`);
       const db = m.delta_bytes;
-      cell(db === null ? "" : `${db > 0 ? "+" : db < 0 ? "−" : ""}${fmtBytes(Math.abs(db))}`, "num");
+      const sign = (/** @type {number} */ d) => (d > 0 ? "+" : d < 0 ? "−" : "");
+      if (ds === null && db === null) delta.append(h("span", { class: "muted" }, m.a && m.b ? "" : "unmatched"));
+      if (ds !== null) delta.append(h("div", { class: ds > 0 ? "worse" : ds < 0 ? "better" : "", "data-field": "delta-seconds" }, `${sign(ds)}${fmtSeconds(Math.abs(ds))}`));
+      if (db !== null) delta.append(h("div", { "data-field": "delta-bytes" }, `${sign(db)}${fmtBytes(Math.abs(db))}`));
     }
     matched.replaceChildren(r.collectives.length ? table : el("p", "muted", "neither side has collectives"));
   }

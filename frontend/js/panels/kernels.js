@@ -116,7 +116,8 @@ export function mount(root, host, initial) {
   /** @type {import("../model/kernel_run.js").KernelState | null} */
   let ranWith = null;
   let runToken = 0;
-  let selectedCollective = 0;
+  /** The collective chosen (undefined: none yet, the section shows the costliest). @type {number | undefined} */
+  let selectedCollective;
   /** @type {ReturnType<typeof devicePicker> | null} */
   let devices = null;
   /** @type {ReturnType<typeof meshPicker> | null} */

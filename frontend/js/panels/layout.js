@@ -18,7 +18,7 @@ import { reshardBox } from "../components/reshard.js";
 import { layoutFacts } from "../model/facts.js";
 import { Layout } from "../model/layout.js";
 import { parsePasted, straightQuotes } from "../model/paste.js";
-import { DEFAULTS, ORDERS, deviceCount, deviceSetsFor, fromQuery, layoutRequest, toQuery } from "../model/state.js";
+import { DEFAULTS, ORDERS, deviceCount, deviceSetsFor, fromQuery, layoutRequest, meshFor, toQuery } from "../model/state.js";
 import { errorBox, exampleButton, fieldOf, fixButton, lifetime, settledError, shareAndStatus } from "./common.js";
 import { DTYPES } from "../lib/vocabulary.js";
 
@@ -173,8 +173,12 @@ export function mount(root, host, initial) {
     dimsBox.value = gridDims(rank, zeroBased(state.dims)).join(",");
   }
 
-  /** @param {boolean} replace */
-  const save = (replace) => host.save({ ...state }, replace);
+  /** The device set and mesh as last committed (a typed device count commits when the field is left). */
+  let settled = { devices: state.devices, slices: state.slices, mesh: state.mesh };
+  const save = (/** @type {boolean} */ replace) => {
+    if (!replace) settled = { devices: state.devices, slices: state.slices, mesh: state.mesh };
+    host.save({ ...state }, replace);
+  };
 
   /** A line under the spec box saying what was done to what was pasted (empty: none). @param {...(string | Node)} parts */
   function say(...parts) {
@@ -432,9 +436,28 @@ export function mount(root, host, initial) {
   /** A control committed a change: a new history entry, and a new layout at once. */
   function onControlChange() {
     controlsToState();
+    followDevices(settled);
     stateToControls();
     save(false);
     schedule(0);
+  }
+
+  /**
+   * When the device set changes size under a mesh that fitted it (a 4x4 mesh as the slice becomes 64 chips),
+   * the mesh follows: the new set's default mesh (`meshFor`), the axis names kept; said in the note.
+   * @param {{devices: string, slices: number, mesh: string}} before
+   */
+  function followDevices(before) {
+    if (!catalog || (state.devices === before.devices && state.slices === before.slices)) return;
+    const size = (/** @type {string} */ m) => m.split("x").reduce((a, b) => a * (Number(b) || 0), 1);
+    const was = deviceCount(before.devices, before.slices, catalog);
+    const now = deviceCount(state.devices, state.slices, catalog);
+    if (!now || now === was || size(state.mesh) !== was) return;
+    const axes = state.axes.split(",").map((a) => a.trim()).filter(Boolean);
+    const next = meshFor(state.devices, state.slices, Math.max(1, axes.length), catalog);
+    if (!next) return;
+    Object.assign(state, { mesh: next, ...(state.order === "devices" ? { order: "make_mesh", ids: "" } : {}) });
+    say(`Mesh ${next}: it follows the ${now} devices of ${state.devices} (the ${before.mesh} mesh fitted ${was}); axes ${axes.join(", ")} kept.`);
   }
 
   /** A field is being typed in: the same history entry, a new layout once typing pauses. */
@@ -512,6 +535,7 @@ export function mount(root, host, initial) {
     if (p.memoryKind && p.memoryKind !== "None") said.push(`memory kind ${p.memoryKind} (not drawn)`);
     const what = { named: "NamedSharding", single: "SingleDeviceSharding", mesh: "Mesh" }[p.kind];
     say(`From the pasted ${what}: ${said.join("; ")}.`);
+    if (others.length) note.append(" The repr names no platform; the same mesh on: ");
     for (const set of others) {
       const b = fixButton(note, `Use ${set}`, () => {
         apply({ devices: set, slices: 1 });
@@ -561,6 +585,7 @@ export function mount(root, host, initial) {
     if (!withPickers || life.disposed) return;
     examples.replaceChildren(...ex.layout.map((e) => exampleButton(e, () => {
       state = { ...DEFAULTS, ...e.state };
+      settled = { devices: state.devices, slices: state.slices, mesh: state.mesh };
       pastedMesh = "";
       say();
       commit();
@@ -632,6 +657,7 @@ export function mount(root, host, initial) {
   return {
     update(next) {
       state = { ...DEFAULTS, ...next };
+      settled = { devices: state.devices, slices: state.slices, mesh: state.mesh };
       stateToControls();
       reshard?.set(state.reshard);
       reshardPending = Boolean(state.reshard);

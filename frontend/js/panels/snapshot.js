@@ -18,6 +18,7 @@ import { layoutGrid } from "../components/grid.js";
 import { leafTree } from "../components/leaf_tree.js";
 import { memoryVerdict } from "../components/memory.js";
 import { planSummary } from "../components/plan.js";
+import { leafName } from "../model/plan.js";
 import { onTopology } from "../model/collective.js";
 import { kindText, leafFacts, snapshotFacts } from "../model/facts.js";
 import { deviceRow, Layout } from "../model/layout.js";
@@ -69,7 +70,8 @@ export function mount(root, host, initial) {
   /** @type {ReturnType<typeof leafTree> | null} */
   let tree = null;
   let filterTimer = 0;
-  let chosen = 0;
+  /** The collective chosen (undefined: none yet, the section shows the costliest). @type {number | undefined} */
+  let chosen;
   /** The fix of the chosen collective shown tried (components/why.js), kept while the collective stays chosen. */
   /** @type {number | null} */
   let tried = null;
@@ -113,7 +115,8 @@ export function mount(root, host, initial) {
   const leafPanel = h("section", { class: "view snap-leaf", "aria-label": "Leaf" }, leafTitle, leafHint, leafSummary, leafGrid, leafLegend);
   const memoryFlag = h("p", { class: "memory-flag", part: "memory-flag" });
   const memoryChart = h("div", { class: "memory-chart", part: "memory-chart", role: "img", "aria-label": "Bytes per device" });
-  const memory = h("section", { class: "view snap-memory", "aria-label": "Memory per device" }, h("h2", {}, "Memory per device"), memoryFlag, memoryChart);
+  const memoryTitle = h("h2", { part: "memory-title" }, "Memory per device");
+  const memory = h("section", { class: "view snap-memory", "aria-label": "Memory per device" }, memoryTitle, memoryFlag, memoryChart);
   const rules = h("textarea", { rows: 4, part: "rules", spellcheck: "false", "aria-label": "Rules", placeholder: "('batch', 'data'), ('hidden', 'model'), ('embed', None)" });
   const applyRules = h("button", { type: "button", part: "apply-rules" }, "Apply rules");
   const resetRules = h("button", { type: "button", part: "reset-rules" }, "Back to captured");
@@ -216,7 +219,10 @@ export function mount(root, host, initial) {
   async function plotMemory() {
     const platform = String(snap.platform).toUpperCase();
     const next = whatif ? whatif.memory : null;
-    memoryVerdict(memoryFlag, snap.memory, next, platform);
+    // a compiled program's snapshot holds its arguments and outputs: the chart is theirs, not XLA's peak
+    const program = Boolean(snap.jit?.memory_per_device);
+    memoryTitle.textContent = program ? "Arguments and outputs per device" : "Memory per device";
+    memoryVerdict(memoryFlag, snap.memory, next, platform, program ? "Arguments and outputs (not temporaries: XLA's peak is in the plan above)" : "Captured");
     await host.memoryChart?.(memoryChart, { mem: snap.memory, next, platform, hostOf: hostsOf(snap), dark: host.dark() });
     host.mark("plottedAt");
   }
@@ -303,6 +309,7 @@ export function mount(root, host, initial) {
         ? "In the notebook: the fix's program as it compiled, carried in this snapshot (no server). Diff and Compare run on the dashboard: publish this snapshot (Publish to dashboard) and try the fix there."
         : undefined,
       linkTarget: host.kind === "widget" ? "_blank" : undefined,
+      leafName: (path) => leafName(path, snap.jit?.arguments),
       tried: tried ?? undefined,
       onTry: (k) => {
         tried = k;
@@ -508,7 +515,7 @@ export function mount(root, host, initial) {
     state = { ...fromQuery(new URLSearchParams()), ...next };
     snap = null;
     whatif = null;
-    chosen = 0;
+    chosen = undefined;
     tried = null;
     try {
       if ((state.snapshot || state.run) && data.snapshot) snap = await data.snapshot(snapshotRef(state));
