@@ -35,6 +35,7 @@ from server.middleware import (
     CrossSiteCheck,
     HostCheck,
     JsonOnly,
+    Message,
     Receive,
     Scope,
     SecurityHeaders,
@@ -49,6 +50,7 @@ from server.services.kernels import KernelRuns
 from server.services.snapshots import SnapshotRepository
 from server.settings import Settings
 from server.store import open_store
+from server.vendor import REVALIDATE
 from sharding_core import cache
 from sharding_core.errors import ShardingError
 from sharding_core.kernels import worker
@@ -56,6 +58,9 @@ from shardscope.assets import frontend_dir
 
 FRONTEND_DIR = frontend_dir()
 """The static dashboard (no build step), served at ``/``."""
+
+STATIC_CACHE_CONTROL = REVALIDATE.encode()
+"""The static files' Cache-Control (:class:`FrontendFiles`)."""
 
 _METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
@@ -82,7 +87,11 @@ class FrontendFiles:
     for API paths no route took.
 
     Files are served by Starlette's ``StaticFiles``, which resolves every path and refuses anything
-    outside the directory (``..``, encoded ``%2e%2e``, symlinks out), answering 404.
+    outside the directory (``..``, encoded ``%2e%2e``, symlinks out), answering 404. Each carries
+    ``Cache-Control: no-cache`` beside StaticFiles' ``ETag`` and ``Last-Modified``: the browser keeps the
+    pages and modules but asks again before using them (a 304 when unchanged), so a server upgraded
+    under an open dashboard never mixes old modules with new ones (the heuristic freshness browsers give
+    files without a Cache-Control would).
     """
 
     def __init__(self, directory: Path, routes: Sequence[BaseRoute]) -> None:
@@ -106,7 +115,13 @@ class FrontendFiles:
             raise HTTPException(405, headers={"Allow": ", ".join(allowed)})
         if path == "/api" or path.startswith("/api/"):
             raise HTTPException(404)
-        await self.files(scope, receive, send)
+
+        async def revalidated(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] in (200, 304):
+                message["headers"] = [*message.get("headers", ()), (b"cache-control", STATIC_CACHE_CONTROL)]
+            await send(message)
+
+        await self.files(scope, receive, revalidated)
 
 
 def create_app(
