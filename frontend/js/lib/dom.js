@@ -193,3 +193,16 @@ export function download(blob, name) {
   a.remove();
   setTimeout(() => URL.revokeObjectURL(a.href), 10_000);
 }
+
+/**
+ * Resolves after the next paint, so what is built so far shows before the next piece of work: a panel draws
+ * what a reader looks at first, awaits this, then draws the rest. In a hidden page, which paints nothing
+ * (a background tab), it resolves at once.
+ * @returns {Promise<void>}
+ */
+export function afterPaint() {
+  return new Promise((resolve) => {
+    if (document.visibilityState === "hidden") setTimeout(resolve, 0);
+    else requestAnimationFrame(() => setTimeout(resolve, 0));
+  });
+}
