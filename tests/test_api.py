@@ -313,6 +313,16 @@ def test_static_frontend(client: TestClient) -> None:
     assert client.get("/css/app.css").status_code == 200
 
 
+@pytest.mark.parametrize("path", ["/", "/snapshots.html", "/js/views/layout.js", "/js/lib/dom.js", "/css/app.css"])
+def test_static_files_are_kept_and_revalidated(client: TestClient, path: str) -> None:
+    # Issue 37: the browser keeps pages and modules but asks before using them again (a 304 when unchanged),
+    # so a second page costs no bytes and an upgraded server never runs beside its old modules.
+    first = client.get(path)
+    assert first.status_code == 200 and first.headers["cache-control"] == "no-cache"
+    again = client.get(path, headers={"if-none-match": first.headers["etag"]})
+    assert again.status_code == 304 and again.content == b"" and again.headers["cache-control"] == "no-cache"
+
+
 def test_openapi_documents_every_route(client: TestClient) -> None:
     schema = client.get("/openapi.json").json()
     assert {

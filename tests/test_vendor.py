@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import time
 from pathlib import Path
 
 import pytest
@@ -40,7 +42,54 @@ def test_css_extraction_reads_literals_without_evaluating() -> None:
         extract_plotly_css("var nothing = 1;")
 
 
-def test_pages_carry_the_maplibre_guard_plotly_checks_for() -> None:
+def test_pages_get_the_maplibre_guard_plotly_checks_for(client: TestClient) -> None:
     # Regression guard: if a plotly upgrade changes the id, the page would inject a <style> the CSP refuses.
+    # Pages add the element before Plotly's script (frontend/js/lib/plotly.js), with the id the manifest names.
     assert f'document.getElementById("{MAPLIBRE_STYLE_ID}")' in plotly_js_path().read_text(encoding="utf-8")
-    assert f'id="{MAPLIBRE_STYLE_ID}"' in (ROOT / "frontend" / "snapshots.html").read_text()
+    assert client.get("/vendor/plotly.json").json()["maplibre_guard"] == MAPLIBRE_STYLE_ID
+    loader = (ROOT / "frontend" / "js" / "lib" / "plotly.js").read_text()
+    assert "guard.id = where.maplibre_guard" in loader and 'css.id = "plotly.js-style-global"' in loader
+
+
+def test_plotly_addresses_name_its_content_and_are_cached_for_good(client: TestClient) -> None:
+    # Issue 37: a second page never fetches Plotly again; an upgraded plotly has other addresses.
+    manifest = client.get("/vendor/plotly.json")
+    assert manifest.headers["cache-control"] == "no-cache"  # asked again each time: it names the version
+    etag = manifest.headers["etag"]
+    assert client.get("/vendor/plotly.json", headers={"if-none-match": etag}).status_code == 304
+    where = manifest.json()
+    digest = hashlib.sha256(plotly_js_path().read_bytes()).hexdigest()[:16]
+    assert where["js"] == f"/vendor/plotly-{digest}.min.js" and where["css"] == f"/vendor/plotly-{digest}.css"
+    js = client.get(where["js"], headers={"accept-encoding": "identity"})
+    assert js.status_code == 200 and js.content == plotly_js_path().read_bytes()
+    assert js.headers["cache-control"] == "public, max-age=31536000, immutable"
+    assert "accept-encoding" in js.headers["vary"].lower()
+    css = client.get(where["css"])
+    assert css.headers["cache-control"] == "public, max-age=31536000, immutable"
+    assert css.content == client.get("/vendor/plotly.css").content
+    # a page from before an upgrade asks for the old digest: a clear 404, never another version's bytes
+    old = client.get("/vendor/plotly-0123456789abcdef.min.js")
+    assert old.status_code == 404 and old.json()["error"]["code"] == "not_found"
+    assert "reload" in old.json()["error"]["hint"]
+    # the unversioned addresses stay, revalidated
+    plain = client.get("/vendor/plotly.min.js", headers={"accept-encoding": "identity"})
+    assert plain.headers["cache-control"] == "no-cache"
+    assert client.get("/vendor/plotly.min.js", headers={"if-none-match": plain.headers["etag"]}).status_code == 304
+
+
+def test_plotly_goes_out_gzipped_once_compressed(client: TestClient) -> None:
+    # 4.8 MB of script is 1.5 MB compressed: compressed once, in a thread the first request starts.
+    url = client.get("/vendor/plotly.json").json()["js"]
+    raw = plotly_js_path().read_bytes()
+    deadline = time.monotonic() + 60
+    while True:
+        r = client.get(url, headers={"accept-encoding": "gzip"})
+        if r.headers.get("content-encoding") == "gzip" or time.monotonic() > deadline:
+            break
+        assert r.content == raw  # meanwhile: the file as it is
+        time.sleep(0.1)
+    assert r.headers.get("content-encoding") == "gzip"
+    assert r.content == raw  # httpx decodes it
+    assert int(r.headers["content-length"]) < len(raw) / 2
+    # a client that does not take gzip gets the file as it is
+    assert "content-encoding" not in client.get(url, headers={"accept-encoding": "identity"}).headers

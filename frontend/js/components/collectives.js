@@ -136,6 +136,7 @@ export function collectiveOnMesh(container, mesh, c, n, opts) {
   const groupOf = new Map();
   const groups = c.groups || [];
   groups.forEach((g, gi) => g.forEach((id) => groupOf.set(id, gi)));
+  const members = groups.map((g) => g.join(",")); // once per group, not once per device (256 devices of one group)
   const target = new Map((c.pairs || []).map(([a, b]) => [a, b]));
   const over = c.axes_text ? ` over ${c.axes_text}` : "";
   const caption = `#${n} ${c.op}${over}: ${groupsSummary(c)}${c.pairs ? " (cells show where each device sends)" : ""}`;
@@ -148,7 +149,7 @@ export function collectiveOnMesh(container, mesh, c, n, opts) {
     },
     title: (id) => {
       const gi = groupOf.get(id);
-      return gi !== undefined ? `device ${id}: group ${gi + 1} {${groups[gi].join(",")}}` : `device ${id}: not in this collective`;
+      return gi !== undefined ? `device ${id}: group ${gi + 1} {${members[gi]}}` : `device ${id}: not in this collective`;
     },
   });
 }

@@ -8,7 +8,7 @@
 // Drawn from the snapshot alone, on any host (the snapshot panel, the compare panel, the widget).
 
 import { defList, el, h, headedTable, cellsOf } from "../lib/dom.js";
-import { fmtBytes, fmtCount, fmtSeconds } from "../lib/format.js";
+import { fmtBytes, fmtCount, fmtSeconds, thousands } from "../lib/format.js";
 import { groupColour, noTileColour } from "../model/layout.js";
 import { OVER, hbmOf, opTail, stepBand } from "../model/plan.js";
 import { rooflinePanel } from "./estimates.js";
@@ -35,7 +35,7 @@ function share(n, of) {
 
 /** @param {number} n */
 function exactBytes(n) {
-  return `${n.toLocaleString("en-US")} bytes`;
+  return `${thousands(n)} bytes`;
 }
 
 /**

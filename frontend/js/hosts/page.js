@@ -7,6 +7,7 @@ import { bootPage, isDark } from "../lib/page.js";
 import { VIEWS } from "../lib/vocabulary.js";
 import { onBackForward, pageQuery, writeUrl } from "../lib/url.js";
 import { memoryChart } from "../components/memory.js";
+import { early, snapshotUrl } from "./early.js";
 import { countOn, markOn } from "./host.js";
 
 /** Each view's page (index.html is the layout explorer). */
@@ -28,6 +29,9 @@ function linkState(query) {
   const keys = [...q.keys()];
   return new Set(keys).size === keys.length ? Object.fromEntries(q) : { query };
 }
+
+/** GET `url`: the answer started early (hosts/early.js) when there is one, else a new request. @param {string} url */
+const getFirst = (url) => early(url) ?? getJSON(url);
 
 /** A kernel run through the job queue: POST /api/kernels/jobs, then its state until done. */
 /** @type {import("./host.js").Data["runKernel"]} */
@@ -56,13 +60,13 @@ async function snapshot(ref) {
     return fixes[fix];
   }
   if (ref.run) {
-    const merged = await getJSON(`/api/snapshots/runs/${encodeURIComponent(ref.run)}`);
+    const merged = await getFirst(snapshotUrl({ run: ref.run }));
     if (ref.process === undefined) return merged;
     const part = merged.processes.snapshots.find((/** @type {any} */ p) => p.process_index === ref.process);
     if (!part) throw new ApiError(404, { code: "not_found", message: `process ${ref.process} did not report to this run` });
     return getJSON(`/api/snapshots/${part.id}`);
   }
-  return getJSON(`/api/snapshots/${encodeURIComponent(ref.snapshot)}`);
+  return getFirst(snapshotUrl({ snapshot: ref.snapshot }));
 }
 
 /** @type {import("./host.js").Recent} */
@@ -97,7 +101,7 @@ export function pageHost(panel) {
   return {
     kind: "page",
     data: {
-      platforms: () => getJSON("/api/platforms"),
+      platforms: () => getFirst("/api/platforms"),
       layout: (req, signal) => postJSON("/api/layout", req, signal),
       reshard: (body) => postJSON("/api/reshard", body),
       topology: (devices, slices, signal) => {
@@ -107,14 +111,14 @@ export function pageHost(panel) {
       },
       topologyMesh: (req, signal) => postJSON("/api/topology/mesh", req, signal),
       topologyGroups: (body, signal) => postJSON("/api/topology/groups", body, signal),
-      kernels: () => getJSON("/api/kernels"),
+      kernels: () => getFirst("/api/kernels"),
       runKernel,
       snapshot,
       whatif: (ref, rules) => postJSON("/api/snapshots/whatif", { ref, rules }),
       diff: (a, b) => postJSON("/api/snapshots/diff", { a, b }),
       link: (id) => getJSON(`/api/links/${encodeURIComponent(id)}`),
       compare: (a, b) => postJSON("/api/compare", { a, b }),
-      examples: () => getJSON("/examples.json"),
+      examples: () => getFirst("/examples.json"),
     },
     dark: isDark,
     onTheme(fn) {

@@ -193,3 +193,20 @@ export function download(blob, name) {
   a.remove();
   setTimeout(() => URL.revokeObjectURL(a.href), 10_000);
 }
+
+/**
+ * Resolves after the next paint, so what is built so far shows before the next piece of work: a panel draws
+ * what a reader looks at first, awaits this, then draws the rest. The rest waits, as a background task, for
+ * whatever else the page has to do first (another panel's first picture: several widgets in a notebook). In
+ * a hidden page, which paints nothing (a background tab), it does not wait for a paint.
+ * @returns {Promise<void>}
+ */
+export function afterPaint() {
+  const scheduler = /** @type {any} */ (globalThis).scheduler;
+  const later = (/** @type {() => void} */ resolve) =>
+    scheduler?.postTask ? scheduler.postTask(resolve, { priority: "background" }) : setTimeout(resolve, 0);
+  return new Promise((resolve) => {
+    if (document.visibilityState === "hidden") later(resolve);
+    else requestAnimationFrame(() => later(resolve));
+  });
+}

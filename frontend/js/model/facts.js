@@ -2,7 +2,7 @@
 // layout explorer's summary, the snapshot view's header and leaf panel, a kernel run's array cards):
 // one wording everywhere, replication included.
 
-import { compactIds, fmtBytes, meshAxes } from "../lib/format.js";
+import { compactIds, fmtBytes, fmtDateTime, meshAxes } from "../lib/format.js";
 import { rulesText } from "./rules.js";
 
 /** @typedef {import("./layout.js").Layout} Layout */
@@ -125,7 +125,7 @@ export function snapshotFacts(snap) {
     ["meshes", snap.meshes.map(meshAxes).join("; ") || "none"],
     ["process", snap.process_index !== null && snap.process_index !== undefined ? `${snap.process_index} of ${snap.process_count}` : null],
     ["logical rules", snap.rules ? rulesText(snap.rules) : logical ? "none captured" : null],
-    ["captured", snap.created ? `${new Date(snap.created * 1000).toLocaleString()} with JAX ${snap.jax_version}` : null],
+    ["captured", snap.created ? `${fmtDateTime(snap.created * 1000)} with JAX ${snap.jax_version}` : null],
     // a plan's memory is drawn in its own section (components/plan.js): here, only what was compiled
     ["jit", jit ? (snap.plan ? `${jit.function}${mem ? "" : ": refused by XLA for memory"}` : `${jit.function}: per device ${perDevice.join(", ")}`) : null],
   ];

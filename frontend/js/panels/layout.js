@@ -6,7 +6,7 @@
 // the mesh table highlighting each other, the summary, downloads, "Reshard to…" and the share link.
 
 import { ApiError, newestWins } from "../lib/api.js";
-import { defList, download, h, labelled, setOptions } from "../lib/dom.js";
+import { afterPaint, defList, download, h, labelled, setOptions } from "../lib/dom.js";
 import { errorFields, showError } from "../lib/errors.js";
 import { compactIds, meshAxes } from "../lib/format.js";
 import { hideCard } from "../lib/hovercard.js";
@@ -601,12 +601,13 @@ export function mount(root, host, initial) {
     }
   }), stop, spoken.dispose, () => keysOn.removeEventListener("keydown", /** @type {EventListener} */ (onPageKey)));
 
-  // the picture loads from the state while the pickers wait for the catalog
+  // the picture loads from the state while the pickers wait for the catalog, and are built a frame
+  // later (its request on its way first, however soon the catalog is here)
   stateToControls();
   schedule(0);
   if (data.platforms) {
     data.platforms().then(
-      (cat) => startControls(cat),
+      (cat) => afterPaint().then(() => startControls(cat)),
       (e) => {
         explain(e);
         startControls({ tpu: [], gpu: [] });

@@ -9,9 +9,9 @@
 // (model/leaves.js).
 
 import { ApiError } from "../lib/api.js";
-import { defList, el, h, headedTable } from "../lib/dom.js";
+import { afterPaint, defList, el, h, headedTable } from "../lib/dom.js";
 import { showError } from "../lib/errors.js";
-import { compactIds, fmtBytes } from "../lib/format.js";
+import { compactIds, fmtBytes, fmtDateTime } from "../lib/format.js";
 import { collectivesSection } from "../components/collectives.js";
 import { draw as drawWhy } from "../components/why.js";
 import { layoutGrid } from "../components/grid.js";
@@ -78,6 +78,8 @@ export function mount(root, host, initial) {
   /** The topology view's state for this snapshot's mesh (null: its devices cannot be shown there). */
   /** @type {ReturnType<typeof topologyBase>} */
   let onTopo = null;
+  /** How many times the panel was opened (a snapshot drawn in pieces stops when another opens). */
+  let opened = 0;
   const life = lifetime();
 
   // ---------------------------------------------------------------- DOM
@@ -249,7 +251,6 @@ export function mount(root, host, initial) {
       processes.appendChild(el("p", "", `Process ${state.process} of run ${state.run.slice(0, 6)}…`));
     }
     renderPlan();
-    renderCollectives();
     const axes = new Set();
     for (const m of snap.meshes) for (const a of m.axis_names) axes.add(a);
     axisFilter.replaceChildren(option("any", ""), ...[...axes, "(replicated)", "(not split)"].map((a) => option(a, a)));
@@ -458,7 +459,7 @@ export function mount(root, host, initial) {
       return;
     }
     const ul = el("ul");
-    for (const r of list) ul.appendChild(h("li", {}, h("a", { href: r.href }, r.name || "(unnamed)"), el("span", "muted", `${r.what} · ${new Date(r.at).toLocaleString()}`)));
+    for (const r of list) ul.appendChild(h("li", {}, h("a", { href: r.href }, r.name || "(unnamed)"), el("span", "muted", `${r.what} · ${fmtDateTime(r.at)}`)));
     const forget = h("button", { type: "button", class: "link" }, "forget this list");
     forget.addEventListener("click", () => {
       recent.forget();
@@ -475,7 +476,13 @@ export function mount(root, host, initial) {
     renderRecent();
   }
 
-  async function start() {
+  /**
+   * Draws the snapshot in the order a reader looks at it, each piece after the previous one is on screen: the
+   * head and a plan's verdict first (from the snapshot alone), then the collectives and the chosen one's why,
+   * then the leaves and a leaf's layout, then memory (Plotly's chart last, loaded only then).
+   * @param {number} turn this opening's number: a newer opening stops it
+   */
+  async function start(turn) {
     empty.hidden = Boolean(snap);
     root.classList.toggle("no-snapshot", !snap);
     if (!snap) {
@@ -484,8 +491,15 @@ export function mount(root, host, initial) {
       renderRecent();
       return;
     }
-    remember();
     renderHead();
+    const current = async () => {
+      await afterPaint();
+      return turn === opened && !life.disposed;
+    };
+    if (!(await current())) return;
+    remember();
+    renderCollectives();
+    if (!(await current())) return;
     tree = leafTree(leafTable, snap.leaves, {
       now,
       kind: kindText,
@@ -501,7 +515,15 @@ export function mount(root, host, initial) {
     filter.value = state.q;
     kindFilter.value = state.kind;
     rules.value = state.rules || defaultRules();
-    await (state.rules ? runWhatif(state.rules, false) : refreshAll());
+    if (state.rules) await runWhatif(state.rules, false);
+    else {
+      applyFilter();
+      if (!(await current())) return;
+      renderLeaf();
+      if (!(await current())) return;
+      await plotMemory();
+    }
+    if (turn !== opened || life.disposed) return;
     host.bump("rendered");
     if (state.diff) {
       diffWith.value = state.diff;
@@ -511,16 +533,18 @@ export function mount(root, host, initial) {
 
   /** (Re)opens the panel at `next`: on arrival, and after back or forward. @param {SState} next */
   async function open(next) {
+    const turn = ++opened;
     showError(snapError, null);
     state = { ...fromQuery(new URLSearchParams()), ...next };
     snap = null;
     whatif = null;
+    tree = null;
     chosen = undefined;
     tried = null;
     try {
       if ((state.snapshot || state.run) && data.snapshot) snap = await data.snapshot(snapshotRef(state));
-      if (life.disposed) return;
-      await start();
+      if (life.disposed || turn !== opened) return;
+      await start(turn);
     } catch (e) {
       showError(snapError, e);
       showEmpty();
