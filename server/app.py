@@ -215,17 +215,7 @@ def create_app(
         exception_handlers=EXCEPTION_HANDLERS,
         default_response_class=OrjsonResponse,
     )
-    app.state.store = store
-    app.state.kernels = kernels
-    app.state.settings = settings
-    app.state.quota = quota = WriteQuota(settings.max_client_store_bytes_per_hour)
-    app.state.snapshots = SnapshotRepository(store, settings, quota)
-    app.state.jobs = jobs
-    app.state.runs = KernelRuns(kernels, settings, jobs)
-    app.state.sessions = Sessions(settings.max_sessions, settings.max_session_seconds)
-    # The connection layer's limits and what readers hold (server/http.py): `shardscope serve` gives uvicorn
-    # a protocol class on this guard, so what ChunkedSend holds for a reader counts there.
-    app.state.connections = ConnectionGuard.from_settings(settings)
+    _services(app, store, kernels, jobs, settings)
     for router in ROUTERS:
         app.include_router(router)
     app.include_router(docs.router)
@@ -239,6 +229,21 @@ def create_app(
         allowed_hosts = {*LOOPBACK_HOSTS, f"[{bind_host}]" if ":" in bind_host else bind_host}
     _stack(app, settings, token=token, allowed_hosts=allowed_hosts, proxies=proxies)
     return app
+
+
+def _services(app: FastAPI, store: Store, kernels: WorkerPool, jobs: JobBoard, settings: Settings) -> None:
+    """What the routers find on ``app.state``: the store, the pool, the settings, the services and guards."""
+    app.state.store = store
+    app.state.kernels = kernels
+    app.state.settings = settings
+    app.state.quota = quota = WriteQuota(settings.max_client_store_bytes_per_hour)
+    app.state.snapshots = SnapshotRepository(store, settings, quota)
+    app.state.jobs = jobs
+    app.state.runs = KernelRuns(kernels, settings, jobs)
+    app.state.sessions = Sessions(settings.max_sessions, settings.max_session_seconds)
+    # The connection layer's limits and what readers hold (server/http.py): `shardscope serve` gives uvicorn
+    # a protocol class on this guard, so what ChunkedSend holds for a reader counts there.
+    app.state.connections = ConnectionGuard.from_settings(settings)
 
 
 def _checked_proxies(trusted_proxies: Iterable[str]) -> list[str]:

@@ -199,7 +199,7 @@ def _add_nccl_fit(sub: Any) -> None:
 
 def nccl_fit(args: argparse.Namespace) -> int:
     from sharding_core.cost.efficiency import MAX_NCCL_TEXT_CHARS, fit_nccl_tests, fmt_profile, rel
-    from sharding_core.cost.efficiency import FabricProfile as Profile
+    from sharding_core.cost.profiles import FabricProfile as Profile
     from sharding_core.errors import ShardingError
     from sharding_core.units import fmt_bytes, fmt_seconds
 
@@ -412,12 +412,33 @@ GC_THRESHOLD = 50_000
 """Allocations between the cyclic collector's youngest-generation passes in ``shardscope serve`` (Python's is 700)."""
 
 
+def _open_connections(max_open: int) -> int:
+    """Raises the open-file limit to its hard limit and says so; ``max_open`` lowered to what it leaves room for."""
+    from server.http import RESERVED_FDS, raise_open_file_limit
+
+    limits = raise_open_file_limit()
+    if limits is None:
+        return max_open
+    before, after = limits
+    raised = f"raised from {before} to {after}" if after > before else f"{after} (its hard limit)"
+    print(f"shardscope: open-file limit (RLIMIT_NOFILE) {raised}", file=sys.stderr)
+    room = max(16, after - RESERVED_FDS)
+    if room < max_open:
+        print(
+            f"warning: the open-file limit leaves room for {room} connections: max_open_connections "
+            f"lowered from {max_open} to {room} (raise the hard limit, `ulimit -Hn`, for more)",
+            file=sys.stderr,
+        )
+        return room
+    return max_open
+
+
 def serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from server.app import create_app
     from server.auth import TOKEN_HINT, token_problem
-    from server.http import RESERVED_FDS, protocol_class, raise_open_file_limit
+    from server.http import protocol_class
     from server.settings import Settings
     from sharding_core.errors import ShardingError
 
@@ -458,20 +479,7 @@ def serve(args: argparse.Namespace) -> int:
         )
     except ShardingError as e:  # the store cannot be opened (server.store.StoreUnavailable): one line, no traceback
         return refuse(e)
-    max_open = settings.max_open_connections
-    limits = raise_open_file_limit()
-    if limits is not None:
-        before, after = limits
-        raised = f"raised from {before} to {after}" if after > before else f"{after} (its hard limit)"
-        print(f"shardscope: open-file limit (RLIMIT_NOFILE) {raised}", file=sys.stderr)
-        room = max(16, after - RESERVED_FDS)
-        if room < max_open:
-            print(
-                f"warning: the open-file limit leaves room for {room} connections: max_open_connections "
-                f"lowered from {max_open} to {room} (raise the hard limit, `ulimit -Hn`, for more)",
-                file=sys.stderr,
-            )
-            max_open = room
+    max_open = _open_connections(settings.max_open_connections)
     # The server's own objects are freed by reference counting (a connection's leave no cycle, server/http.py),
     # so the cyclic collector can run rarely: at its default pace, full passes over a flood's thousands of live
     # connection objects stalled the event loop 0.1-0.25 s several times a second.

@@ -128,24 +128,17 @@ def run(args: argparse.Namespace) -> int:
 
         jax.config.update("jax_num_cpu_devices", int(count))  # cpu:N runs on N of this process's CPU devices
     from sharding_core.capturing import program_snapshot
-    from sharding_core.cost.calibrate import apply_profile
+    from sharding_core.cost.annotate import apply_profile
     from sharding_core.errors import ShardingError
     from sharding_core.planning import baseline as base
-    from sharding_core.planning.report import render, render_comparison
+    from sharding_core.planning.report import render_comparison
     from sharding_core.program.targets import compile_target, mesh
-    from sharding_core.publishing import PublishError, publish
     from sharding_core.why import NO_FIXES, Budget
 
     n_devices: int | None = None
     try:
         profile = _profile(args) if args.profile else None
-        previous = None
-        if args.baseline:
-            try:
-                previous = json.loads(Path(args.baseline).read_text())
-            except (OSError, ValueError) as e:
-                raise ShardingError(base.BAD_BASELINE, f"cannot read the baseline {args.baseline}: {e}") from None
-            base.check_plan(previous, f"baseline {args.baseline}")
+        previous = _baseline(args.baseline) if args.baseline else None
         fn = load_function(args.target)
         names = tuple(a.strip() for a in args.axes.split(",")) if args.axes else ("data",)
         shape = tuple(args.mesh) if args.mesh else None
@@ -181,6 +174,40 @@ def run(args: argparse.Namespace) -> int:
         print(f"error [script_failed]: {args.target} raised (traceback above)", file=sys.stderr)
         return EXIT_ERROR
     report = sys.stderr if args.json == "-" else sys.stdout  # stdout carries the JSON alone
+    if not _write(args, snap, profile, report):
+        return EXIT_ERROR
+    if previous is not None:
+        options: dict[str, Any] = {}
+        if args.max_peak_growth is not None:
+            options["max_peak_growth"] = args.max_peak_growth
+        if args.max_new_collective_bytes is not None:
+            options["max_new_collective_bytes"] = args.max_new_collective_bytes
+        result = base.compare(previous, snap, **options)
+        report.write(render_comparison(result))
+        if result["regressed"] and (snap.get("plan") or {}).get("fits") is not False:
+            return EXIT_REGRESSED
+    return EXIT_DOES_NOT_FIT if (snap.get("plan") or {}).get("fits") is False else 0
+
+
+def _baseline(path: str) -> dict[str, Any]:
+    """``--baseline FILE``: a plan's JSON, read and checked before anything compiles."""
+    from sharding_core.errors import ShardingError
+    from sharding_core.planning import baseline as base
+
+    try:
+        previous: dict[str, Any] = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise ShardingError(base.BAD_BASELINE, f"cannot read the baseline {path}: {e}") from None
+    base.check_plan(previous, f"baseline {path}")
+    return previous
+
+
+def _write(args: argparse.Namespace, snap: dict[str, Any], profile: dict[str, Any] | None, report: Any) -> bool:
+    """The plan as text on ``report``, its JSON (``--json``) and its link (``--publish``); False when publishing
+    failed (said on stderr)."""
+    from sharding_core.planning.report import render
+    from sharding_core.publishing import PublishError, publish
+
     report.write(render(snap))
     if profile is not None:
         from sharding_core.cost.calibrate import describe
@@ -197,18 +224,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"published: {link}", file=report)
         except PublishError as e:
             print(f"error [{e.code}]: {e.message}", file=sys.stderr)
-            return EXIT_ERROR
-    if previous is not None:
-        options: dict[str, Any] = {}
-        if args.max_peak_growth is not None:
-            options["max_peak_growth"] = args.max_peak_growth
-        if args.max_new_collective_bytes is not None:
-            options["max_new_collective_bytes"] = args.max_new_collective_bytes
-        result = base.compare(previous, snap, **options)
-        report.write(render_comparison(result))
-        if result["regressed"] and (snap.get("plan") or {}).get("fits") is not False:
-            return EXIT_REGRESSED
-    return EXIT_DOES_NOT_FIT if (snap.get("plan") or {}).get("fits") is False else 0
+            return False
+    return True
 
 
 def _profile(args: argparse.Namespace) -> dict[str, Any]:

@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 import sharding_core
+from sharding_core.cost import annotate
 from sharding_core.cost import calibrate as cal
-from sharding_core.cost.efficiency import PROFILES
+from sharding_core.cost.profiles import PROFILES
 from sharding_core.errors import ShardingError
 
 
@@ -163,7 +164,7 @@ def test_a_plan_with_the_profile_takes_its_figures_from_it(
     assert [c["estimate"] for c in again["collectives"]] == [c["estimate"] for c in plan["collectives"]]
     bare = {k: v for k, v in facts_only(plan).items() if k != "cost_profile"}
     assert snapshot_with_estimates(bare)["collectives"][0]["estimate"]["seconds"] is None  # CPU: no figures
-    applied = cal.apply_profile(bare, profile_path)
+    applied = annotate.apply_profile(bare, profile_path)
     assert [c["estimate"] for c in applied["collectives"]] == [c["estimate"] for c in plan["collectives"]]
     # a TPU plan with a CPU profile: refused, exit 2, with what to do
     assert (

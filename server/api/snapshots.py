@@ -232,7 +232,7 @@ class SnapshotProgram(TypedDict):
             Field(
                 max_length=16,
                 description="The calibrated profile (shardscope.profile/1, `shardscope calibrate`) the figures are "
-                "from (sharding_core.cost.calibrate.apply_profile)",
+                "from (sharding_core.cost.annotate.apply_profile)",
             ),
         ]
     ]

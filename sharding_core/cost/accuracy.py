@@ -13,10 +13,9 @@ import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from sharding_core.cost.collectives import estimate_one
+from sharding_core.cost.context import context_for
 from sharding_core.cost.efficiency import (
-    KEYS,
-    PROFILES,
-    FabricProfile,
     Row,
     error,
     expected_of,
@@ -25,7 +24,9 @@ from sharding_core.cost.efficiency import (
     summary,
     terms_of,
 )
-from sharding_core.cost.measurements import HELD_OUT, REPLICATES, SOURCES, TRAIN, Measurement
+from sharding_core.cost.measurements import HELD_OUT, MEASUREMENTS, REPLICATES, SOURCES, TRAIN, Measurement
+from sharding_core.cost.profiles import KEYS, PROFILES, FabricProfile
+from sharding_core.units import fmt_bytes, fmt_seconds
 
 FABRICS = ("ici", "nvlink", "network")
 
@@ -34,9 +35,6 @@ FABRICS = ("ici", "nvlink", "network")
 def measured_rows(replicates: bool = False) -> tuple[tuple[Measurement, Row, str], ...]:
     """The published measurements (or their :data:`REPLICATES`) with their estimates' terms and the fabric each
     is counted under (the estimate's: ``ici``, ``nvlink``, ``network``)."""
-    from sharding_core.cost.collectives import estimate_one
-    from sharding_core.cost.context import context_for
-    from sharding_core.cost.measurements import MEASUREMENTS
 
     out = []
     for m in REPLICATES if replicates else MEASUREMENTS:
@@ -134,7 +132,6 @@ def _evaluate(profiles: Mapping[str, FabricProfile]) -> dict[str, Any]:
 def markdown_table(result: Mapping[str, Any] | None = None) -> str:
     """The measurement table with its errors and split, as ``docs/cost-model.md`` prints it (a test checks it is
     current)."""
-    from sharding_core.units import fmt_bytes, fmt_seconds
 
     result = result if result is not None else evaluate()
     lines = [
@@ -183,7 +180,6 @@ def summary_table(result: Mapping[str, Any]) -> str:
 
 def profiles_table(profiles: Mapping[str, FabricProfile] | None = None) -> str:
     """The shipped profiles as ``docs/cost-model.md`` prints them."""
-    from sharding_core.units import fmt_bytes
 
     profiles = profiles if profiles is not None else PROFILES
     lines = [

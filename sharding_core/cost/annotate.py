@@ -13,14 +13,17 @@ from __future__ import annotations
 
 import types
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+from sharding_core.cost.calibrate import ProfileError, check_matches, estimate_with_profile, load_profile
 from sharding_core.cost.collectives import communication, estimate_dcn_step, estimate_one, none
 from sharding_core.cost.context import NO_CPU_FIGURES, CostContext, context_for, context_for_devices, no_figures
 from sharding_core.cost.roofline import roofline
 from sharding_core.devices import devices_of_key, parse_devices
 from sharding_core.errors import ShardingError
 from sharding_core.hardware import hbm_per_device
+from sharding_core.program.memory import over_capacity
 from sharding_core.program.upgrade import upgrade_kernel_result, upgrade_snapshot
 from sharding_core.units import fmt_bytes, fmt_seconds
 
@@ -38,8 +41,6 @@ def with_estimates(
     """The collectives, each with its ``estimate`` on ``ctx`` (any stored one replaced); with a calibrated
     ``profile`` (:mod:`sharding_core.cost.calibrate`) its measurements, where they apply."""
     if profile is not None:
-        from sharding_core.cost.calibrate import ProfileError, estimate_with_profile
-
         try:
             return [{**c, "estimate": estimate_with_profile(c, ctx, profile)} for c in collectives]
         except ProfileError as e:  # a stored profile that does not apply: said on every estimate, none invented
@@ -288,7 +289,6 @@ def plan_with_figures(snap: Mapping[str, Any], ctx: CostContext) -> dict[str, An
     if out["fits"] is False and stats.get("peak_memory_in_bytes") is not None and capacity:
         # XLA's GPU compiler compiles a program past the chip's HBM without a word (XLA:TPU refuses it): it reads
         # as a refusal (what is over, the largest allocations, what to change) with no step time: it cannot run
-        from sharding_core.program.memory import over_capacity
 
         r = over_capacity(stats, capacity, plan, _mesh_axes(snap), donated=int((snap.get("jit") or {}).get(
             "donated_inputs") or 0), devices=(snap.get("target") or {}).get("devices"))  # fmt: skip
@@ -395,3 +395,12 @@ def verdict(plan: Mapping[str, Any], hbm: Mapping[str, Any], peak: int | None) -
     elif (plan.get("roofline") or {}).get("why") and str(plan["roofline"]["why"]) not in parts:
         parts.append(str(plan["roofline"]["why"]))  # said once: without hardware figures HBM says the same
     return "; ".join(parts)
+
+
+def apply_profile(snapshot: Mapping[str, Any], profile: str | Path | Mapping[str, Any]) -> dict[str, Any]:
+    """A snapshot (``inspect_jit``'s, ``plan``'s) with its figures from a calibrated ``profile``: every collective's
+    estimate, the plan's roofline and step time. The profile is kept in the snapshot (``cost_profile``), so a
+    reader of the stored snapshot gets the same figures; one for other hardware is refused."""
+    loaded = load_profile(profile)
+    check_matches(loaded, snapshot_context(snapshot))
+    return snapshot_with_estimates({**snapshot, "cost_profile": loaded})

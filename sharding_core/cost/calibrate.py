@@ -21,7 +21,7 @@ a CPU has no figures (``efficiency`` null, ``fabric`` ``cpu``); over one device 
 FLOP/s over the device's peak for the dtype (null without a peak).
 
 A profile makes the cost model use it (:func:`profiles_for`, :func:`estimate_with_profile`; a snapshot's or a
-plan's figures: :func:`apply_profile`): the expected time of
+plan's figures: :func:`sharding_core.cost.annotate.apply_profile`): the expected time of
 each measured operation over its fabric is the profile's line instead of the published fit, on device sets of the
 same hardware; every figure says which profile it came from (``"calibrated: <file> (<device_kind> x N, <date>)"``).
 A profile measured on other hardware is refused with what to do (:data:`PROFILE_MISMATCH`).
@@ -41,8 +41,12 @@ from typing import Any
 
 import numpy as np
 
-from sharding_core.cost.efficiency import EFFICIENCY_GRID, LATENCY_GRID, PROFILES, FabricProfile, terms_of
+from sharding_core.cost.collectives import KIND, estimate_one, none
+from sharding_core.cost.context import context_for_devices
+from sharding_core.cost.efficiency import EFFICIENCY_GRID, LATENCY_GRID, terms_of
+from sharding_core.cost.profiles import PROFILES, FabricProfile
 from sharding_core.errors import ShardingError
+from sharding_core.hardware import figures_for_kind, peak_flops
 
 FORMAT = "shardscope.profile/1"
 OPS = ("all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute")
@@ -148,7 +152,6 @@ def _fabric_fit(op: str, points: list[dict[str, Any]], ctx: Any, group: list[int
     """The profile key the operation ran over and its efficiency against the cost model's bound, where ``ctx``
     has hardware figures; ``("cpu", None)`` where it has none. The efficiency and latency minimise Σ |log(expected
     / measured)| on the fit's grids, ``expected = latency + bandwidth time / efficiency``."""
-    from sharding_core.cost.collectives import estimate_one
 
     if ctx is None or ctx.why is not None:
         return "cpu", None
@@ -191,8 +194,6 @@ def calibrate(
     """Measures the collectives over ``devices`` (default ``jax.devices()``) and the matmuls on the first of them,
     and returns the profile (the module docstring's format)."""
     import jax
-
-    from sharding_core.cost.context import context_for_devices
 
     _check(sizes, shapes, repeats, warmup)
     devices = list(devices if devices is not None else jax.devices())
@@ -237,8 +238,6 @@ def _matmuls(
 ) -> dict[str, Any]:
     import jax
     import jax.numpy as jnp
-
-    from sharding_core.hardware import figures_for_kind, peak_flops
 
     hw = figures_for_kind(str(device.platform), str(device.device_kind))
     mm = jax.jit(jnp.matmul)
@@ -322,7 +321,6 @@ def describe(profile: Mapping[str, Any]) -> str:
 
 def check_matches(profile: Mapping[str, Any], ctx: Any) -> None:
     """Refuses (:data:`PROFILE_MISMATCH`) a profile measured on other hardware than ``ctx``'s devices."""
-    from sharding_core.hardware import figures_for_kind
 
     d = profile["devices"]
     platform = str(d["platform"])
@@ -367,7 +365,6 @@ def profiles_for(profile: Mapping[str, Any], ctx: Any) -> dict[str, FabricProfil
 
 def cpu_estimate(c: Mapping[str, Any], profile: Mapping[str, Any]) -> dict[str, Any]:
     """A collective on CPU devices from a CPU profile's measured line (no bound: CPUs have no hardware figures)."""
-    from sharding_core.cost.collectives import KIND, none
 
     op = str(c.get("op"))
     kind = KIND.get(op)
@@ -405,7 +402,6 @@ def cpu_estimate(c: Mapping[str, Any], profile: Mapping[str, Any]) -> dict[str, 
 
 def estimate_with_profile(c: Mapping[str, Any], ctx: Any, profile: Mapping[str, Any]) -> dict[str, Any]:
     """One collective (the HLO reader's dict) on ``ctx`` with ``profile``'s measurements."""
-    from sharding_core.cost.collectives import estimate_one
 
     check_matches(profile, ctx)
     if ctx.platform == "cpu" and ctx.hardware is None:
@@ -414,14 +410,3 @@ def estimate_with_profile(c: Mapping[str, Any], ctx: Any, profile: Mapping[str, 
     if est.get("seconds") is not None:
         est["profile"] = describe(profile)
     return est
-
-
-def apply_profile(snapshot: Mapping[str, Any], profile: str | Path | Mapping[str, Any]) -> dict[str, Any]:
-    """A snapshot (``inspect_jit``'s, ``plan``'s) with its figures from a calibrated ``profile``: every collective's
-    estimate, the plan's roofline and step time. The profile is kept in the snapshot (``cost_profile``), so a
-    reader of the stored snapshot gets the same figures; one for other hardware is refused."""
-    from sharding_core.cost.annotate import snapshot_context, snapshot_with_estimates
-
-    loaded = load_profile(profile)
-    check_matches(loaded, snapshot_context(snapshot))
-    return snapshot_with_estimates({**snapshot, "cost_profile": loaded})

@@ -64,7 +64,7 @@ from typing import Any
 import numpy as np
 
 from sharding_core.cost.context import CostContext
-from sharding_core.cost.efficiency import PROFILES, FabricProfile, phases_of, profile_key
+from sharding_core.cost.profiles import PROFILES, FabricProfile, phases_of, profile_key
 from sharding_core.hardware import GpuFigures, TpuFigures
 
 FABRICS = ("ici", "dcn", "nvlink", "network", "cpu")  # "cpu": a calibrated profile's measurement on CPU devices

@@ -38,11 +38,13 @@ from typing import Any
 
 import numpy as np
 
+from sharding_core.cost.collectives import estimate_one
+from sharding_core.cost.context import context_for
+from sharding_core.cost.profiles import BORROW, KEYS, PROFILES, FabricProfile, term_seconds
+from sharding_core.devices import parse_devices
 from sharding_core.errors import ShardingError
+from sharding_core.hardware import GPU_FIGURES, GpuFigures, figures_for_kind
 
-# The fabrics with a profile of their own, and where one without measurements borrows its fit.
-KEYS = ("ici_torus", "ici_line", "dcn", "nvlink", "network")
-BORROW = {"ici_torus": "ici_line", "dcn": "network"}
 OPS = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "permute")
 
 EFFICIENCY_GRID = np.round(np.arange(0.20, 1.6001, 0.005), 3)
@@ -54,119 +56,6 @@ EXPONENT_GRID = np.round(np.arange(0.05, 1.0001, 0.05), 2)
 ROUNDS = 8
 START_LATENCIES = (1e-5, 1e-6)
 """Where coordinate descent starts the latency (one descent each; the lowest loss is kept)."""
-
-
-def phases_of(kind: str) -> int:
-    """Sequential phases of a collective: an all-reduce is a reduce-scatter then an all-gather."""
-    return 2 if kind == "all-reduce" else 1
-
-
-@dataclasses.dataclass(frozen=True)
-class FabricProfile:
-    """A fabric's fitted figures: its efficiency for operations without their own (``efficiency``) and per
-    operation (``op_efficiency``), its latency per phase (``step_latency``), and its saturating size curve
-    (``half_size``: the per-rank buffer in bytes at which half the efficiency is reached; ``exponent``)."""
-
-    efficiency: float
-    step_latency: float  # seconds per phase
-    half_size: float = 0.0  # bytes
-    exponent: float = 1.0
-    op_efficiency: tuple[tuple[str, float], ...] = ()
-    op_latency: tuple[tuple[str, float], ...] = ()  # a calibrated profile's latency per operation (seconds)
-    rows: int = 0  # training measurements it was fitted to
-    borrowed: str | None = None  # the fabric whose fit it uses, when it has no measurements of its own
-    source: str = "fitted"  # "fitted", or where a calibrated profile came from
-
-    def efficiency_of(self, kind: str) -> float:
-        return dict(self.op_efficiency).get(kind, self.efficiency)
-
-    def fitted_for(self, kind: str) -> bool:
-        """Whether ``kind`` has an efficiency of its own (else the fabric's is used)."""
-        return kind in dict(self.op_efficiency)
-
-    def term(self, kind: str, bandwidth_seconds: float, size: float, steps: int, floor: float = 0.0) -> float:
-        """The expected time of one term: ``steps`` latency steps (at least ``floor``, the bound's latency) plus
-        the bandwidth time at the operation's efficiency on the saturating curve (``size``: the per-rank buffer)."""
-        measured = dict(self.op_latency).get(kind)
-        if measured is not None:  # a calibrated profile: the operation's own latency, the α–β line it measured
-            return max(measured, floor) + bandwidth_seconds / self.efficiency_of(kind)
-        return float(_term(bandwidth_seconds, size, steps, floor, self.efficiency_of(kind), self.step_latency,
-                           self.half_size, self.exponent))  # fmt: skip
-
-    def json(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
-        out["op_efficiency"] = dict(self.op_efficiency)
-        out["op_latency"] = dict(self.op_latency)
-        return out
-
-    def summary_json(self) -> dict[str, Any]:
-        """The four figures ``POST /api/cost/nccl-fit`` answers with (its schema's ``NcclProfile``)."""
-        return {"efficiency": self.efficiency_of("all-reduce"), "step_latency": self.step_latency,
-                "rows": self.rows, "borrowed": self.borrowed}  # fmt: skip
-
-
-def _term(b: Any, size: Any, steps: Any, floor: Any, e: Any, alpha: Any, half: Any, k: Any) -> Any:
-    """``max(α · steps, floor) + b / e · (1 + (S½ / S)^k)``, broadcasting over numpy arrays (the fit's grids)."""
-    size = max(float(size), 1.0)
-    ramp = np.where(np.asarray(half) > 0, (np.asarray(half, dtype=float) / size) ** np.asarray(k, dtype=float), 0.0)
-    return np.maximum(np.asarray(alpha) * steps, floor) + b / e * (1.0 + ramp)
-
-
-def profile_key(fabric: str, wraparound: bool = False) -> str:
-    if fabric == "ici":
-        return "ici_torus" if wraparound else "ici_line"
-    return fabric
-
-
-# Fitted to the training split of sharding_core.cost.measurements.MEASUREMENTS by fit_profiles()
-# (tests/test_cost_measured.py refits on the training rows alone and checks they are what it gives;
-# `python -m sharding_core.cost.accuracy` prints the refit in this form).
-SHIPPED: dict[str, dict[str, Any]] = {
-    "ici_line": {
-        "efficiency": 0.88,
-        "step_latency": 1.28e-05,
-        "half_size": 21100.0,
-        "exponent": 1.0,
-        "op_efficiency": (("all-gather", 0.88), ("all-reduce", 0.63)),
-        "rows": 9,
-    },
-    "nvlink": {
-        "efficiency": 0.805,
-        "step_latency": 3.89e-06,
-        "half_size": 750000.0,
-        "exponent": 0.4,
-        "op_efficiency": (
-            ("all-gather", 0.775),
-            ("all-reduce", 0.945),
-            ("all-to-all", 0.77),
-            ("reduce-scatter", 0.785),
-        ),
-        "rows": 32,
-    },
-    "network": {
-        "efficiency": 1.07,
-        "step_latency": 1.84e-05,
-        "half_size": 18800000.0,
-        "exponent": 0.55,
-        "op_efficiency": (("all-reduce", 1.07),),
-        "rows": 9,
-    },
-}
-
-
-def _shipped() -> dict[str, FabricProfile]:
-    ici = FabricProfile(**SHIPPED["ici_line"])
-    network = FabricProfile(**SHIPPED["network"])
-    return {
-        "ici_line": ici,
-        "ici_torus": dataclasses.replace(ici, rows=0, borrowed="ici_line"),
-        "nvlink": FabricProfile(**SHIPPED["nvlink"]),
-        "network": network,
-        "dcn": dataclasses.replace(network, rows=0, borrowed="network"),
-    }
-
-
-PROFILES: dict[str, FabricProfile] = _shipped()
 
 
 # ------------------------------------------------------------------------------------------------ fit
@@ -255,7 +144,7 @@ def _loss(
                 av = av if alpha is None else alpha
                 hv = hv if half is None else half
                 kv = kv if k is None else k
-            v = _term(t.bandwidth_seconds, t.size, t.steps, t.floor, ev, av, hv, kv)
+            v = term_seconds(t.bandwidth_seconds, t.size, t.steps, t.floor, ev, av, hv, kv)
             joined = v if joined is None else (joined + v if row.combine == "sum" else np.maximum(joined, v))
         total = total + np.abs(np.log(np.maximum(joined, 1e-30) / row.measured))
     return total
@@ -428,10 +317,6 @@ def fit_nccl_tests(text: str, gpu: str | None = None) -> dict[str, Any]:
     — overrides); every row becomes an all-reduce of ``size`` bytes over all ranks on ``gpu:KIND:HxG``. Returns
     the fitted profile, the shipped one, and each row's measured, bound and expected times (both profiles).
     """
-    from sharding_core.cost.collectives import estimate_one
-    from sharding_core.cost.context import context_for
-    from sharding_core.devices import parse_devices
-    from sharding_core.hardware import GPU_FIGURES, GpuFigures, figures_for_kind
 
     run = parse_all_reduce_perf(text)
     hw: GpuFigures | None

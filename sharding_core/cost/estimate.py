@@ -18,6 +18,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from sharding_core.cost.accuracy import FABRICS, measured_rows
+from sharding_core.cost.calibrate import describe, estimate_with_profile, load_profile
+from sharding_core.cost.collectives import estimate_one
+from sharding_core.cost.context import context_for
+from sharding_core.cost.efficiency import error, expected_of, summary
+from sharding_core.cost.measurements import HELD_OUT
+from sharding_core.cost.profiles import PROFILES
+from sharding_core.devices import parse_devices
 from sharding_core.errors import ShardingError
 
 BAD_COLLECTIVE = "bad_collective"
@@ -32,9 +40,6 @@ _ITEMSIZE = {"bf16": 2, "bfloat16": 2, "f16": 2, "float16": 2, "f32": 4, "float3
 @functools.cache
 def held_out_errors() -> dict[str, dict[str, Any]]:
     """The shipped fit's held-out |error| per fabric and overall (no refits: quick)."""
-    from sharding_core.cost.accuracy import FABRICS, measured_rows
-    from sharding_core.cost.efficiency import PROFILES, error, expected_of, summary
-    from sharding_core.cost.measurements import HELD_OUT
 
     errors: dict[str, list[float]] = {f: [] for f in (*FABRICS, "all")}
     for m, row, fabric in measured_rows():
@@ -123,10 +128,6 @@ def estimate_collective(
 ) -> dict[str, Any]:
     """The cost model's estimate of one collective on ``devices`` (``tpu:GEN:TOPO``, ``gpu:KIND:HxG``,
     ``cpu:N``; ``slices`` for a multi-slice TPU set); see the module docstring."""
-    from sharding_core.cost.calibrate import describe, estimate_with_profile, load_profile
-    from sharding_core.cost.collectives import estimate_one
-    from sharding_core.cost.context import context_for
-    from sharding_core.devices import parse_devices
 
     devset = parse_devices(devices, slices=slices)
     c = _collective(devset, op, bytes, groups, pairs, dtype)

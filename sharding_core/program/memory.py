@@ -15,11 +15,15 @@ XLA prints sizes with ``tsl::strings::HumanReadableNumBytes``: ``G`` is GiB (102
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from sharding_core.devices import TPU_GENERATIONS
 from sharding_core.hlo.module import parse_module
 from sharding_core.units import fmt_bytes
 
@@ -85,7 +89,6 @@ def argument_breakdown(in_avals: Any, in_shardings: Any, names: Sequence[str | N
     group and leaf with its ``name`` (:func:`display_name`: the function's parameter names, ``names``), and
     ``bytes_total``: every leaf's whole logical size, counted once."""
     import jax
-    import numpy as np
 
     def leaf_bytes(aval: Any, sharding: Any) -> int:
         shape = tuple(aval.shape)
@@ -420,9 +423,6 @@ _KIND_WORDS = {
 def chips_needed(nbytes: int, per_device: int, devices: str | None) -> tuple[int, str | None] | None:
     """How many chips hold ``nbytes`` at ``per_device`` bytes each, and the smallest standard slice of the set's
     kind with as many (``tpu:v5e:4x8``; ``gpu:h100:4x8``: hosts of 8), or None without the figures."""
-    import math
-
-    from sharding_core.devices import TPU_GENERATIONS
 
     if not nbytes or not per_device or not devices:
         return None
@@ -511,7 +511,6 @@ def advice(
 
 
 def _itemsize(dtype: str) -> int:
-    import numpy as np
 
     try:
         return int(np.dtype(dtype).itemsize)

@@ -261,6 +261,7 @@ def build(options: Options | None = None, *, tools: Callable[[MCPServer, Shardsc
     )
     _quick_tools(mcp, state)
     _plan_tools(mcp, state)
+    _reshard_tool(mcp, state)
     _more_tools(mcp, state)
     _resources(mcp)
     if tools is not None:
@@ -405,6 +406,8 @@ def _plan_tools(mcp: MCPServer, state: Shardscope) -> None:
         )
         return result(data, text or "no explanation")
 
+
+def _reshard_tool(mcp: MCPServer, state: Shardscope) -> None:
     @mcp.tool(annotations=COMPILES)
     async def reshard(
         ctx: Context,
