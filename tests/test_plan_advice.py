@@ -26,9 +26,9 @@ import jax
 import pytest
 
 from examples import llama
-from sharding_core.planning import memory
-from sharding_core.planning.program import plan
-from sharding_core.planning.targets import mesh
+from sharding_core.capturing import plan
+from sharding_core.program import memory
+from sharding_core.program.targets import mesh
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -19,9 +19,9 @@ import pytest
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from sharding_core.planning import memory
-from sharding_core.planning.program import plan
-from sharding_core.planning.targets import mesh
+from sharding_core.capturing import plan
+from sharding_core.program import memory
+from sharding_core.program.targets import mesh
 
 Program = tuple[Callable[..., Any], tuple[jax.ShapeDtypeStruct, ...]]
 

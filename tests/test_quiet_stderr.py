@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from sharding_core.planning.targets import harmless_dropped, quiet_harmless_stderr
+from sharding_core.program.targets import harmless_dropped, quiet_harmless_stderr
 
 ROOT = Path(__file__).resolve().parent.parent
 LIBTPU_BLOCK = "Failed to find host bounds"
@@ -38,7 +38,7 @@ def test_libtpus_start_up_block_is_dropped_and_only_it() -> None:
                                "topologies.get_topology_desc(topology_name='v5e:2x2', platform='tpu')")  # fmt: skip
     assert bare.returncode == 0, bare.stderr[-2000:]
     assert LIBTPU_BLOCK in bare.stderr and "INVALID_ARGUMENT" in bare.stderr  # what libtpu says unasked
-    planned = run(sys.executable, "import sys\nfrom sharding_core.planning.targets import mesh\n"
+    planned = run(sys.executable, "import sys\nfrom sharding_core.program.targets import mesh\n"
                                   "mesh('tpu:v5e:2x2', (4,), ('x',))\nprint('after', file=sys.stderr)")  # fmt: skip
     assert planned.returncode == 0, planned.stderr[-2000:]
     for text in (LIBTPU_BLOCK, "INVALID_ARGUMENT", "Source Location Trace", "libtpu_init_utils", "InitGoogle"):
@@ -54,7 +54,7 @@ def test_the_gpu_target_configs_parse_error_is_dropped() -> None:
     python = ROOT / "build" / "gpu" / "bin" / "python"
     made = subprocess.run(["make", "-s", "gpu-env"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert made.returncode == 0, made.stderr[-2000:]
-    done = run(str(python), "from sharding_core.planning.targets import mesh\n"
+    done = run(str(python), "from sharding_core.program.targets import mesh\n"
                             "m = mesh('gpu:h100:1x8', (8,), ('x',))\nprint(m.devices.size)")  # fmt: skip
     assert done.returncode == 0 and done.stdout.strip() == "8", done.stderr[-2000:]
     assert "GpuTargetConfigProto" not in done.stderr and "mem_clock_ghz" not in done.stderr, done.stderr
