@@ -8,36 +8,10 @@ the modules load. The import graph is read with the notebook bundler's own parse
 from __future__ import annotations
 
 import re
-from collections import deque
-from pathlib import Path
 
 import pytest
 
-from shardscope.notebook.bundle import parse_module
-
-FRONTEND = Path(__file__).resolve().parent.parent / "frontend"
-EARLY = "js/hosts/early.js"
-PAGES = {
-    "index.html": "js/views/layout.js",
-    "topology.html": "js/views/topology.js",
-    "kernels.html": "js/views/kernels.js",
-    "snapshots.html": "js/views/snapshots.js",
-    "compare.html": "js/views/compare.js",
-}
-
-
-def imported(entry: str) -> list[str]:
-    """Every module `entry` imports, directly or not, nearest first."""
-    seen, order, queue = {entry}, [], deque([entry])
-    while queue:
-        path = queue.popleft()
-        module = parse_module(path, (FRONTEND / path).read_text(encoding="utf-8"), FRONTEND, entry=path == entry)
-        for src, _ in module.imports:
-            if src not in seen:
-                seen.add(src)
-                order.append(src)
-                queue.append(src)
-    return order
+from shardscope.pages import EARLY, FRONTEND, PAGES, imported
 
 
 def test_every_page_is_listed() -> None:
@@ -50,7 +24,7 @@ def test_a_page_preloads_its_whole_module_graph(page: str) -> None:
     listed = re.findall(r'<link rel="modulepreload" href="/([^"]+)">', html)
     wanted = [m for m in imported(PAGES[page]) if m != EARLY]
     block = "".join(f'  <link rel="modulepreload" href="/{m}">\n' for m in wanted)
-    assert sorted(listed) == sorted(wanted), f"{page} should list, after its view's <script>:\n{block}"
+    assert sorted(listed) == sorted(wanted), f"{page} should list (make docs-gen writes it):\n{block}"
     assert len(listed) == len(set(listed))
     assert f'<script type="module" src="/{PAGES[page]}"></script>' in html
     # early.js runs on its own, as soon as it is here (the page host imports the same module: one instance)
