@@ -45,6 +45,128 @@ import { exportLayout, exportSvg, inkOf, overlayMarks, rulerMarks, tileSvg, view
  */
 
 /**
+ * The grid's frame in `container` (replacing what is there): the caption naming the dimensions shown, the box
+ * the blocks go in, and a line screen readers hear.
+ * @param {HTMLElement} container @param {import("./grid/geometry.js").GridModel} m @param {string[]} dimTexts
+ * @param {string} renderer @param {number} tiles how many
+ */
+function gridFrame(container, m, dimTexts, renderer, tiles) {
+  const root = el("div", "layout-grid");
+  root.dataset.renderer = renderer;
+  root.dataset.tiles = String(tiles);
+  const caption = el("p", "grid-dims-caption");
+  if (m.rank === 0) caption.textContent = "a scalar: every device holds it";
+  else if (m.b === null) caption.textContent = `→ ${dimTexts[m.a]}`;
+  else caption.append(el("span", "dim-rows", `↓ rows: ${dimTexts[m.a]}`), el("span", "dim-cols", `→ columns: ${dimTexts[m.b]}`));
+  const blocksBox = el("div", "grid-blocks");
+  const live = el("div", "sr-only");
+  live.setAttribute("aria-live", "polite");
+  // read by screen readers, never seen (inline, for hosts without app.css)
+  Object.assign(live.style, { position: "absolute", width: "1px", height: "1px", overflow: "hidden", clipPath: "inset(50%)", whiteSpace: "nowrap" });
+  root.append(caption, blocksBox, live);
+  container.replaceChildren(root);
+  return { root, caption, blocksBox, live };
+}
+
+/**
+ * One figure per block in `blocksBox`: its rulers, its plot (the tiles, drawn as SVG or on a canvas, and the
+ * overlay of labels) and its band list.
+ * @param {HTMLElement} blocksBox
+ * @param {import("./grid/geometry.js").Geometry} g
+ * @param {{renderer: string, colours: string[], faded: Uint8Array, packs: Uint32Array, sep: string, name: string}} o
+ * @returns {Part[]}
+ */
+function buildParts(blocksBox, g, o) {
+  const { m } = g;
+  const { renderer, colours, faded, packs, name } = o;
+  return m.blocks.map((block, bi) => {
+    const fig = el("figure", "grid-block");
+    fig.dataset.block = String(bi);
+    if (block.title) fig.appendChild(el("figcaption", "block-title", block.title));
+    const frame = el("div", "grid-frame");
+    const top = /** @type {SVGSVGElement} */ (svgEl("svg", { class: "ruler ruler-top", "aria-hidden": "true" }));
+    const left = /** @type {SVGSVGElement} */ (svgEl("svg", { class: "ruler ruler-left", "aria-hidden": "true" }));
+    const plot = el("div", "grid-plot");
+    plot.tabIndex = bi === 0 ? 0 : -1;
+    plot.setAttribute("role", "application");
+    plot.setAttribute("aria-roledescription", "layout grid");
+    plot.setAttribute("aria-label", `${name}${block.title ? `, ${block.title}` : ""}: ${m.rows} × ${m.cols} tiles. Arrow keys move between tiles, Enter highlights one, plus and minus zoom.`);
+    const band = /** @type {SVGSVGElement} */ (svgEl("svg", { class: "band-list", "aria-hidden": "true" }));
+    for (const s of [top, left, band]) s.style.overflow = "visible";
+    const svgTiles = renderer === "svg" ? tileSvg(g, block, { colours, faded, sep: o.sep, label: name }) : null;
+    const canvas = renderer === "canvas" ? tileCanvas(name) : null;
+    const paint = canvas ? canvasPainter(canvas, g, block, bi, { packs, faded, sep: o.sep }) : null;
+    const overlay = /** @type {SVGSVGElement} */ (svgEl("svg", { class: "grid-overlay" }));
+    plot.append(/** @type {Element} */ (svgTiles ? svgTiles.svg : canvas), overlay);
+    frame.append(el("div"), top, el("div"), left, plot, band);
+    fig.appendChild(frame);
+    blocksBox.appendChild(fig);
+    return { block, frame, plot, tiles: svgTiles, canvas, paint, overlay, top, left, band };
+  });
+}
+
+/**
+ * Each block's frame, rulers, plot and band list sized to `room` (fitRoom).
+ * @param {Part[]} parts @param {{pw: number, ph: number, bandW: number}} room @param {number} leftW the left ruler's width
+ */
+function sizeParts(parts, room, leftW) {
+  const { pw, ph, bandW } = room;
+  for (const p of parts) {
+    const f = p.frame.style;
+    f.display = "grid";
+    f.gridTemplateColumns = `${leftW}px ${pw}px ${bandW}px`;
+    f.gridTemplateRows = `${TOP_RULER}px ${ph}px`;
+    for (const s of [p.top, p.overlay]) s.setAttribute("width", String(pw));
+    p.top.setAttribute("height", String(TOP_RULER));
+    p.left.setAttribute("width", String(leftW));
+    p.left.setAttribute("height", String(ph));
+    p.band.setAttribute("width", String(bandW));
+    p.band.setAttribute("height", String(ph));
+    p.overlay.setAttribute("height", String(ph));
+    Object.assign(p.plot.style, { position: "relative", width: `${pw}px`, height: `${ph}px`, overflow: "hidden" });
+    Object.assign(p.overlay.style, { position: "absolute", left: "0", top: "0", pointerEvents: "none" });
+    if (p.tiles) {
+      p.tiles.svg.setAttribute("width", String(pw));
+      p.tiles.svg.setAttribute("height", String(ph));
+      p.tiles.svg.style.display = "block";
+    }
+    if (p.canvas) sizeCanvas(p.canvas, pw, ph);
+  }
+}
+
+/** The SVG tiles marked lit (`hl`) or dimmed (null: none lit). @param {Part[]} parts @param {Set<number> | null} lit */
+function markTiles(parts, lit) {
+  for (const p of parts) {
+    for (const t of p.tiles ? p.tiles.tiles : []) {
+      const k = Number(t.getAttribute("data-tile"));
+      const on = lit !== null && lit.has(k);
+      t.classList.toggle("hl", on);
+      t.classList.toggle("dimmed", lit !== null && !on);
+    }
+  }
+}
+
+/**
+ * Calls `resize(width)` when `box` changes width (by 2 px or more) while `root` is on the page; a grid replaced
+ * by another stops listening.
+ * @param {HTMLElement} box @param {HTMLElement} root @param {number} measured its width now @param {(width: number) => void} resize
+ */
+function onWidth(box, root, measured, resize) {
+  let lastWidth = measured;
+  const resized = new ResizeObserver((entries) => {
+    if (!root.isConnected) {
+      resized.disconnect(); // replaced by another grid: let this one go
+      return;
+    }
+    const w = Math.round(entries[0].contentRect.width);
+    if (Math.abs(w - lastWidth) < 2 || !w) return;
+    lastWidth = w;
+    resize(w);
+  });
+  resized.observe(box);
+}
+
+/**
  * Draws `layout` into `container` (replacing what is there).
  * @param {HTMLElement} container
  * @param {Layout} layout
@@ -70,81 +192,22 @@ export function layoutGrid(container, layout, opts) {
   const faded = new Uint8Array(tiles.length);
   if (opts.faded && opts.faded.size) tiles.forEach((t, k) => (faded[k] = t.ids.every((id) => opts.faded?.has(id)) ? 1 : 0));
   const packs = renderer === "canvas" ? Uint32Array.from(colours, pack) : new Uint32Array(0);
-  const dimTexts = layout.dims.map((d) => String(d.text));
   // measured before anything is built: reading the widths of a page that has not changed is free
   const pads = getComputedStyle(container);
   const measured = container.clientWidth - (parseFloat(pads.paddingLeft) || 0) - (parseFloat(pads.paddingRight) || 0);
 
   // ---- DOM: caption, then one figure per block: rulers, the plot (tiles + overlay), band list
-  const root = el("div", "layout-grid");
-  root.dataset.renderer = renderer;
-  root.dataset.tiles = String(tiles.length);
-  const caption = el("p", "grid-dims-caption");
-  if (m.rank === 0) caption.textContent = "a scalar: every device holds it";
-  else if (m.b === null) caption.textContent = `→ ${dimTexts[m.a]}`;
-  else caption.append(el("span", "dim-rows", `↓ rows: ${dimTexts[m.a]}`), el("span", "dim-cols", `→ columns: ${dimTexts[m.b]}`));
-  const blocksBox = el("div", "grid-blocks");
-  const live = el("div", "sr-only");
-  live.setAttribute("aria-live", "polite");
-  // read by screen readers, never seen (inline, for hosts without app.css)
-  Object.assign(live.style, { position: "absolute", width: "1px", height: "1px", overflow: "hidden", clipPath: "inset(50%)", whiteSpace: "nowrap" });
-  root.append(caption, blocksBox, live);
-  container.replaceChildren(root);
+  const { root, caption, blocksBox, live } = gridFrame(container, m, layout.dims.map((d) => String(d.text)), renderer, tiles.length);
 
   const name = `Layout of ${layout.spec} over ${layout.devicesKey}`;
-  /** @type {Part[]} */
-  const parts = m.blocks.map((block, bi) => {
-    const fig = el("figure", "grid-block");
-    fig.dataset.block = String(bi);
-    if (block.title) fig.appendChild(el("figcaption", "block-title", block.title));
-    const frame = el("div", "grid-frame");
-    const top = /** @type {SVGSVGElement} */ (svgEl("svg", { class: "ruler ruler-top", "aria-hidden": "true" }));
-    const left = /** @type {SVGSVGElement} */ (svgEl("svg", { class: "ruler ruler-left", "aria-hidden": "true" }));
-    const plot = el("div", "grid-plot");
-    plot.tabIndex = bi === 0 ? 0 : -1;
-    plot.setAttribute("role", "application");
-    plot.setAttribute("aria-roledescription", "layout grid");
-    plot.setAttribute("aria-label", `${name}${block.title ? `, ${block.title}` : ""}: ${m.rows} × ${m.cols} tiles. Arrow keys move between tiles, Enter highlights one, plus and minus zoom.`);
-    const band = /** @type {SVGSVGElement} */ (svgEl("svg", { class: "band-list", "aria-hidden": "true" }));
-    for (const s of [top, left, band]) s.style.overflow = "visible";
-    const svgTiles = renderer === "svg" ? tileSvg(g, block, { colours, faded, sep: ink.sep, label: name }) : null;
-    const canvas = renderer === "canvas" ? tileCanvas(name) : null;
-    const paint = canvas ? canvasPainter(canvas, g, block, bi, { packs, faded, sep: ink.sep }) : null;
-    const overlay = /** @type {SVGSVGElement} */ (svgEl("svg", { class: "grid-overlay" }));
-    plot.append(/** @type {Element} */ (svgTiles ? svgTiles.svg : canvas), overlay);
-    frame.append(el("div"), top, el("div"), left, plot, band);
-    fig.appendChild(frame);
-    blocksBox.appendChild(fig);
-    return { block, frame, plot, tiles: svgTiles, canvas, paint, overlay, top, left, band };
-  });
+  const parts = buildParts(blocksBox, g, { renderer, colours, faded, packs, sep: ink.sep, name });
 
   // ---- sizes: the natural picture, fitted to the container's width and the height limit
   let room = fitRoom(g, parts.length, measured, opts.maxHeight);
   /** @param {number} width the room for the blocks, px */
   const layoutParts = (width) => {
     room = fitRoom(g, parts.length, width, opts.maxHeight);
-    const { pw, ph, bandW } = room;
-    for (const p of parts) {
-      const f = p.frame.style;
-      f.display = "grid";
-      f.gridTemplateColumns = `${leftW}px ${pw}px ${bandW}px`;
-      f.gridTemplateRows = `${TOP_RULER}px ${ph}px`;
-      for (const s of [p.top, p.overlay]) s.setAttribute("width", String(pw));
-      p.top.setAttribute("height", String(TOP_RULER));
-      p.left.setAttribute("width", String(leftW));
-      p.left.setAttribute("height", String(ph));
-      p.band.setAttribute("width", String(bandW));
-      p.band.setAttribute("height", String(ph));
-      p.overlay.setAttribute("height", String(ph));
-      Object.assign(p.plot.style, { position: "relative", width: `${pw}px`, height: `${ph}px`, overflow: "hidden" });
-      Object.assign(p.overlay.style, { position: "absolute", left: "0", top: "0", pointerEvents: "none" });
-      if (p.tiles) {
-        p.tiles.svg.setAttribute("width", String(pw));
-        p.tiles.svg.setAttribute("height", String(ph));
-        p.tiles.svg.style.display = "block";
-      }
-      if (p.canvas) sizeCanvas(p.canvas, pw, ph);
-    }
+    sizeParts(parts, room, leftW);
   };
 
   // ---- the view (natural units, shared by every block), what is lit and the keyboard's tile
@@ -269,20 +332,11 @@ export function layoutGrid(container, layout, opts) {
   layoutParts(measured);
   draw();
   performance.measure("grid-draw", { start: tBuilt, end: performance.now() });
-  let lastWidth = measured;
-  const resized = new ResizeObserver((entries) => {
-    if (!root.isConnected) {
-      resized.disconnect(); // replaced by another grid: let this one go
-      return;
-    }
-    const w = Math.round(entries[0].contentRect.width);
-    if (Math.abs(w - lastWidth) < 2 || !w) return;
-    lastWidth = w;
+  onWidth(blocksBox, root, measured, (w) => {
     layoutParts(w);
     view = clamp(view);
     draw();
   });
-  resized.observe(blocksBox);
 
   const first = parts[0];
   return {
@@ -297,14 +351,7 @@ export function layoutGrid(container, layout, opts) {
     },
     highlight(ids) {
       lit = ids === null ? null : new Set(tiles.map((_, k) => k).filter((k) => tiles[k].ids.some((i) => ids.has(i))));
-      for (const p of parts) {
-        for (const t of p.tiles ? p.tiles.tiles : []) {
-          const k = Number(t.getAttribute("data-tile"));
-          const on = lit !== null && lit.has(k);
-          t.classList.toggle("hl", on);
-          t.classList.toggle("dimmed", lit !== null && !on);
-        }
-      }
+      markTiles(parts, lit);
       root.dataset.highlighted = lit ? String(lit.size) : "";
       draw();
     },

@@ -232,15 +232,18 @@ function planarSvg(topo, { colour, rings, dark, describe }) {
  * @param {MapOptions} opts
  * @returns {MapView}
  */
-function lattice3d(container, topo, opts) {
-  /** @type {MapOptions} */
-  let current = { ...opts };
+/**
+ * A 3-D slice's world: each device's position (chips at integer coordinates, centred on the origin, the cores
+ * of a chip side by side, slices in a row along x), and the segments of its ICI links, wraparound stubs (out
+ * of both faces) and host boxes.
+ * @param {Topology} topo
+ */
+function latticeWorld(topo) {
   const [X, Y, Z] = /** @type {number[]} */ (topo.topology);
   const n = topo.devices.length;
   const cores = Math.max(...topo.devices.map((d) => d.core_on_chip)) + 1;
   const slices = Math.max(1, ...topo.devices.map((d) => (d.slice_index || 0) + 1));
   const spanX = slices * (X + 2) - 2;
-  // world positions: chips at integer coordinates, centred on the origin
   const ox = (spanX - 1) / 2;
   const oy = (Y - 1) / 2;
   const oz = (Z - 1) / 2;
@@ -263,7 +266,6 @@ function lattice3d(container, topo, opts) {
     const c = /** @type {number[]} */ (d.coords);
     return [c[0] + (d.slice_index || 0) * (X + 2) - ox, c[1] - oy, c[2] - oz];
   };
-  // the lattice: links as segments, wraparound as stubs out of both faces
   /** @type {number[]} */
   const plain = [];
   /** @type {number[]} */
@@ -295,6 +297,211 @@ function lattice3d(container, topo, opts) {
       }
     }
   }
+  return { X, Y, Z, n, cores, slices, spanX, ox, oy, oz, wx, wy, wz, index, chip, plain, wraps, boxes };
+}
+
+/** @typedef {(x: number, y: number, z: number) => [number, number, number]} Projection world -> canvas px and depth */
+
+/**
+ * Segments (six numbers each: two world points) stroked on `ctx` through `project`.
+ * @param {CanvasRenderingContext2D} ctx @param {Projection} project @param {number[]} segs
+ * @param {string} stroke @param {number} width @param {number} alpha @param {number[]} [dash]
+ */
+function strokeSegments(ctx, project, segs, stroke, width, alpha, dash) {
+  if (!segs.length) return;
+  ctx.beginPath();
+  for (let i = 0; i < segs.length; i += 6) {
+    const a = project(segs[i], segs[i + 1], segs[i + 2]);
+    const b = project(segs[i + 3], segs[i + 4], segs[i + 5]);
+    ctx.moveTo(a[0], a[1]);
+    ctx.lineTo(b[0], b[1]);
+  }
+  ctx.strokeStyle = stroke;
+  ctx.lineWidth = width;
+  ctx.globalAlpha = alpha;
+  ctx.setLineDash(dash || []);
+  ctx.stroke();
+  ctx.setLineDash([]);
+  ctx.globalAlpha = 1;
+}
+
+/**
+ * The rings' hops as segments: one-link hops (`near`) and longer ones (`far`), the first MAX_RING_GROUPS_3D
+ * groups.
+ * @param {NonNullable<MapOptions["rings"]>} rings @param {(id: number) => number[]} chip
+ */
+function ringSegments(rings, chip) {
+  /** @type {number[]} */
+  const near = [];
+  /** @type {number[]} */
+  const far = [];
+  rings.groups.slice(0, MAX_RING_GROUPS_3D).forEach((group, gi) => {
+    rings.hops[gi].forEach((hop, i) => {
+      const a = chip(group[i]);
+      const b = chip(group[(i + 1) % group.length]);
+      // a one-link hop through a wraparound link would be drawn straight across the lattice,
+      // over the ring itself: the orange wraparound stubs already show it
+      if (hop <= 1 && Math.hypot(b[0] - a[0], b[1] - a[1], b[2] - a[2]) > 1.5) return;
+      (hop > 1 ? far : near).push(...a, ...b);
+    });
+  });
+  return { near, far };
+}
+
+/**
+ * Axes along the lattice's edges, ticked at every chip coordinate that has room; after rotation a tick can land
+ * on the lattice, so each label sits on a chip of the background, over the rings. Returns the ticks drawn per
+ * axis and each label's box [x, y, w, h] in CSS px (the canvas's data-ticks and data-labels, for tests).
+ * @param {CanvasRenderingContext2D} ctx @param {Projection} project @param {ReturnType<typeof latticeWorld>} w
+ * @param {{fg: string, bg: string, midX: number, midY: number}} look
+ */
+function drawAxes(ctx, project, w, look) {
+  const { ox, oy, oz } = w;
+  const { fg, bg, midX, midY } = look;
+  ctx.font = `10px ${FONT}`;
+  ctx.fillStyle = fg;
+  ctx.strokeStyle = fg;
+  ctx.lineWidth = 1;
+  const base = [-ox - 0.8, -oy - 0.8, -oz - 0.8];
+  /** @type {string[]} */
+  const drawnTicks = [];
+  /** @type {number[][]} */
+  const labelBoxes = [];
+  /** A label centred at (x, y) on its background chip. @param {string} text @param {number} x @param {number} y @param {number} size */
+  const label = (text, x, y, size) => {
+    const tw = ctx.measureText(text).width + 4;
+    const th = size + 4;
+    ctx.fillStyle = bg;
+    ctx.fillRect(x - tw / 2, y - th / 2, tw, th);
+    ctx.fillStyle = fg;
+    ctx.fillText(text, x, y);
+    labelBoxes.push([x - tw / 2, y - th / 2, tw, th].map((v) => Math.round(v * 10) / 10));
+  };
+  /** @param {number} axis @param {number} count @param {string} name */
+  const axisTicks = (axis, count, name) => {
+    const at = (/** @type {number} */ v) => {
+      const q = [...base];
+      q[axis] = v;
+      return project(q[0], q[1], q[2]);
+    };
+    const start = axis === 0 ? -ox : axis === 1 ? -oy : -oz;
+    const a = at(start);
+    const b = at(start + count - 1);
+    ctx.globalAlpha = 0.6;
+    ctx.beginPath();
+    ctx.moveTo(a[0], a[1]);
+    ctx.lineTo(b[0], b[1]);
+    ctx.stroke();
+    ctx.globalAlpha = 1;
+    const gap = Math.hypot(b[0] - a[0], b[1] - a[1]) / Math.max(1, count - 1);
+    const step = 2 ** Math.max(0, Math.ceil(Math.log2(18 / Math.max(1, gap))));
+    ctx.textAlign = "center";
+    ctx.textBaseline = "middle";
+    const values = [];
+    for (let v = 0; v < count; v += step) {
+      const p = at(start + v);
+      label(String(v), p[0], p[1], 10);
+      values.push(v);
+    }
+    drawnTicks.push(`${name}:${values.join(",")}`);
+    // the axis's name beside its middle, away from the picture's centre
+    const mid = at(start + (count - 1) / 2);
+    const away = Math.hypot(mid[0] - midX, mid[1] - midY) || 1;
+    ctx.font = `bold 12px ${FONT}`;
+    label(name, mid[0] + ((mid[0] - midX) / away) * 22, mid[1] + ((mid[1] - midY) / away) * 22, 12);
+    ctx.font = `10px ${FONT}`;
+  };
+  axisTicks(0, w.slices > 1 ? w.spanX : w.X, "x");
+  axisTicks(1, w.Y, "y");
+  axisTicks(2, w.Z, "z");
+  return { drawnTicks, labelBoxes };
+}
+
+/**
+ * @typedef {{yaw: number, pitch: number, zoom: number, panX: number, panY: number,
+ *   fitted: {scale: number, cx: number, cy: number} | null}} Camera the 3-D view: rotation, zoom, pan, and the
+ *   first view's fit (kept while rotating; null: fit again)
+ */
+
+/**
+ * Drag to rotate (shift- or right-drag to pan), scroll to zoom, arrow keys and + − 0 on `canvas`: each changes
+ * `cam` and asks for a `redraw`; `hover(x, y, e)` is a pointer moving over the canvas with no button down.
+ * @param {HTMLCanvasElement} canvas @param {Camera} cam @param {() => void} redraw
+ * @param {(e: PointerEvent) => void} hover
+ */
+function latticeInput(canvas, cam, redraw, hover) {
+  /** @type {{x: number, y: number, yaw: number, pitch: number, panX: number, panY: number, pan: boolean} | null} */
+  let drag = null;
+  canvas.addEventListener("pointerdown", (e) => {
+    if (e.button !== 0 && e.button !== 2) return;
+    drag = { x: e.clientX, y: e.clientY, yaw: cam.yaw, pitch: cam.pitch, panX: cam.panX, panY: cam.panY, pan: e.shiftKey || e.button === 2 };
+    canvas.setPointerCapture(e.pointerId);
+  });
+  canvas.addEventListener("pointermove", (e) => {
+    if (!drag) {
+      hover(e);
+      return;
+    }
+    const dx = e.clientX - drag.x;
+    const dy = e.clientY - drag.y;
+    if (drag.pan) {
+      cam.panX = drag.panX + dx;
+      cam.panY = drag.panY + dy;
+    } else {
+      cam.yaw = drag.yaw + dx * 0.008;
+      cam.pitch = Math.max(-1.5, Math.min(1.5, drag.pitch + dy * 0.008));
+    }
+    hideCard();
+    redraw();
+  });
+  const end = () => (drag = null);
+  canvas.addEventListener("pointerup", end);
+  canvas.addEventListener("pointercancel", end);
+  canvas.addEventListener("mouseleave", hideCard);
+  canvas.addEventListener("contextmenu", (e) => e.preventDefault());
+  canvas.addEventListener(
+    "wheel",
+    (e) => {
+      e.preventDefault();
+      cam.zoom = Math.max(0.3, Math.min(40, cam.zoom * (e.deltaY < 0 ? 1.2 : 1 / 1.2)));
+      redraw();
+    },
+    { passive: false },
+  );
+  canvas.addEventListener("keydown", (e) => {
+    /** @type {Record<string, () => void>} */
+    const keys = {
+      ArrowLeft: () => (cam.yaw -= 0.15),
+      ArrowRight: () => (cam.yaw += 0.15),
+      ArrowUp: () => (cam.pitch = Math.max(-1.5, cam.pitch - 0.15)),
+      ArrowDown: () => (cam.pitch = Math.min(1.5, cam.pitch + 0.15)),
+      "+": () => (cam.zoom = Math.min(40, cam.zoom * 1.2)),
+      "=": () => (cam.zoom = Math.min(40, cam.zoom * 1.2)),
+      "-": () => (cam.zoom = Math.max(0.3, cam.zoom / 1.2)),
+      "0": () => Object.assign(cam, { yaw: -0.6, pitch: 0.45, zoom: 1, panX: 0, panY: 0, fitted: null }),
+    };
+    const fn = keys[e.key];
+    if (!fn) return;
+    e.preventDefault();
+    fn();
+    redraw();
+  });
+}
+
+/**
+ * A 3-D slice as a rotatable lattice on a canvas: an orthographic projection of the chips (cores of
+ * a chip side by side), ICI links, wraparound stubs, host boxes, the rings, and the axes ticked at
+ * every chip coordinate. Drag to rotate, shift-drag to pan, scroll to zoom; arrow keys rotate.
+ * @param {HTMLElement} container
+ * @param {Topology} topo
+ * @param {MapOptions} opts
+ * @returns {MapView}
+ */
+function lattice3d(container, topo, opts) {
+  /** @type {MapOptions} */
+  let current = { ...opts };
+  const w = latticeWorld(topo);
+  const { X, Y, Z, n, cores, spanX, ox, oy, oz, wx, wy, wz, index } = w;
 
   const wrap = el("div", "topo-3d");
   const canvas = el("canvas", "topo-canvas");
@@ -304,15 +511,10 @@ function lattice3d(container, topo, opts) {
   wrap.appendChild(canvas);
   container.replaceChildren(wrap);
 
-  let yaw = -0.6;
-  let pitch = 0.45;
-  let zoom = 1;
-  let panX = 0;
-  let panY = 0;
+  /** @type {Camera} */
+  const cam = { yaw: -0.6, pitch: 0.45, zoom: 1, panX: 0, panY: 0, fitted: null };
   let W = 0;
   let H = 0;
-  /** @type {{scale: number, cx: number, cy: number} | null} the first view's fit (kept while rotating) */
-  let fitted = null;
   // projected device positions and depths, for hit-testing
   const sx = new Float32Array(n);
   const sy = new Float32Array(n);
@@ -336,16 +538,16 @@ function lattice3d(container, topo, opts) {
     ctx.clearRect(0, 0, W, H);
     const { colour, rings, dark } = current;
     const fg = dark ? "#d0d4da" : "#4b525b";
-    const cyw = Math.cos(yaw);
-    const syw = Math.sin(yaw);
-    const cp = Math.cos(pitch);
-    const sp = Math.sin(pitch);
+    const cyw = Math.cos(cam.yaw);
+    const syw = Math.sin(cam.yaw);
+    const cp = Math.cos(cam.pitch);
+    const sp = Math.sin(cam.pitch);
     /** unscaled screen coordinates of a world point @param {number} x @param {number} y @param {number} z */
     const flat = (x, y, z) => {
       const y1 = x * syw + y * cyw;
       return [x * cyw - y * syw, -(y1 * sp + z * cp), y1 * cp - z * sp];
     };
-    if (!fitted) {
+    if (!cam.fitted) {
       // fit the lattice with its axes (ticked 0.8 outside it) in the canvas, in the first view
       let [x0, y0, x1, y1] = [Infinity, Infinity, -Infinity, -Infinity];
       for (const cx of [-ox - 1.6, spanX - 1 - ox + 0.6]) for (const cy of [-oy - 1.6, Y - 1 - oy + 0.6]) for (const cz of [-oz - 1.6, Z - 1 - oz + 0.6]) {
@@ -353,37 +555,19 @@ function lattice3d(container, topo, opts) {
         [x0, y0, x1, y1] = [Math.min(x0, px), Math.min(y0, py), Math.max(x1, px), Math.max(y1, py)];
       }
       const scale = Math.min((W * 0.92) / (x1 - x0), (H * 0.92) / (y1 - y0));
-      fitted = { scale, cx: (x0 + x1) / 2, cy: (y0 + y1) / 2 };
+      cam.fitted = { scale, cx: (x0 + x1) / 2, cy: (y0 + y1) / 2 };
     }
-    const s = fitted.scale * zoom;
-    const midX = W / 2 + panX - fitted.cx * s;
-    const midY = H / 2 + panY - fitted.cy * s;
-    /** @param {number} x @param {number} y @param {number} z @returns {[number, number, number]} */
+    const s = cam.fitted.scale * cam.zoom;
+    const midX = W / 2 + cam.panX - cam.fitted.cx * s;
+    const midY = H / 2 + cam.panY - cam.fitted.cy * s;
+    /** @type {Projection} */
     const project = (x, y, z) => {
       const [fx, fy, d] = flat(x, y, z);
       return [midX + s * fx, midY + s * fy, d];
     };
-    /** @param {number[]} segs @param {string} stroke @param {number} width @param {number} alpha @param {number[]} [dash] */
-    const lines = (segs, stroke, width, alpha, dash) => {
-      if (!segs.length) return;
-      ctx.beginPath();
-      for (let i = 0; i < segs.length; i += 6) {
-        const a = project(segs[i], segs[i + 1], segs[i + 2]);
-        const b = project(segs[i + 3], segs[i + 4], segs[i + 5]);
-        ctx.moveTo(a[0], a[1]);
-        ctx.lineTo(b[0], b[1]);
-      }
-      ctx.strokeStyle = stroke;
-      ctx.lineWidth = width;
-      ctx.globalAlpha = alpha;
-      ctx.setLineDash(dash || []);
-      ctx.stroke();
-      ctx.setLineDash([]);
-      ctx.globalAlpha = 1;
-    };
-    lines(boxes, fg, 1, 0.18);
-    lines(plain, fg, 1, n > 1024 ? 0.12 : 0.3);
-    lines(wraps, WRAP, 2, 0.8, [4, 3]);
+    strokeSegments(ctx, project, w.boxes, fg, 1, 0.18);
+    strokeSegments(ctx, project, w.plain, fg, 1, n > 1024 ? 0.12 : 0.3);
+    strokeSegments(ctx, project, w.wraps, WRAP, 2, 0.8, [4, 3]);
     // devices, far ones first
     radius = Math.max(1.5, Math.min(9, s * (cores > 1 ? 0.13 : 0.2)));
     for (let i = 0; i < n; i++) {
@@ -407,82 +591,12 @@ function lattice3d(container, topo, opts) {
     }
     // the rings over everything: one-link hops blue, longer ones red
     if (rings) {
-      /** @type {number[]} */
-      const near = [];
-      /** @type {number[]} */
-      const far = [];
-      rings.groups.slice(0, MAX_RING_GROUPS_3D).forEach((group, gi) => {
-        rings.hops[gi].forEach((hop, i) => {
-          const a = chip(group[i]);
-          const b = chip(group[(i + 1) % group.length]);
-          // a one-link hop through a wraparound link would be drawn straight across the lattice,
-          // over the ring itself: the orange wraparound stubs already show it
-          if (hop <= 1 && Math.hypot(b[0] - a[0], b[1] - a[1], b[2] - a[2]) > 1.5) return;
-          (hop > 1 ? far : near).push(...a, ...b);
-        });
-      });
-      lines(near, RING_NEAR, 3, 0.9);
-      lines(far, RING_FAR, 3, 0.9);
+      const { near, far } = ringSegments(rings, w.chip);
+      strokeSegments(ctx, project, near, RING_NEAR, 3, 0.9);
+      strokeSegments(ctx, project, far, RING_FAR, 3, 0.9);
     }
-    // axes along the lattice's edges, ticked at every chip coordinate that has room; after rotation a
-    // tick can land on the lattice, so each label sits on a chip of the background, over the rings
-    ctx.font = `10px ${FONT}`;
-    ctx.fillStyle = fg;
-    ctx.strokeStyle = fg;
-    ctx.lineWidth = 1;
-    const bg = dark ? "#171a20" : "#ffffff";
-    const base = [-ox - 0.8, -oy - 0.8, -oz - 0.8];
-    /** @type {string[]} the ticks drawn, per axis (the canvas's data-ticks, for tests) */
-    const drawnTicks = [];
-    /** @type {number[][]} each label's box [x, y, w, h] in CSS px (data-labels, for tests) */
-    const labelBoxes = [];
-    /** A label centred at (x, y) on its background chip. @param {string} text @param {number} x @param {number} y @param {number} size */
-    const label = (text, x, y, size) => {
-      const w = ctx.measureText(text).width + 4;
-      const h = size + 4;
-      ctx.fillStyle = bg;
-      ctx.fillRect(x - w / 2, y - h / 2, w, h);
-      ctx.fillStyle = fg;
-      ctx.fillText(text, x, y);
-      labelBoxes.push([x - w / 2, y - h / 2, w, h].map((v) => Math.round(v * 10) / 10));
-    };
-    /** @param {number} axis @param {number} count @param {string} name */
-    const axisTicks = (axis, count, name) => {
-      const at = (/** @type {number} */ v) => {
-        const q = [...base];
-        q[axis] = v;
-        return project(q[0], q[1], q[2]);
-      };
-      const a = at(axis === 0 ? -ox : axis === 1 ? -oy : -oz);
-      const b = at((axis === 0 ? -ox : axis === 1 ? -oy : -oz) + count - 1);
-      ctx.globalAlpha = 0.6;
-      ctx.beginPath();
-      ctx.moveTo(a[0], a[1]);
-      ctx.lineTo(b[0], b[1]);
-      ctx.stroke();
-      ctx.globalAlpha = 1;
-      const gap = Math.hypot(b[0] - a[0], b[1] - a[1]) / Math.max(1, count - 1);
-      const step = 2 ** Math.max(0, Math.ceil(Math.log2(18 / Math.max(1, gap))));
-      ctx.textAlign = "center";
-      ctx.textBaseline = "middle";
-      const values = [];
-      for (let v = 0; v < count; v += step) {
-        const p = at((axis === 0 ? -ox : axis === 1 ? -oy : -oz) + v);
-        label(String(v), p[0], p[1], 10);
-        values.push(v);
-      }
-      drawnTicks.push(`${name}:${values.join(",")}`);
-      // the axis's name beside its middle, away from the picture's centre
-      const mid = at((axis === 0 ? -ox : axis === 1 ? -oy : -oz) + (count - 1) / 2);
-      const away = Math.hypot(mid[0] - midX, mid[1] - midY) || 1;
-      ctx.font = `bold 12px ${FONT}`;
-      label(name, mid[0] + ((mid[0] - midX) / away) * 22, mid[1] + ((mid[1] - midY) / away) * 22, 12);
-      ctx.font = `10px ${FONT}`;
-    };
-    axisTicks(0, slices > 1 ? spanX : X, "x");
-    axisTicks(1, Y, "y");
-    axisTicks(2, Z, "z");
-    canvas.dataset.yaw = yaw.toFixed(3);
+    const { drawnTicks, labelBoxes } = drawAxes(ctx, project, w, { fg, bg: dark ? "#171a20" : "#ffffff", midX, midY });
+    canvas.dataset.yaw = cam.yaw.toFixed(3);
     canvas.dataset.ticks = drawnTicks.join(";");
     canvas.dataset.labels = JSON.stringify(labelBoxes);
   }
@@ -506,81 +620,22 @@ function lattice3d(container, topo, opts) {
       draw();
     });
   };
-  /** @type {{x: number, y: number, yaw: number, pitch: number, panX: number, panY: number, pan: boolean} | null} */
-  let drag = null;
-  canvas.addEventListener("pointerdown", (e) => {
-    if (e.button !== 0 && e.button !== 2) return;
-    drag = { x: e.clientX, y: e.clientY, yaw, pitch, panX, panY, pan: e.shiftKey || e.button === 2 };
-    canvas.setPointerCapture(e.pointerId);
-  });
-  canvas.addEventListener("pointermove", (e) => {
+  latticeInput(canvas, cam, redraw, (e) => {
     const rect = canvas.getBoundingClientRect();
-    if (drag) {
-      const dx = e.clientX - drag.x;
-      const dy = e.clientY - drag.y;
-      if (drag.pan) {
-        panX = drag.panX + dx;
-        panY = drag.panY + dy;
-      } else {
-        yaw = drag.yaw + dx * 0.008;
-        pitch = Math.max(-1.5, Math.min(1.5, drag.pitch + dy * 0.008));
-      }
-      hideCard();
-      redraw();
-      return;
-    }
     const i = nearest(e.clientX - rect.left, e.clientY - rect.top);
     if (i >= 0 && current.describe) showCard(current.describe(topo.devices[i].id), e.clientX, e.clientY, canvas);
     else hideCard();
     canvas.dataset.hover = i >= 0 ? String(topo.devices[i].id) : "";
-  });
-  const end = () => (drag = null);
-  canvas.addEventListener("pointerup", end);
-  canvas.addEventListener("pointercancel", end);
-  canvas.addEventListener("mouseleave", hideCard);
-  canvas.addEventListener("contextmenu", (e) => e.preventDefault());
-  canvas.addEventListener(
-    "wheel",
-    (e) => {
-      e.preventDefault();
-      zoom = Math.max(0.3, Math.min(40, zoom * (e.deltaY < 0 ? 1.2 : 1 / 1.2)));
-      redraw();
-    },
-    { passive: false },
-  );
-  canvas.addEventListener("keydown", (e) => {
-    /** @type {Record<string, () => void>} */
-    const keys = {
-      ArrowLeft: () => (yaw -= 0.15),
-      ArrowRight: () => (yaw += 0.15),
-      ArrowUp: () => (pitch = Math.max(-1.5, pitch - 0.15)),
-      ArrowDown: () => (pitch = Math.min(1.5, pitch + 0.15)),
-      "+": () => (zoom = Math.min(40, zoom * 1.2)),
-      "=": () => (zoom = Math.min(40, zoom * 1.2)),
-      "-": () => (zoom = Math.max(0.3, zoom / 1.2)),
-      "0": () => {
-        yaw = -0.6;
-        pitch = 0.45;
-        zoom = 1;
-        panX = panY = 0;
-        fitted = null;
-      },
-    };
-    const fn = keys[e.key];
-    if (!fn) return;
-    e.preventDefault();
-    fn();
-    redraw();
   });
   const resized = new ResizeObserver(() => {
     if (!canvas.isConnected) {
       resized.disconnect(); // the container holds another picture now: let this one go
       return;
     }
-    const w = Math.max(200, container.clientWidth || 860);
-    if (w === W) return;
+    const width = Math.max(200, container.clientWidth || 860);
+    if (width === W) return;
     size();
-    fitted = null;
+    cam.fitted = null;
     draw();
   });
   // the picture's own box: its width follows the container's, and once it is replaced (detached) the

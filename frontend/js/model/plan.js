@@ -4,6 +4,8 @@
 // figures exactly, a refusal's figures, the names of argument groups, and the step-time band. Data,
 // never DOM (components/plan.js draws it).
 
+import { memoryOf } from "./program.js";
+
 /**
  * @typedef {{kind: string, label: string, bytes: number, colour: number, title: string}} HbmPart a segment
  *   of the HBM bar: kind "argument" (one group), "padding", "outputs", "temporaries" or "refused";
@@ -91,7 +93,7 @@ export function hbmOf(snap) {
   }));
   const leaves = parts.reduce((s, p) => s + p.bytes, 0);
   const capacity = plan.capacity_bytes ?? null;
-  const mem = snap.program?.memory; // the program report's: XLA's memory_analysis fields by their names
+  const mem = memoryOf(snap.program); // the program report's: XLA's memory_analysis fields by their names
   const refusal = plan.refusal;
   /** @type {HbmFigure[]} */
   const figures = [];

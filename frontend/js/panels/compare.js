@@ -10,6 +10,7 @@ import { showError } from "../lib/errors.js";
 import { fmtBytes } from "../lib/format.js";
 import { estimateText, estimateTitle, fmtSeconds, rooflinePanel } from "../components/estimates.js";
 import { planSummary } from "../components/plan.js";
+import { peakOf } from "../model/program.js";
 import { resolveSide } from "../model/sides.js";
 import { errorBox, shareAndStatus } from "./common.js";
 
@@ -86,6 +87,105 @@ function specsText(s, resolved) {
   const top = [...counts].sort((x, y) => y[1] - x[1]);
   const shown = top.slice(0, 4).map(([spec, n]) => `${spec} ×${n}`).join(", ");
   return `${snap.leaves.length} leaves: ${shown || "no specs"}${top.length > 4 ? `, and ${top.length - 4} more specs` : ""}`;
+}
+
+/**
+ * The card "Sides": the two summaries as rows (what, specs, program, collectives, estimates, roofline terms, HBM),
+ * the cheaper side's cells marked.
+ * @param {HTMLElement} sides @param {import("../hosts/host.js").Host} host @param {any} r @param {any[]} sidesIn @param {string | null} cheaper
+ */
+function renderSides(sides, host, r, sidesIn, cheaper) {
+  const { table, body } = headedTable("hops compare-sides", ["", "A", "B"]);
+  const pair = [r.a, r.b];
+  /** @param {string} name @param {(s: any, i: number) => string} f @param {string} [title] */
+  const row = (name, f, title) => {
+    const tr = body.insertRow();
+    tr.appendChild(h("th", { scope: "row", title }, name));
+    pair.forEach((s, i) => {
+      const td = tr.insertCell();
+      td.textContent = f(s, i);
+      if (cheaper === (i === 0 ? "a" : "b")) td.classList.add("cheaper");
+    });
+  };
+  const head = body.insertRow();
+  head.appendChild(el("th", "", "open"));
+  sidesIn.forEach((s, i) => head.insertCell().appendChild(h("a", { href: host.href ? s.href : null }, `open ${i === 0 ? "A" : "B"}`)));
+  row("what", (s) => `${s.title}${s.mesh ? ` (mesh ${s.mesh})` : ""}`);
+  row("specs", (s, i) => specsText(s, sidesIn[i]), "a kernel run's input specs, then its output specs");
+  row("program", (s) => s.program);
+  row("collectives", (s) => `${s.communication.count}, ${fmtBytes(s.communication.bytes)} of results per device`);
+  row("communication (estimate)", (s) => (s.communication.seconds === null ? `no estimate` : `bound ${fmtSeconds(s.communication.seconds)} · expected ${fmtSeconds(s.communication.expected_seconds ?? s.communication.seconds)}`), "Σ the collectives' estimates × their repeat counts (loops)");
+  row("compute (estimate)", (s) => maybe(s.roofline?.compute_seconds, fmtSeconds), "flops (loop bodies counted per run) / peak FLOP/s");
+  row("memory (estimate)", (s) => maybe(s.roofline?.memory_seconds, fmtSeconds), "HBM traffic / HBM bandwidth");
+  row("bound", (s) => s.roofline?.bound || "—");
+  row("lower bound on run time", (s) => maybe(s.lower_bound_seconds, fmtSeconds), "max(compute, memory, communication)");
+  if (sidesIn.some((x) => x.snap?.plan)) {
+    // a plan's step time: the cost model's expected time beside the roofline's lower bound
+    row("expected step time (plan)", (_s, i) => maybe(sidesIn[i].snap?.plan?.step_time?.expected_seconds, fmtSeconds), "each collective at its fabric's fitted efficiency and latency, compute and memory at their peaks");
+    row("peak HBM (XLA)", (_s, i) => maybe(peakOf(sidesIn[i].snap?.program), fmtBytes), "XLA's memory_analysis: peak_memory_in_bytes per device");
+  }
+  row("HBM", (s) => s.hbm?.text || "—");
+  row("not modelled", (s) => s.roofline?.why || (s.roofline ? "" : "no cost analysis (a snapshot)") || "—");
+  sides.replaceChildren(table);
+}
+
+/**
+ * The card "Collectives, matched up": the matched collectives, four columns so A, B and Δ are in view at 1440 px (cards on a phone, app.css):
+ * the op and its mesh axes; each side's bytes and estimate, its shape and groups, the line and JAX op that
+ * make it; Δ (B − A) of time and bytes.
+ * @param {HTMLElement} matched @param {any} r
+ */
+function renderMatched(matched, r) {
+  const { table, body } = headedTable("hops collectives compare-matched", ["collective", "A", "B", "Δ (B − A)"]);
+  for (const m of r.collectives) {
+    const row = body.insertRow();
+    row.dataset.paired = String(Boolean(m.a && m.b));
+    const op = row.insertCell();
+    op.className = "op";
+    op.dataset.label = "collective";
+    op.append(h("strong", {}, m.op || ""), h("div", { class: "muted axes", "data-field": "axes" }, m.axes_text ? `mesh axes ${m.axes_text}` : "no mesh axes"));
+    for (const [key, s] of /** @type {[string, any][]} */ ([["A", m.a], ["B", m.b]])) {
+      const td = row.insertCell();
+      td.className = `side${s ? "" : " absent"}`;
+      td.dataset.label = key;
+      td.dataset.side = key.toLowerCase();
+      if (!s) {
+        td.textContent = `— none on ${key}'s side`;
+        continue;
+      }
+      const est = s.seconds === null ? { seconds: null, why: s.why } : { seconds: s.seconds, expected_seconds: s.expected_seconds, fabric: s.fabric, formula: s.formula };
+      const estimate = h("span", { class: "estimate", title: estimateTitle(est) }, estimateText(est, s.repeat));
+      const bytes = h("strong", { class: "num", "data-field": "bytes", title: s.bytes === null ? "" : `${s.bytes.toLocaleString("en-US")} bytes per device` }, s.bytes === null ? "—" : fmtBytes(s.bytes));
+      td.append(h("div", {}, bytes, " · ", estimate),
+        h("div", { class: "muted" }, h("span", { class: "mono", "data-field": "shape" }, s.shape || "—"), ` · ${s.groups}`),
+        h("div", { class: "source", "data-field": "from", title: [s.line, s.source, s.name].filter(Boolean).join("\n") }, [s.line, s.source || s.name].filter(Boolean).join(" · ") || "—"));
+    }
+    const delta = row.insertCell();
+    delta.className = "num delta";
+    delta.dataset.label = "Δ (B − A)";
+    const ds = m.delta_seconds;
+    const db = m.delta_bytes;
+    const sign = (/** @type {number} */ d) => (d > 0 ? "+" : d < 0 ? "−" : "");
+    if (ds === null && db === null) delta.append(h("span", { class: "muted" }, m.a && m.b ? "" : "unmatched"));
+    if (ds !== null) delta.append(h("div", { class: ds > 0 ? "worse" : ds < 0 ? "better" : "", "data-field": "delta-seconds" }, `${sign(ds)}${fmtSeconds(Math.abs(ds))}`));
+    if (db !== null) delta.append(h("div", { "data-field": "delta-bytes" }, `${sign(db)}${fmtBytes(Math.abs(db))}`));
+  }
+  matched.replaceChildren(r.collectives.length ? table : el("p", "muted", "neither side has collectives"));
+}
+
+/** The card "Plans": each plan's verdict, HBM by kind and step time, side by side. @param {HTMLElement} plans @param {any[]} sidesIn @param {boolean} dark */
+function renderPlans(plans, sidesIn, dark) {
+  plans.replaceChildren();
+  plans.hidden = !sidesIn.some((x) => x.snap?.plan);
+  if (plans.hidden) return;
+  sidesIn.forEach((x, i) => {
+    const box = h("section", { class: "compare-plan", part: `plan-${i === 0 ? "a" : "b"}` });
+    const body = h("div");
+    box.append(h("h3", {}, `${i === 0 ? "A" : "B"}: ${x.snap?.name ?? "no plan"}`), body);
+    if (x.snap?.plan) planSummary(body, x.snap, { dark, compact: true });
+    else body.appendChild(el("p", "muted", "not a plan: a kernel run, a reshard or a capture without one"));
+    plans.appendChild(box);
+  });
 }
 
 /**
@@ -173,86 +273,6 @@ export function mount(root, host, initial) {
     }
   }
 
-  /** The two summaries as rows: what, specs, program, collectives, estimates, roofline terms, HBM. @param {any} r @param {any[]} sidesIn @param {string | null} cheaper */
-  function renderSides(r, sidesIn, cheaper) {
-    const { table, body } = headedTable("hops compare-sides", ["", "A", "B"]);
-    const pair = [r.a, r.b];
-    /** @param {string} name @param {(s: any, i: number) => string} f @param {string} [title] */
-    const row = (name, f, title) => {
-      const tr = body.insertRow();
-      tr.appendChild(h("th", { scope: "row", title }, name));
-      pair.forEach((s, i) => {
-        const td = tr.insertCell();
-        td.textContent = f(s, i);
-        if (cheaper === (i === 0 ? "a" : "b")) td.classList.add("cheaper");
-      });
-    };
-    const head = body.insertRow();
-    head.appendChild(el("th", "", "open"));
-    sidesIn.forEach((s, i) => head.insertCell().appendChild(h("a", { href: host.href ? s.href : null }, `open ${i === 0 ? "A" : "B"}`)));
-    row("what", (s) => `${s.title}${s.mesh ? ` (mesh ${s.mesh})` : ""}`);
-    row("specs", (s, i) => specsText(s, sidesIn[i]), "a kernel run's input specs, then its output specs");
-    row("program", (s) => s.program);
-    row("collectives", (s) => `${s.communication.count}, ${fmtBytes(s.communication.bytes)} of results per device`);
-    row("communication (estimate)", (s) => (s.communication.seconds === null ? `no estimate` : `bound ${fmtSeconds(s.communication.seconds)} · expected ${fmtSeconds(s.communication.expected_seconds ?? s.communication.seconds)}`), "Σ the collectives' estimates × their repeat counts (loops)");
-    row("compute (estimate)", (s) => maybe(s.roofline?.compute_seconds, fmtSeconds), "flops (loop bodies counted per run) / peak FLOP/s");
-    row("memory (estimate)", (s) => maybe(s.roofline?.memory_seconds, fmtSeconds), "HBM traffic / HBM bandwidth");
-    row("bound", (s) => s.roofline?.bound || "—");
-    row("lower bound on run time", (s) => maybe(s.lower_bound_seconds, fmtSeconds), "max(compute, memory, communication)");
-    if (sidesIn.some((x) => x.snap?.plan)) {
-      // a plan's step time: the cost model's expected time beside the roofline's lower bound
-      row("expected step time (plan)", (_s, i) => maybe(sidesIn[i].snap?.plan?.step_time?.expected_seconds, fmtSeconds), "each collective at its fabric's fitted efficiency and latency, compute and memory at their peaks");
-      row("peak HBM (XLA)", (_s, i) => maybe(sidesIn[i].snap?.program?.memory?.peak_memory_in_bytes, fmtBytes), "XLA's memory_analysis: peak_memory_in_bytes per device");
-    }
-    row("HBM", (s) => s.hbm?.text || "—");
-    row("not modelled", (s) => s.roofline?.why || (s.roofline ? "" : "no cost analysis (a snapshot)") || "—");
-    sides.replaceChildren(table);
-  }
-
-  /**
-   * The matched collectives, four columns so A, B and Δ are in view at 1440 px (cards on a phone, app.css):
-   * the op and its mesh axes; each side's bytes and estimate, its shape and groups, the line and JAX op that
-   * make it; Δ (B − A) of time and bytes.
-   * @param {any} r
-   */
-  function renderMatched(r) {
-    const { table, body } = headedTable("hops collectives compare-matched", ["collective", "A", "B", "Δ (B − A)"]);
-    for (const m of r.collectives) {
-      const row = body.insertRow();
-      row.dataset.paired = String(Boolean(m.a && m.b));
-      const op = row.insertCell();
-      op.className = "op";
-      op.dataset.label = "collective";
-      op.append(h("strong", {}, m.op || ""), h("div", { class: "muted axes", "data-field": "axes" }, m.axes_text ? `mesh axes ${m.axes_text}` : "no mesh axes"));
-      for (const [key, s] of /** @type {[string, any][]} */ ([["A", m.a], ["B", m.b]])) {
-        const td = row.insertCell();
-        td.className = `side${s ? "" : " absent"}`;
-        td.dataset.label = key;
-        td.dataset.side = key.toLowerCase();
-        if (!s) {
-          td.textContent = `— none on ${key}'s side`;
-          continue;
-        }
-        const est = s.seconds === null ? { seconds: null, why: s.why } : { seconds: s.seconds, expected_seconds: s.expected_seconds, fabric: s.fabric, formula: s.formula };
-        const estimate = h("span", { class: "estimate", title: estimateTitle(est) }, estimateText(est, s.repeat));
-        const bytes = h("strong", { class: "num", "data-field": "bytes", title: s.bytes === null ? "" : `${s.bytes.toLocaleString("en-US")} bytes per device` }, s.bytes === null ? "—" : fmtBytes(s.bytes));
-        td.append(h("div", {}, bytes, " · ", estimate),
-          h("div", { class: "muted" }, h("span", { class: "mono", "data-field": "shape" }, s.shape || "—"), ` · ${s.groups}`),
-          h("div", { class: "source", "data-field": "from", title: [s.line, s.source, s.name].filter(Boolean).join("\n") }, [s.line, s.source || s.name].filter(Boolean).join(" · ") || "—"));
-      }
-      const delta = row.insertCell();
-      delta.className = "num delta";
-      delta.dataset.label = "Δ (B − A)";
-      const ds = m.delta_seconds;
-      const db = m.delta_bytes;
-      const sign = (/** @type {number} */ d) => (d > 0 ? "+" : d < 0 ? "−" : "");
-      if (ds === null && db === null) delta.append(h("span", { class: "muted" }, m.a && m.b ? "" : "unmatched"));
-      if (ds !== null) delta.append(h("div", { class: ds > 0 ? "worse" : ds < 0 ? "better" : "", "data-field": "delta-seconds" }, `${sign(ds)}${fmtSeconds(Math.abs(ds))}`));
-      if (db !== null) delta.append(h("div", { "data-field": "delta-bytes" }, `${sign(db)}${fmtBytes(Math.abs(db))}`));
-    }
-    matched.replaceChildren(r.collectives.length ? table : el("p", "muted", "neither side has collectives"));
-  }
-
   /** @param {any} r @param {any[]} sidesIn */
   function render(r, sidesIn) {
     results.hidden = false;
@@ -264,8 +284,9 @@ export function mount(root, host, initial) {
     if (tie) verdict.append(h("br"), h("span", { class: "tie-breaker", part: "tie-breaker" }, `${tie.text}.`));
     verdict.dataset.cheaper = cheaper || "";
     notes.replaceChildren(...v.notes.map((/** @type {string} */ n) => el("li", "", n)));
-    renderSides(r, sidesIn, cheaper);
-    renderPlans(sidesIn);
+    renderSides(sides, host, r, sidesIn, cheaper);
+    shownSides = sidesIn;
+    renderPlans(plans, sidesIn, host.dark());
     rooflines.replaceChildren();
     for (const [name, s] of [["A", r.a], ["B", r.b]]) {
       const box = el("div", "compare-roofline");
@@ -273,24 +294,8 @@ export function mount(root, host, initial) {
       else box.appendChild(el("p", "muted", `${name}: no roofline (snapshots carry no cost analysis)`));
       rooflines.appendChild(box);
     }
-    renderMatched(r);
+    renderMatched(matched, r);
     note.textContent = r.note;
-  }
-
-  /** Each plan's verdict, HBM by kind and step time, side by side. @param {any[]} sidesIn */
-  function renderPlans(sidesIn) {
-    shownSides = sidesIn;
-    plans.replaceChildren();
-    plans.hidden = !sidesIn.some((x) => x.snap?.plan);
-    if (plans.hidden) return;
-    sidesIn.forEach((x, i) => {
-      const box = h("section", { class: "compare-plan", part: `plan-${i === 0 ? "a" : "b"}` });
-      const body = h("div");
-      box.append(h("h3", {}, `${i === 0 ? "A" : "B"}: ${x.snap?.name ?? "no plan"}`), body);
-      if (x.snap?.plan) planSummary(body, x.snap, { dark: host.dark(), compact: true });
-      else body.appendChild(el("p", "muted", "not a plan: a kernel run, a reshard or a capture without one"));
-      plans.appendChild(box);
-    });
   }
 
   /** @param {CState} s */
@@ -308,7 +313,7 @@ export function mount(root, host, initial) {
     run();
   });
   show(initial);
-  const stopTheme = host.onTheme(() => shownSides && renderPlans(shownSides));
+  const stopTheme = host.onTheme(() => shownSides && renderPlans(plans, shownSides, host.dark()));
   const ready = data.kernels ? data.kernels().then((c) => (catalog = c.kernels), fail) : Promise.resolve();
   ready.then(() => {
     host.bump("ready");

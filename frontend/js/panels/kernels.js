@@ -7,14 +7,16 @@
 import { ApiError } from "../lib/api.js";
 import { codeInput, defList, el, h, labelled, setOptions } from "../lib/dom.js";
 import { errorFields, showError } from "../lib/errors.js";
-import { fmtBytes, fmtCount, fmtMs, meshAxes } from "../lib/format.js";
+import { fmtMs, meshAxes } from "../lib/format.js";
 import { collectivesSection, collectivesTable } from "../components/collectives.js";
 import { draw as drawWhy } from "../components/why.js";
 import { estimateTotal, rooflinePanel } from "../components/estimates.js";
+import { memoryText, mountCompilerLog, mountOrigins, workText } from "../components/program.js";
 import { layoutGrid } from "../components/grid.js";
 import { devicePicker, meshPicker } from "../components/pickers.js";
 import { onTopology } from "../model/collective.js";
 import { arrayFacts } from "../model/facts.js";
+import { compileSeconds } from "../model/program.js";
 import { FieldError, defaultsFor, fromQuery as kernelState, runRequest, toQuery, withFix } from "../model/kernel_run.js";
 import { Layout } from "../model/layout.js";
 import { DEFAULTS, topologyQuery } from "../model/state.js";
@@ -24,7 +26,6 @@ export const VIEW = "kernels";
 export { toQuery };
 
 const CUT = "\n… (cut: setting max_kernel_text_chars)";
-/** Errors a single input's spec or shape can cause. */
 /** How many of an output's values are shown (the API sends at most this many). */
 const VALUES_SHOWN = 64;
 
@@ -68,12 +69,6 @@ function errorText(a) {
   return `${fmtErr(e)} (${(e / scale).toExponential(1)} of max |reference| ${scale.toPrecision(3)})`;
 }
 
-/** "arguments 1 KiB, outputs …" per device, from a program report's memory (XLA's memory_analysis names). @param {any} mem */
-function memoryText(mem) {
-  const peak = mem.peak_memory_in_bytes !== null && mem.peak_memory_in_bytes !== undefined ? `, peak ${fmtBytes(mem.peak_memory_in_bytes)}` : "";
-  return `arguments ${fmtBytes(mem.argument_size_in_bytes ?? 0)}, outputs ${fmtBytes(mem.output_size_in_bytes ?? 0)}, temporaries ${fmtBytes(mem.temp_size_in_bytes ?? 0)}${peak}`;
-}
-
 /** Significant digits NumPy prints a value of each float dtype with (its precision, about). */
 const DIGITS = /** @type {Record<string, number>} */ ({ float64: 16, float32: 8, bfloat16: 3, float16: 4 });
 
@@ -96,8 +91,441 @@ function valuesText(a) {
   const more = v.size > v.flat.length ? ` … (${v.flat.length} of ${v.size})` : "";
   return a.shape.length === 0 ? num(v.flat[0]) : `[${flat}${more}]`;
 }
+/**
+ * Where a refusal points: the API names the input (`input`: its index, `input_name`) and the field at
+ * fault (`field`: shape, spec or dtype) in the error itself, its message already naming the input, so
+ * nothing is asked again. A refusal of the inputs together (too many elements) marks the largest one.
+ * @param {any} req the run request
+ * @param {unknown} err
+ * @returns {{err: unknown, input?: number, field?: string, source?: string, note?: string}}
+ */
+function blame(req, err) {
+  if (!(err instanceof ApiError) || !req.inputs) return { err };
+  const given = /** @type {any} */ (err.error).input;
+  if (typeof given === "number" && given >= 0 && given < req.inputs.length) {
+    return { err, input: given, field: /** @type {any} */ (err.error).field, source: req.inputs[given].spec, note: err.error.message };
+  }
+  if (err.error.code === "too_large" && /elements/.test(err.error.message)) {
+    const sizes = req.inputs.map((/** @type {any} */ i) => i.shape.reduce((/** @type {number} */ a, /** @type {number} */ b) => a * b, 1));
+    return { err, input: sizes.indexOf(Math.max(...sizes)), field: "shape" };
+  }
+  return { err };
+}
+
+/** A labelled text field named `part`. @param {string} label @param {string} value @param {string} part @param {string} aria */
+function field(label, value, part, aria) {
+  const input = codeInput(value);
+  input.dataset.part = part;
+  input.setAttribute("aria-label", aria);
+  return labelled(label, input);
+}
+
+/** @param {HTMLSelectElement} select @param {any[]} kernels */
+function fillKernelSelect(select, kernels) {
+  select.replaceChildren();
+  /** @param {string} label @param {any[]} list */
+  const group = (label, list) => {
+    const og = el("optgroup");
+    og.label = label;
+    for (const k of list) {
+      const o = el("option", "", k.title + (k.available ? "" : " — not installed"));
+      o.value = k.name;
+      o.disabled = !k.available;
+      og.appendChild(o);
+    }
+    if (og.children.length) select.appendChild(og);
+  };
+  group("jit (the compiler shards)", kernels.filter((x) => x.mode === "jit" && !x.requires));
+  group("shard_map (per-device code)", kernels.filter((x) => x.mode === "shard_map" && !x.requires));
+  group("Flax (optional extra)", kernels.filter((x) => x.requires));
+}
 
 /**
+ * The card "Kernel": the kernel picker, its doc, tutorial, reference and source, and the Examples.
+ * @param {HTMLElement} parent
+ */
+function mountKernelCard(parent) {
+  const select = h("select", { "aria-label": "Kernel", part: "kernel" });
+  const doc = h("p", { class: "kernel-doc", part: "kernel-doc" });
+  const explicit = h("p", { class: "muted", hidden: true });
+  const tutorial = h("a", { target: "_blank", rel: "noopener noreferrer", part: "kernel-tutorial" }, "tutorial");
+  const reference = h("span", { part: "kernel-reference" });
+  const source = h("pre", { class: "code", part: "kernel-source" });
+  const examples = h("nav", { class: "examples", part: "examples", "aria-label": "Examples" });
+  parent.append(h("fieldset", {}, h("legend", {}, "Kernel"),
+    labelled("Kernel", select), examples, doc, explicit,
+    h("p", { class: "muted" }, tutorial, " · compared with ", reference),
+    h("details", {}, h("summary", {}, "Source (exactly what runs)"), source)));
+  return {
+    select,
+    examples,
+    /** @param {any} k */
+    show(k) {
+      select.value = k.name;
+      doc.textContent = k.doc;
+      explicit.hidden = !k.explicit;
+      explicit.textContent = k.explicit ? `With Explicit axes: ${k.explicit}.` : "";
+      tutorial.hidden = !k.tutorial;
+      if (k.tutorial) tutorial.href = k.tutorial;
+      reference.textContent = k.reference;
+      source.textContent = sourceText(k.source);
+    },
+  };
+}
+
+/**
+ * The cards "Inputs", "Parameters" and "Output specs": one row of fields per input, parameter and output.
+ * @param {HTMLElement} parent
+ */
+function mountArrayFields(parent) {
+  const inputsBox = h("div", { class: "kernel-inputs", part: "inputs" });
+  const dataSelect = h("select", { part: "data" });
+  setOptions(dataSelect, ["", "arange"], ["random, seeded (normal; integers −4…4)", "0, 1, 2, … (jnp.arange, as the tutorials)"]);
+  const paramsBox = h("div", { class: "kernel-inputs", part: "params" });
+  const paramsSet = h("fieldset", { hidden: true }, h("legend", {}, "Parameters"), paramsBox);
+  const outsBox = h("div", { class: "kernel-inputs", part: "outs" });
+  const outsSet = h("fieldset", { hidden: true }, h("legend", {}, "Output specs (optional)"), outsBox);
+  parent.append(h("fieldset", {}, h("legend", {}, "Inputs"), inputsBox, labelled("Input values", dataSelect)), paramsSet, outsSet);
+  const value = (/** @type {string} */ part) => /** @type {HTMLInputElement} */ (parent.querySelector(`[data-part="${part}"]`)).value;
+  return {
+    /** @param {any} k @param {import("../model/kernel_run.js").KernelState} s @param {string[]} dtypes */
+    show(k, s, dtypes) {
+      dataSelect.value = s.data;
+      inputsBox.replaceChildren();
+      if (!k.inputs.length) inputsBox.appendChild(el("p", "muted", "This kernel takes no inputs (it creates its arrays)."));
+      k.inputs.forEach((/** @type {any} */ meta, /** @type {number} */ i) => {
+        const v = s.inputs[i];
+        const sel = h("select", { part: `in-${i}-dtype`, "aria-label": `${meta.name} dtype` });
+        setOptions(sel, dtypes.includes(v.dtype) ? dtypes : [...dtypes, v.dtype]);
+        sel.value = v.dtype;
+        inputsBox.appendChild(h("div", { class: "kernel-input" }, h("span", { class: "input-name" }, meta.name),
+          h("div", { class: "row" }, field("Shape", v.shape, `in-${i}-shape`, `${meta.name} shape`),
+            field("PartitionSpec", v.spec, `in-${i}-spec`, `${meta.name} PartitionSpec`), labelled("dtype", sel))));
+      });
+      paramsSet.hidden = !k.params.length;
+      paramsBox.replaceChildren(...k.params.map((/** @type {any} */ p) => field(`${p.name} — ${p.doc}`, s.params[p.name] ?? p.default, `param-${p.name}`, p.name)));
+      outsSet.hidden = !k.outputs;
+      outsBox.replaceChildren(...(k.outputs || []).map((/** @type {string} */ name, /** @type {number} */ i) => {
+        const l = field(`${name}`, s.outs[i] || "", `out-${i}`, `${name} out spec`);
+        /** @type {HTMLInputElement} */ (l.querySelector("input")).placeholder = "JAX decides";
+        return l;
+      }));
+    },
+    /** The fields into `s` (kernel `k`'s inputs, parameters and outputs). @param {any} k @param {import("../model/kernel_run.js").KernelState} s */
+    read(k, s) {
+      s.data = dataSelect.value;
+      if (!k) return;
+      s.inputs = k.inputs.map((/** @type {any} */ _, /** @type {number} */ i) => ({ shape: value(`in-${i}-shape`).trim(), spec: value(`in-${i}-spec`), dtype: value(`in-${i}-dtype`) }));
+      s.params = Object.fromEntries(k.params.map((/** @type {any} */ p) => [p.name, value(`param-${p.name}`).trim()]));
+      s.outs = (k.outputs || []).map((/** @type {string} */ _, /** @type {number} */ i) => value(`out-${i}`).trim());
+    },
+  };
+}
+
+/**
+ * The run form: the kernel, the device set and mesh (mounted when the catalogs are in), the arrays' fields,
+ * Run and Catalog defaults, and what stopped a run beside the field at fault.
+ * @param {HTMLElement} parent
+ */
+function mountRunForm(parent) {
+  const pickers = h("div", { part: "pickers" });
+  const runButton = h("button", { type: "submit", class: "primary", part: "run" }, "Run");
+  const resetButton = h("button", { type: "button", part: "reset" }, "Catalog defaults");
+  const runError = errorBox("run-error"); // beside Run: what stopped the run, and what to change
+  const form = h("form", { class: "run-form", part: "run-form", novalidate: true });
+  const kernel = mountKernelCard(form);
+  form.append(pickers);
+  const arrays = mountArrayFields(form);
+  form.append(h("div", { class: "row actions" }, runButton, resetButton), runError);
+  parent.append(h("aside", { class: "controls", "aria-label": "Kernel controls" }, form));
+  /** @type {ReturnType<typeof devicePicker> | null} */
+  let devices = null;
+  /** @type {ReturnType<typeof meshPicker> | null} */
+  let mesh = null;
+  return {
+    form, kernel, resetButton,
+    /** The device and mesh pickers, once the platforms are known. @param {any} platforms */
+    pickers(platforms) {
+      devices = devicePicker(pickers, platforms, {
+        kinds: ["cpu", "tpu", "gpu", "local"],
+        note: "— runs on as many CPU devices as the mesh has, ids mapped back",
+      });
+      mesh = meshPicker(pickers, {
+        types: [["auto", "Auto (the compiler decides)"], ["explicit", "Explicit (jax.make_mesh's default)"]],
+      });
+    },
+    /** @param {import("../model/kernel_run.js").KernelState} s @param {any} k @param {string[]} dtypes */
+    show(s, k, dtypes) {
+      kernel.show(k);
+      devices?.set(s);
+      mesh?.set(s);
+      arrays.show(k, s, dtypes);
+    },
+    /** @param {import("../model/kernel_run.js").KernelState} s @param {(name: string) => any} kernelOf */
+    read(s, kernelOf) {
+      s.kernel = kernel.select.value;
+      if (devices) Object.assign(s, devices.value());
+      if (mesh) {
+        const { mesh: shape, axes, order, types } = mesh.value();
+        Object.assign(s, { mesh: shape, axes, order, types });
+      }
+      arrays.read(kernelOf(s.kernel), s);
+    },
+    /**
+     * Shows what went wrong (null clears): beside the field at fault (an input's shape, spec or dtype,
+     * an output spec, the mesh), the field marked invalid; the explanation itself under Run.
+     * @param {unknown} err
+     * @param {{input?: number, output?: number, field?: string, source?: string, note?: string}} [where] note:
+     *   what the line beside the field says (default: the error's message)
+     */
+    fail(err, where = {}) {
+      for (const box of form.querySelectorAll("[aria-invalid]")) box.removeAttribute("aria-invalid");
+      for (const note of form.querySelectorAll(".field-error")) note.remove();
+      showError(runError, err, { hintLabel: "What to change: ", source: where.source });
+      if (!err) return;
+      const e = errorFields(err);
+      const at = where.field || fieldOf(e);
+      /** @type {HTMLElement | null} */
+      let control = null;
+      if (where.input !== undefined) control = form.querySelector(`[data-part="in-${where.input}-${at === "shape" || at === "dtype" ? at : "spec"}"]`);
+      else if (where.output !== undefined) control = form.querySelector(`[data-part="out-${where.output}"]`);
+      else if (at === "mesh") control = mesh?.shape || null;
+      else if (at === "types") control = mesh?.types || null;
+      else if (at === "devices") control = devices?.first || null;
+      if (!control) return;
+      control.setAttribute("aria-invalid", "true");
+      // a short line under the field itself, so the place to change is where the eye lands
+      const row = control.closest(".row") || control.closest("label") || control;
+      row.after(h("p", { class: "field-error", role: "note" }, `${e.code}: ${where.note ?? e.message}`));
+    },
+  };
+}
+
+/** One card per array (name, spec, typeof, facts, values, its grid) in `container`. @param {HTMLElement} container @param {any[]} arrays @param {boolean} output @param {boolean} dark */
+function renderArrays(container, arrays, output, dark) {
+  container.replaceChildren();
+  for (const a of arrays) {
+    const facts = arrayFacts(a);
+    if (output) facts.push("max_abs_error" in a ? `max |error| ${errorText(a)}` : "compiled, not run: no values");
+    const grid = h("div", { class: "grid-wrap kernel-grid" });
+    const values = output ? valuesText(a) : null;
+    container.appendChild(h("section", { class: "array-card" },
+      h("h3", { class: "array-head" }, h("span", { class: "array-name" }, a.name), " ", h("code", {}, a.spec), " ", h("code", { class: "typeof" }, a.typeof)),
+      h("p", { class: "muted array-facts" }, facts.join(" · ")),
+      values === null ? null : h("p", { class: "array-values", part: "values" }, h("span", { class: "muted" }, "values "), h("code", {}, values)),
+      grid));
+    layoutGrid(grid, Layout.fromApi(a), { dark, maxHeight: 420 });
+  }
+}
+
+/** The card at the top of the results: the run's summary and its roofline. @param {HTMLElement} parent */
+function mountSummary(parent) {
+  const summary = h("div", { class: "summary", part: "summary" });
+  const roofline = h("div", { part: "roofline" });
+  parent.append(summary, roofline);
+  return {
+    /** @param {any} r */
+    render(r) {
+      const m = r.mesh;
+      const t = r.timing;
+      summary.replaceChildren(
+        defList([
+          ["kernel", `${r.title} (${r.kernel})`],
+          ["mesh", `${meshAxes(m)} ${m.axis_types.join("/")} over ${r.devices_key}`],
+          ["device ids", r.program.device_assignment.length <= 64 ? JSON.stringify(m.device_ids) : "(see the mesh under Collectives)"],
+          ["ran on", r.executed_on],
+          ...(r.compile_only ? [["compiled, not run", COMPILE_ONLY]] : []),
+          ["compile", `${fmtMs(t.lower_ms + t.compile_ms)} (lower ${fmtMs(t.lower_ms)}, XLA ${fmtMs(t.compile_ms)})`],
+          ["run", r.compile_only ? "not run" : fmtMs(t.run_ms)],
+          ["max |error|", r.compile_only ? "none: nothing ran"
+            : `${r.outputs.length === 1 ? errorText(r.outputs[0]) : fmtErr(r.max_abs_error)} vs ${r.reference}`],
+          ...(r.figures_from ? [["figures from", r.figures_from.description]] : []),
+          ["memory / device", memoryText(r.program)],
+          ["cost / device", workText(r.program)],
+          ["collectives", r.collectives.length ? r.collectives.map((/** @type {any} */ c) => c.op).join(", ") : "none"],
+        ]),
+      );
+      rooflinePanel(roofline, r.roofline, "Roofline");
+    },
+  };
+}
+
+/**
+ * The card "Collectives": the run's collectives section, the chosen one's why in its slot.
+ * @param {HTMLElement} parent
+ * @param {import("../hosts/host.js").Host} host
+ * @param {{topology: (r: any, c: any) => string | null, load: (fix: any) => void}} opts
+ */
+function mountCollectives(parent, host, opts) {
+  const count = h("span", { class: "muted", part: "collective-count" });
+  const box = h("div", { class: "collectives-section" });
+  parent.append(h("h2", {}, "Collectives ", count),
+    h("p", { class: "muted" }, "From the compiled HLO: one row per collective XLA inserted. Groups are device ids; click a row to see its groups on the mesh."),
+    box);
+  /** The collective chosen (undefined: none yet, the section shows the costliest). @type {number | undefined} */
+  let selected;
+  return {
+    /** @param {any} r */
+    render(r) {
+      count.textContent = r.collectives.length ? `(${r.collectives.length})` : "(none: every device works on its own blocks)";
+      collectivesSection(box, r.collectives, {
+        mesh: r.mesh,
+        dark: host.dark(),
+        selected,
+        total: true,
+        topology: (c) => opts.topology(r, c),
+        onSelect: (c, i, slot) => {
+          selected = i;
+          drawWhy(slot, c, { load: opts.load });
+        },
+      });
+    },
+  };
+}
+
+/** The card "Inputs as placed": folded when there are many (a model's parameters and optimizer state). @param {HTMLElement} parent @param {import("../hosts/host.js").Host} host */
+function mountPlaced(parent, host) {
+  const count = h("span", { class: "muted", part: "input-count" });
+  const placed = h("div", { class: "kernel-arrays", part: "inputs-placed" });
+  const box = h("details", { class: "inputs-box", part: "inputs-box", open: true }, h("summary", {}, "Inputs as placed ", count), placed);
+  parent.append(box);
+  return {
+    /** @param {any} r */
+    render(r) {
+      renderArrays(placed, r.inputs, false, host.dark());
+      count.textContent = `(${r.inputs.length})`;
+      box.open = r.inputs.length <= 3; // a few stay in view
+    },
+  };
+}
+
+/** The cards of the program's text: the lowered StableHLO and the compiled HLO. @param {HTMLElement} parent */
+function mountProgramText(parent) {
+  const stablehlo = h("pre", { class: "code", part: "stablehlo" });
+  const hlo = h("pre", { class: "code", part: "hlo" });
+  parent.append(
+    h("details", { part: "stablehlo-box" }, h("summary", {}, "Lowered StableHLO (with sdy shardings)"), stablehlo),
+    h("details", { part: "hlo-box" }, h("summary", {}, "Compiled HLO (partitioned, per device)"), hlo));
+  return {
+    /** @param {any} r */
+    render(r) {
+      stablehlo.textContent = r.stablehlo + (r.stablehlo_truncated ? CUT : "");
+      hlo.textContent = r.hlo + (r.hlo_truncated ? CUT : "");
+    },
+  };
+}
+
+/** The card "TPU (compile-only)": shown for tpu: sets when the server has libtpu. @param {HTMLElement} parent */
+function mountTpu(parent) {
+  const topology = h("span", { class: "muted", part: "tpu-topology" });
+  const summary = h("div", { class: "summary", part: "tpu-summary" });
+  const collectives = h("div", { class: "table-wrap", part: "tpu-collectives" });
+  const total = h("div", { part: "tpu-total" });
+  const roofline = h("div", { part: "tpu-roofline" });
+  const hlo = h("pre", { class: "code", part: "tpu-hlo" });
+  const box = h("section", { part: "tpu-box", hidden: true },
+    h("h2", {}, "TPU (compile-only) ", topology),
+    h("p", { class: "muted" }, "With the optional tpu extra, a tpu: device set's kernel is also compiled, never run, for libtpu's real topology, with the same device ids at the same mesh positions."),
+    summary, collectives, total, roofline,
+    h("details", {}, h("summary", {}, "Compiled TPU HLO (partitioned, per device)"), hlo));
+  parent.append(box);
+  return {
+    /** @param {any} r */
+    render(r) {
+      const tpu = r.tpu;
+      box.hidden = !tpu || (tpu.skipped !== null && tpu.skipped !== undefined);
+      if (box.hidden) return;
+      topology.textContent = tpu.topology ? `(${tpu.topology}${tpu.device_kind ? `, ${tpu.device_kind}` : ""})` : "";
+      for (const b of [collectives, total, roofline]) b.replaceChildren();
+      if (tpu.error) {
+        summary.replaceChildren(el("p", "error", `${tpu.error.message}${tpu.error.hint ? ` — ${tpu.error.hint}` : ""}`));
+        hlo.textContent = "";
+        return;
+      }
+      summary.replaceChildren(
+        defList([
+          ["compile", fmtMs(1e3 * compileSeconds(tpu.program))],
+          ["memory / device", memoryText(tpu.program)],
+          ["cost / device", workText(tpu.program, { flopsOnly: true })],
+          ["collectives", tpu.collectives.length ? tpu.collectives.map((/** @type {any} */ c) => c.op).join(", ") : "none"],
+        ]),
+      );
+      // the TPU program's collectives (ICI) and, for multi-slice sets, its cross-slice steps (DCN)
+      const steps = [...tpu.collectives, ...(tpu.dcn || []).map((/** @type {any} */ d) => ({ ...d, shape: "cross-slice step (DCN)" }))];
+      if (steps.length) {
+        collectivesTable(collectives, steps);
+        estimateTotal(total, steps);
+      }
+      rooflinePanel(roofline, tpu.roofline, "TPU roofline");
+      hlo.textContent = tpu.hlo + (tpu.hlo_truncated ? CUT : "");
+    },
+  };
+}
+
+/**
+ * The results, card by card, in reading order; `render(r)` draws a run's result in every card.
+ * @param {HTMLElement} parent
+ * @param {import("../hosts/host.js").Host} host
+ * @param {{topology: (r: any, c: any) => string | null, load: (fix: any) => void}} opts
+ */
+function mountResults(parent, host, opts) {
+  const results = h("div", { class: "kernel-results", part: "results", hidden: true });
+  parent.append(results);
+  const outputs = h("div", { class: "kernel-arrays", part: "outputs" });
+  const cards = [mountSummary(results)];
+  results.append(h("h2", {}, "Outputs"), outputs);
+  cards.push(
+    { render: (/** @type {any} */ r) => renderArrays(outputs, r.outputs, true, host.dark()) },
+    mountCollectives(results, host, opts),
+    mountPlaced(results, host),
+  );
+  const origins = mountOrigins(results);
+  const log = mountCompilerLog(results);
+  cards.push(
+    { render: (/** @type {any} */ r) => origins.render(r.program, r.outputs, r.origins_note) },
+    { render: (/** @type {any} */ r) => log.render(r.program) },
+    mountProgramText(results),
+    mountTpu(results),
+  );
+  return {
+    results,
+    /** @param {any} r */
+    render(r) {
+      results.hidden = false;
+      results.classList.remove("stale");
+      for (const card of cards) card.render(r);
+    },
+  };
+}
+
+/**
+ * The topology view for a run's collective `c`, handed the run's complete state: its device set
+ * and slices, the mesh (shape, axis names, order, axis types), an output's layout to colour by (a spec
+ * valid on that mesh, from JAX itself), and the collective's groups (model/collective.js onTopology).
+ * @param {import("../hosts/host.js").Host} host
+ * @param {import("../model/kernel_run.js").KernelState} ran the state the run was made with
+ * @param {any} r the run's result
+ * @param {any} c one of its collectives
+ */
+function topologyLink(host, ran, r, c) {
+  // colour by the first output split over some mesh axis (the first output when none is)
+  const out = r.outputs.find((/** @type {any} */ o) => o.dims.some((/** @type {any} */ d) => d.axes.length)) || r.outputs[0];
+  const s = {
+    ...DEFAULTS,
+    devices: ran.devices,
+    slices: ran.slices,
+    mesh: r.mesh.shape.join("x"),
+    axes: r.mesh.axis_names.join(","),
+    order: ran.order,
+    types: ran.types,
+    ...(out ? { spec: out.spec, shape: out.shape.join(","), dtype: out.dtype } : { spec: "P()", shape: "" }),
+  };
+  return host.href?.("topology", topologyQuery(onTopology(s, c))) || null;
+}
+
+/**
+ * The panel: the run form beside the results, built from the cards above; the state, the runs and the
+ * wiring here.
  * @param {HTMLElement} root
  * @param {import("../hosts/host.js").Host} host
  * @param {{query: string}} initial
@@ -116,88 +544,24 @@ export function mount(root, host, initial) {
   /** @type {import("../model/kernel_run.js").KernelState | null} */
   let ranWith = null;
   let runToken = 0;
-  /** The collective chosen (undefined: none yet, the section shows the costliest). @type {number | undefined} */
-  let selectedCollective;
-  /** @type {ReturnType<typeof devicePicker> | null} */
-  let devices = null;
-  /** @type {ReturnType<typeof meshPicker> | null} */
-  let meshFields = null;
   const life = lifetime();
 
-  // ---------------------------------------------------------------- DOM
   root.classList.add("app");
-  const kernelSelect = h("select", { "aria-label": "Kernel", part: "kernel" });
-  const kernelDoc = h("p", { class: "kernel-doc", part: "kernel-doc" });
-  const kernelExplicit = h("p", { class: "muted", hidden: true });
-  const tutorial = h("a", { target: "_blank", rel: "noopener noreferrer", part: "kernel-tutorial" }, "tutorial");
-  const reference = h("span", { part: "kernel-reference" });
-  const source = h("pre", { class: "code", part: "kernel-source" });
-  const examples = h("nav", { class: "examples", part: "examples", "aria-label": "Examples" });
-  const pickers = h("div", { part: "pickers" });
-  const inputsBox = h("div", { class: "kernel-inputs", part: "inputs" });
-  const dataSelect = h("select", { part: "data" });
-  setOptions(dataSelect, ["", "arange"], ["random, seeded (normal; integers −4…4)", "0, 1, 2, … (jnp.arange, as the tutorials)"]);
-  const paramsBox = h("div", { class: "kernel-inputs", part: "params" });
-  const paramsSet = h("fieldset", { hidden: true }, h("legend", {}, "Parameters"), paramsBox);
-  const outsBox = h("div", { class: "kernel-inputs", part: "outs" });
-  const outsSet = h("fieldset", { hidden: true }, h("legend", {}, "Output specs (optional)"), outsBox);
-  const runButton = h("button", { type: "submit", class: "primary", part: "run" }, "Run");
-  const resetButton = h("button", { type: "button", part: "reset" }, "Catalog defaults");
-  // beside Run: what stopped the run, and what to change
-  const runError = errorBox("run-error");
-  const form = h("form", { class: "run-form", part: "run-form", novalidate: true },
-    h("fieldset", {}, h("legend", {}, "Kernel"),
-      labelled("Kernel", kernelSelect), examples, kernelDoc, kernelExplicit,
-      h("p", { class: "muted" }, tutorial, " · compared with ", reference),
-      h("details", {}, h("summary", {}, "Source (exactly what runs)"), source)),
-    pickers,
-    h("fieldset", {}, h("legend", {}, "Inputs"), inputsBox, labelled("Input values", dataSelect)),
-    paramsSet, outsSet,
-    h("div", { class: "row actions" }, runButton, resetButton),
-    runError);
+  root.replaceChildren();
+  const controls = mountRunForm(root);
   const runState = h("span", { class: "run-state", role: "status", "aria-live": "polite", part: "run-state" }, "pick a kernel and run it");
   const compareLink = h("a", { href: host.href?.("compare", "") || "", part: "compare-link" }, "Compare with…");
   compareLink.hidden = !host.href;
   const toolbar = h("div", { class: "toolbar" }, runState, h("span", { class: "spacer" }), compareLink);
   const resultsNote = h("p", { class: "stale-note", part: "results-note", hidden: true });
-  const summary = h("div", { class: "summary", part: "summary" });
-  const roofline = h("div", { part: "roofline" });
-  const outputs = h("div", { class: "kernel-arrays", part: "outputs" });
-  const collectiveCount = h("span", { class: "muted", part: "collective-count" });
-  const collectiveBox = h("div", { class: "collectives-section" });
-  const inputCount = h("span", { class: "muted", part: "input-count" });
-  const placed = h("div", { class: "kernel-arrays", part: "inputs-placed" });
-  const placedBox = h("details", { class: "inputs-box", part: "inputs-box", open: true }, h("summary", {}, "Inputs as placed ", inputCount), placed);
-  const originsNote = h("p", { class: "muted", part: "origins-note" });
-  const origins = h("div", { part: "origins" });
-  const logBox = h("details", { part: "log-box", hidden: true }, h("summary", {}, "Compiler warnings"));
-  const compilerLog = h("ul", { class: "compiler-log", part: "compiler-log" });
-  logBox.appendChild(compilerLog);
-  const stablehlo = h("pre", { class: "code", part: "stablehlo" });
-  const hlo = h("pre", { class: "code", part: "hlo" });
-  const tpuTopology = h("span", { class: "muted", part: "tpu-topology" });
-  const tpuSummary = h("div", { class: "summary", part: "tpu-summary" });
-  const tpuCollectives = h("div", { class: "table-wrap", part: "tpu-collectives" });
-  const tpuTotal = h("div", { part: "tpu-total" });
-  const tpuRoofline = h("div", { part: "tpu-roofline" });
-  const tpuHlo = h("pre", { class: "code", part: "tpu-hlo" });
-  const tpuBox = h("section", { part: "tpu-box", hidden: true },
-    h("h2", {}, "TPU (compile-only) ", tpuTopology),
-    h("p", { class: "muted" }, "With the optional tpu extra, a tpu: device set's kernel is also compiled, never run, for libtpu's real topology, with the same device ids at the same mesh positions."),
-    tpuSummary, tpuCollectives, tpuTotal, tpuRoofline,
-    h("details", {}, h("summary", {}, "Compiled TPU HLO (partitioned, per device)"), tpuHlo));
-  const results = h("div", { class: "kernel-results", part: "results", hidden: true },
-    summary, roofline, h("h2", {}, "Outputs"), outputs,
-    h("h2", {}, "Collectives ", collectiveCount),
-    h("p", { class: "muted" }, "From the compiled HLO: one row per collective XLA inserted. Groups are device ids; click a row to see its groups on the mesh."),
-    collectiveBox, placedBox,
-    h("details", { part: "origins-box" }, h("summary", {}, "Where did these shardings come from? (Shardy's sharding origins)"), originsNote, origins),
-    logBox,
-    h("details", { part: "stablehlo-box" }, h("summary", {}, "Lowered StableHLO (with sdy shardings)"), stablehlo),
-    h("details", { part: "hlo-box" }, h("summary", {}, "Compiled HLO (partitioned, per device)"), hlo),
-    tpuBox);
-  const view = h("section", { class: "view", "aria-label": "Kernel results" }, toolbar, resultsNote, results);
-  root.replaceChildren(h("aside", { class: "controls", "aria-label": "Kernel controls" }, form), view);
+  const view = h("section", { class: "view", "aria-label": "Kernel results" }, toolbar, resultsNote);
+  root.append(view);
+  const cards = mountResults(view, host, {
+    topology: (r, c) => topologyLink(host, /** @type {any} */ (ranWith), r, c),
+    load: (fix) => ranWith && fix.run && tryRun(withFix(ranWith, fix.run)),
+  });
+  const results = cards.results;
+  const fail = controls.fail;
   shareAndStatus(toolbar, host, () => {
     controlsToState();
     return state;
@@ -205,152 +569,17 @@ export function mount(root, host, initial) {
 
   const kernelOf = (/** @type {string} */ name) => kernels.find((k) => k.name === name);
 
-  // ---------------------------------------------------------------- errors beside their controls
-
-  /**
-   * Shows what went wrong (null clears): beside the field at fault (an input's shape, spec or dtype,
-   * an output spec, the mesh), the field marked invalid; the explanation itself under Run.
-   * @param {unknown} err
-   * @param {{input?: number, output?: number, field?: string, source?: string, note?: string}} [where] note:
- *   what the line beside the field says (default: the error's message)
-   */
-  function fail(err, where = {}) {
-    for (const box of form.querySelectorAll("[aria-invalid]")) box.removeAttribute("aria-invalid");
-    for (const note of form.querySelectorAll(".field-error")) note.remove();
-    showError(runError, err, { hintLabel: "What to change: ", source: where.source });
-    if (!err) return;
-    const e = errorFields(err);
-    const field = where.field || fieldOf(e);
-    /** @type {HTMLElement | null} */
-    let control = null;
-    if (where.input !== undefined) control = form.querySelector(`[data-part="in-${where.input}-${field === "shape" || field === "dtype" ? field : "spec"}"]`);
-    else if (where.output !== undefined) control = form.querySelector(`[data-part="out-${where.output}"]`);
-    else if (field === "mesh") control = meshFields?.shape || null;
-    else if (field === "types") control = meshFields?.types || null;
-    else if (field === "devices") control = devices?.first || null;
-    if (!control) return;
-    control.setAttribute("aria-invalid", "true");
-    // a short line under the field itself, so the place to change is where the eye lands
-    const row = control.closest(".row") || control.closest("label") || control;
-    row.after(h("p", { class: "field-error", role: "note" }, `${e.code}: ${where.note ?? e.message}`));
-  }
-
-  /**
-   * Where a refusal points: the API names the input (`input`: its index, `input_name`) and the field at
-   * fault (`field`: shape, spec or dtype) in the error itself, its message already naming the input, so
-   * nothing is asked again. A refusal of the inputs together (too many elements) marks the largest one.
-   * @param {any} req the run request
-   * @param {unknown} err
-   * @returns {{err: unknown, input?: number, field?: string, source?: string, note?: string}}
-   */
-  function blame(req, err) {
-    if (!(err instanceof ApiError) || !req.inputs) return { err };
-    const given = /** @type {any} */ (err.error).input;
-    if (typeof given === "number" && given >= 0 && given < req.inputs.length) {
-      return { err, input: given, field: /** @type {any} */ (err.error).field, source: req.inputs[given].spec, note: err.error.message };
-    }
-    if (err.error.code === "too_large" && /elements/.test(err.error.message)) {
-      const sizes = req.inputs.map((/** @type {any} */ i) => i.shape.reduce((/** @type {number} */ a, /** @type {number} */ b) => a * b, 1));
-      return { err, input: sizes.indexOf(Math.max(...sizes)), field: "shape" };
-    }
-    return { err };
-  }
-
-  // ---------------------------------------------------------------- controls <-> state
-
-  function fillKernelSelect() {
-    kernelSelect.replaceChildren();
-    /** @param {string} label @param {any[]} list */
-    const group = (label, list) => {
-      const og = el("optgroup");
-      og.label = label;
-      for (const k of list) {
-        const o = el("option", "", k.title + (k.available ? "" : " — not installed"));
-        o.value = k.name;
-        o.disabled = !k.available;
-        og.appendChild(o);
-      }
-      if (og.children.length) kernelSelect.appendChild(og);
-    };
-    group("jit (the compiler shards)", kernels.filter((x) => x.mode === "jit" && !x.requires));
-    group("shard_map (per-device code)", kernels.filter((x) => x.mode === "shard_map" && !x.requires));
-    group("Flax (optional extra)", kernels.filter((x) => x.requires));
-  }
-
-  /** @param {any} k */
-  function showKernelInfo(k) {
-    kernelDoc.textContent = k.doc;
-    kernelExplicit.hidden = !k.explicit;
-    kernelExplicit.textContent = k.explicit ? `With Explicit axes: ${k.explicit}.` : "";
-    tutorial.hidden = !k.tutorial;
-    if (k.tutorial) tutorial.href = k.tutorial;
-    reference.textContent = k.reference;
-    source.textContent = sourceText(k.source);
-  }
-
-  /** A labelled text field named `part`. @param {string} label @param {string} value @param {string} part @param {string} aria */
-  function field(label, value, part, aria) {
-    const input = codeInput(value);
-    input.dataset.part = part;
-    input.setAttribute("aria-label", aria);
-    return labelled(label, input);
-  }
-
-  /** @param {any} k @param {import("../model/kernel_run.js").KernelState} s */
-  function buildArrayControls(k, s) {
-    inputsBox.replaceChildren();
-    if (!k.inputs.length) inputsBox.appendChild(el("p", "muted", "This kernel takes no inputs (it creates its arrays)."));
-    k.inputs.forEach((/** @type {any} */ meta, /** @type {number} */ i) => {
-      const v = s.inputs[i];
-      const sel = h("select", { part: `in-${i}-dtype`, "aria-label": `${meta.name} dtype` });
-      setOptions(sel, dtypes.includes(v.dtype) ? dtypes : [...dtypes, v.dtype]);
-      sel.value = v.dtype;
-      inputsBox.appendChild(h("div", { class: "kernel-input" }, h("span", { class: "input-name" }, meta.name),
-        h("div", { class: "row" }, field("Shape", v.shape, `in-${i}-shape`, `${meta.name} shape`),
-          field("PartitionSpec", v.spec, `in-${i}-spec`, `${meta.name} PartitionSpec`), labelled("dtype", sel))));
-    });
-    paramsSet.hidden = !k.params.length;
-    paramsBox.replaceChildren(...k.params.map((/** @type {any} */ p) => field(`${p.name} — ${p.doc}`, s.params[p.name] ?? p.default, `param-${p.name}`, p.name)));
-    outsSet.hidden = !k.outputs;
-    outsBox.replaceChildren(...(k.outputs || []).map((/** @type {string} */ name, /** @type {number} */ i) => {
-      const l = field(`${name}`, s.outs[i] || "", `out-${i}`, `${name} out spec`);
-      /** @type {HTMLInputElement} */ (l.querySelector("input")).placeholder = "JAX decides";
-      return l;
-    }));
-  }
-
   function stateToControls() {
     const k = state && kernelOf(state.kernel);
-    if (!state || !k) return;
-    kernelSelect.value = k.name;
-    showKernelInfo(k);
-    devices?.set(state);
-    meshFields?.set(state);
-    dataSelect.value = state.data;
-    buildArrayControls(k, state);
+    if (state && k) controls.show(state, k, dtypes);
   }
 
   function controlsToState() {
-    if (!state) return;
-    const v = (/** @type {string} */ part) => /** @type {HTMLInputElement} */ (form.querySelector(`[data-part="${part}"]`)).value;
-    state.kernel = kernelSelect.value;
-    if (devices) Object.assign(state, devices.value());
-    if (meshFields) {
-      const { mesh, axes, order, types } = meshFields.value();
-      Object.assign(state, { mesh, axes, order, types });
-    }
-    state.data = dataSelect.value;
-    const k = kernelOf(state.kernel);
-    if (!k) return;
-    state.inputs = k.inputs.map((/** @type {any} */ _, /** @type {number} */ i) => ({ shape: v(`in-${i}-shape`).trim(), spec: v(`in-${i}-spec`), dtype: v(`in-${i}-dtype`) }));
-    state.params = Object.fromEntries(k.params.map((/** @type {any} */ p) => [p.name, v(`param-${p.name}`).trim()]));
-    state.outs = (k.outputs || []).map((/** @type {string} */ _, /** @type {number} */ i) => v(`out-${i}`).trim());
+    if (state) controls.read(state, kernelOf);
   }
 
   /** @param {boolean} replace */
   const save = (replace) => state && host.save(state, replace);
-
-  // ---------------------------------------------------------------- running
 
   /** @param {string} text @param {string} name */
   function setRunState(text, name) {
@@ -406,94 +635,6 @@ export function mount(root, host, initial) {
     resultsNote.textContent = `These are the results of the previous run of ${lastResult.kernel}, not of what failed beside Run.`;
   }
 
-  // ---------------------------------------------------------------- rendering
-
-  /** @param {any} r */
-  function renderSummary(r) {
-    const m = r.mesh;
-    const t = r.timing;
-    const work = r.program.work || {};
-    summary.replaceChildren(
-      defList([
-        ["kernel", `${r.title} (${r.kernel})`],
-        ["mesh", `${meshAxes(m)} ${m.axis_types.join("/")} over ${r.devices_key}`],
-        ["device ids", r.program.device_assignment.length <= 64 ? JSON.stringify(m.device_ids) : "(see the mesh under Collectives)"],
-        ["ran on", r.executed_on],
-        ...(r.compile_only ? [["compiled, not run", COMPILE_ONLY]] : []),
-        ["compile", `${fmtMs(t.lower_ms + t.compile_ms)} (lower ${fmtMs(t.lower_ms)}, XLA ${fmtMs(t.compile_ms)})`],
-        ["run", r.compile_only ? "not run" : fmtMs(t.run_ms)],
-        ["max |error|", r.compile_only ? "none: nothing ran"
-          : `${r.outputs.length === 1 ? errorText(r.outputs[0]) : fmtErr(r.max_abs_error)} vs ${r.reference}`],
-        ...(r.figures_from ? [["figures from", r.figures_from.description]] : []),
-        ["memory / device", memoryText(r.program.memory || {})],
-        ["cost / device", [
-          work.flops_xla !== null && work.flops_xla !== undefined ? `${fmtCount(work.flops_xla)} flops` : "no flops reported",
-          work.bytes_accessed_xla !== null && work.bytes_accessed_xla !== undefined ? `${fmtCount(work.bytes_accessed_xla)}B accessed` : "",
-          work.transcendentals ? `${fmtCount(work.transcendentals)} transcendentals` : "",
-        ].filter(Boolean).join(", ")],
-        ["collectives", r.collectives.length ? r.collectives.map((/** @type {any} */ c) => c.op).join(", ") : "none"],
-      ]),
-    );
-  }
-
-  /** One card per array (name, spec, typeof, facts, values, its grid) in `container`. @param {HTMLElement} container @param {any[]} arrays @param {boolean} output */
-  function renderArrays(container, arrays, output) {
-    container.replaceChildren();
-    const dark = host.dark();
-    for (const a of arrays) {
-      const facts = arrayFacts(a);
-      if (output) facts.push("max_abs_error" in a ? `max |error| ${errorText(a)}` : "compiled, not run: no values");
-      const grid = h("div", { class: "grid-wrap kernel-grid" });
-      const values = output ? valuesText(a) : null;
-      container.appendChild(h("section", { class: "array-card" },
-        h("h3", { class: "array-head" }, h("span", { class: "array-name" }, a.name), " ", h("code", {}, a.spec), " ", h("code", { class: "typeof" }, a.typeof)),
-        h("p", { class: "muted array-facts" }, facts.join(" · ")),
-        values === null ? null : h("p", { class: "array-values", part: "values" }, h("span", { class: "muted" }, "values "), h("code", {}, values)),
-        grid));
-      layoutGrid(grid, Layout.fromApi(a), { dark, maxHeight: 420 });
-    }
-  }
-
-  /**
-   * The topology view for this run's collective `c`, handed the run's complete state: its device set
-   * and slices, the mesh (shape, axis names, order, axis types), an output's layout to colour by (a spec
-   * valid on that mesh, from JAX itself), and the collective's groups (model/collective.js onTopology).
-   * @param {any} r the run's result
-   * @param {any} c one of its collectives
-   */
-  function topologyLink(r, c) {
-    const ran = /** @type {import("../model/kernel_run.js").KernelState} */ (ranWith);
-    // colour by the first output split over some mesh axis (the first output when none is)
-    const out = r.outputs.find((/** @type {any} */ o) => o.dims.some((/** @type {any} */ d) => d.axes.length)) || r.outputs[0];
-    const s = {
-      ...DEFAULTS,
-      devices: ran.devices,
-      slices: ran.slices,
-      mesh: r.mesh.shape.join("x"),
-      axes: r.mesh.axis_names.join(","),
-      order: ran.order,
-      types: ran.types,
-      ...(out ? { spec: out.spec, shape: out.shape.join(","), dtype: out.dtype } : { spec: "P()", shape: "" }),
-    };
-    return host.href?.("topology", topologyQuery(onTopology(s, c))) || null;
-  }
-
-  /** @param {any} r */
-  function renderCollectives(r) {
-    collectiveCount.textContent = r.collectives.length ? `(${r.collectives.length})` : "(none: every device works on its own blocks)";
-    collectivesSection(collectiveBox, r.collectives, {
-      mesh: r.mesh,
-      dark: host.dark(),
-      selected: selectedCollective,
-      total: true,
-      topology: (c) => topologyLink(r, c),
-      onSelect: (c, i, slot) => {
-        selectedCollective = i;
-        drawWhy(slot, c, { load: (fix) => ranWith && fix.run && tryRun(withFix(ranWith, fix.run)) });
-      },
-    });
-  }
-
   /** A fix's run (components/why.js): the lab's controls set to it, run, and kept in the address. @param {import("../model/kernel_run.js").KernelState} s */
   function tryRun(s) {
     state = s;
@@ -502,95 +643,15 @@ export function mount(root, host, initial) {
     view.scrollIntoView({ block: "start" });
   }
 
-  /** @param {any} entry */
-  function originsText(entry) {
-    if (!entry) return "no sharding from propagation (replicated or decided by the partitioner)";
-    return entry.origins.map((/** @type {any} */ o) => `${o.axis} ← ${o.meaning}`).join("; ") || "—";
-  }
-
-  /** @param {any} r */
-  function renderOrigins(r) {
-    originsNote.textContent = r.origins_note;
-    origins.replaceChildren();
-    const found = r.program.origins;
-    if (!found) return;
-    const outs = el("ul", "origin-outputs");
-    r.outputs.forEach((/** @type {any} */ o, /** @type {number} */ i) => {
-      const entry = found.outputs[i];
-      outs.appendChild(h("li", {}, h("strong", {}, o.name), ` ${entry && entry.sharding ? entry.sharding : o.spec}: ${originsText(entry)}`));
-    });
-    origins.appendChild(outs);
-    const table = el("table", "hops origins");
-    const head = table.createTHead().insertRow();
-    for (const text of ["value", "op", "sharding", "each axis came from"]) head.appendChild(el("th", "", text));
-    const body = table.createTBody();
-    for (const e of found.entries) {
-      const row = body.insertRow();
-      for (const text of [e.value + (e.name ? ` [${e.name}]` : ""), e.op, e.sharding || "", originsText(e)]) row.insertCell().textContent = text;
-    }
-    origins.appendChild(table);
-    if (found.truncated) origins.appendChild(el("p", "muted", "(only the first entries are shown)"));
-  }
-
-  /** The TPU (compile-only) section: shown for tpu: sets when the server has libtpu. @param {any} r */
-  function renderTpu(r) {
-    const tpu = r.tpu;
-    tpuBox.hidden = !tpu || (tpu.skipped !== null && tpu.skipped !== undefined);
-    if (tpuBox.hidden) return;
-    tpuTopology.textContent = tpu.topology ? `(${tpu.topology}${tpu.device_kind ? `, ${tpu.device_kind}` : ""})` : "";
-    for (const box of [tpuCollectives, tpuTotal, tpuRoofline]) box.replaceChildren();
-    if (tpu.error) {
-      tpuSummary.replaceChildren(el("p", "error", `${tpu.error.message}${tpu.error.hint ? ` — ${tpu.error.hint}` : ""}`));
-      tpuHlo.textContent = "";
-      return;
-    }
-    const program = tpu.program || {};
-    const flops = program.work ? program.work.flops_xla : null;
-    tpuSummary.replaceChildren(
-      defList([
-        ["compile", fmtMs(1e3 * ((program.timings || {}).compile_seconds ?? 0))],
-        ["memory / device", memoryText(program.memory || {})],
-        ["cost / device", flops !== null && flops !== undefined ? `${fmtCount(flops)} flops` : "no flops reported"],
-        ["collectives", tpu.collectives.length ? tpu.collectives.map((/** @type {any} */ c) => c.op).join(", ") : "none"],
-      ]),
-    );
-    // the TPU program's collectives (ICI) and, for multi-slice sets, its cross-slice steps (DCN)
-    const steps = [...tpu.collectives, ...(tpu.dcn || []).map((/** @type {any} */ d) => ({ ...d, shape: "cross-slice step (DCN)" }))];
-    if (steps.length) {
-      collectivesTable(tpuCollectives, steps);
-      estimateTotal(tpuTotal, steps);
-    }
-    rooflinePanel(tpuRoofline, tpu.roofline, "TPU roofline");
-    tpuHlo.textContent = tpu.hlo + (tpu.hlo_truncated ? CUT : "");
-  }
-
   /** @param {any} r */
   function render(r) {
     lastResult = r;
-    results.hidden = false;
-    results.classList.remove("stale");
     resultsNote.hidden = true;
-    renderSummary(r);
-    rooflinePanel(roofline, r.roofline, "Roofline");
     if (ranWith && host.href) {
       compareLink.href = host.href("compare", new URLSearchParams({ a: /** @type {string} */ (host.href("kernels", toQuery(ranWith))) }).toString());
     }
-    renderArrays(outputs, r.outputs, true);
-    renderCollectives(r);
-    renderArrays(placed, r.inputs, false);
-    inputCount.textContent = `(${r.inputs.length})`;
-    // Many inputs (a model's parameters and optimizer state) fold away; a few stay in view.
-    placedBox.open = r.inputs.length <= 3;
-    renderOrigins(r);
-    const log = r.program.compiler_log;
-    logBox.hidden = !log.length;
-    compilerLog.replaceChildren(...log.map((/** @type {string} */ l) => el("li", "", l)));
-    stablehlo.textContent = r.stablehlo + (r.stablehlo_truncated ? CUT : "");
-    hlo.textContent = r.hlo + (r.hlo_truncated ? CUT : "");
-    renderTpu(r);
+    cards.render(r);
   }
-
-  // ---------------------------------------------------------------- wiring
 
   /** @param {string} name */
   function pickKernel(name) {
@@ -611,14 +672,14 @@ export function mount(root, host, initial) {
     return true;
   }
 
-  form.addEventListener("submit", (e) => {
+  controls.form.addEventListener("submit", (e) => {
     e.preventDefault();
     run();
   });
-  kernelSelect.addEventListener("change", () => pickKernel(kernelSelect.value));
-  resetButton.addEventListener("click", () => state && pickKernel(state.kernel));
+  controls.kernel.select.addEventListener("change", () => pickKernel(controls.kernel.select.value));
+  controls.resetButton.addEventListener("click", () => state && pickKernel(state.kernel));
   data.examples?.().then((ex) => {
-    examples.replaceChildren(...ex.kernels.map((e) => exampleButton(e, () => {
+    controls.kernel.examples.replaceChildren(...ex.kernels.map((e) => exampleButton(e, () => {
       if (!open(e.query)) return;
       save(false);
       if (results.getBoundingClientRect().top > window.innerHeight) view.scrollIntoView({ block: "start" });
@@ -630,14 +691,8 @@ export function mount(root, host, initial) {
   function start(cat, platforms) {
     kernels = cat.kernels;
     dtypes = cat.dtypes;
-    fillKernelSelect();
-    devices = devicePicker(pickers, platforms, {
-      kinds: ["cpu", "tpu", "gpu", "local"],
-      note: "— runs on as many CPU devices as the mesh has, ids mapped back",
-    });
-    meshFields = meshPicker(pickers, {
-      types: [["auto", "Auto (the compiler decides)"], ["explicit", "Explicit (jax.make_mesh's default)"]],
-    });
+    fillKernelSelect(controls.kernel.select, kernels);
+    controls.pickers(platforms);
     if (open(initial.query)) save(true);
     else {
       pickKernel(kernels[0].name);

@@ -19,6 +19,7 @@ import { leafTree } from "../components/leaf_tree.js";
 import { memoryVerdict } from "../components/memory.js";
 import { planSummary } from "../components/plan.js";
 import { leafName } from "../model/plan.js";
+import { memoryOf } from "../model/program.js";
 import { onTopology } from "../model/collective.js";
 import { kindText, leafFacts, snapshotFacts } from "../model/facts.js";
 import { deviceRow, Layout } from "../model/layout.js";
@@ -55,38 +56,54 @@ function option(label, value) {
 }
 
 /**
- * @param {HTMLElement} root
- * @param {import("../hosts/host.js").Host} host
- * @param {SState} initial
+ * What the cards of one panel share: the panel's state (its address), the snapshot open (null: none), the
+ * what-if's result (null: the captured layouts), and how the state is kept.
+ * @typedef {{state: SState, snap: any, whatif: import("../model/leaves.js").WhatIf | null, save: (replace: boolean) => void}} Opened
  */
-export function mount(root, host, initial) {
-  const data = host.data;
-  /** @type {SState} */
-  let state = { ...fromQuery(new URLSearchParams()), ...initial };
-  /** @type {any} */
-  let snap = null;
-  /** @type {import("../model/leaves.js").WhatIf | null} */
-  let whatif = null;
-  /** @type {ReturnType<typeof leafTree> | null} */
-  let tree = null;
-  let filterTimer = 0;
-  /** The collective chosen (undefined: none yet, the section shows the costliest). @type {number | undefined} */
-  let chosen;
-  /** The fix of the chosen collective shown tried (components/why.js), kept while the collective stays chosen. */
-  /** @type {number | null} */
-  let tried = null;
-  /** The topology view's state for this snapshot's mesh (null: its devices cannot be shown there). */
-  /** @type {ReturnType<typeof topologyBase>} */
-  let onTopo = null;
-  /** How many times the panel was opened (a snapshot drawn in pieces stops when another opens). */
-  let opened = 0;
-  const life = lifetime();
 
-  // ---------------------------------------------------------------- DOM
-  root.classList.add("snap-app");
+/**
+ * What a "compare with" (or "open") text names: "process N" of this run, a pasted share link (resolved through
+ * the stored link to the snapshot it shows), a snapshots address, or a snapshot id.
+ * @param {string} text
+ * @param {SState} state
+ * @param {import("../hosts/host.js").Data} data
+ */
+async function otherRef(text, state, data) {
+  const t = text.trim();
+  const proc = /^process\s*(\d+)$/i.exec(t);
+  if (proc && state.run) return { run: state.run, process: Number(proc[1]) };
+  const shared = /\/s\/([^/?#\s]*)/.exec(t);
+  if (shared) {
+    if (!LINK_ID.test(shared[1])) {
+      throw new ApiError(400, {
+        code: "bad_link",
+        message: `"${shared[1].slice(0, 80)}" is not a share link's id: ids are 22 to 64 letters, digits, - and _ (the link may have been cut when it was copied)`,
+        hint: "copy the whole link again from where it was shared",
+      });
+    }
+    const stored = await /** @type {NonNullable<typeof data.link>} */ (data.link)(shared[1]);
+    const s = stored.state || {};
+    if (s.run) return s.process !== undefined && s.process !== "" ? { run: s.run, process: Number(s.process) } : { run: s.run };
+    if (s.snapshot) return { snapshot: s.snapshot };
+    throw new Error(`that link opens the ${stored.view} view, not a snapshot`);
+  }
+  const q = /[?&](snapshot|run)=([A-Za-z0-9_-]+)/.exec(t);
+  if (q) return q[1] === "run" ? { run: q[2] } : { snapshot: q[2] };
+  if (LINK_ID.test(t)) return { snapshot: t };
+  throw new Error('paste a share link (…/s/<id>), a snapshot id, or "process N" in a run');
+}
+
+/**
+ * The card at the top: the snapshot's name and facts, the processes of a run, or (none open) the form to open
+ * one and the snapshots recently opened in this browser.
+ * @param {HTMLElement} parent
+ * @param {import("../hosts/host.js").Host} host
+ * @param {Opened} at
+ */
+function mountHead(parent, host, at) {
   const title = h("h2", { class: "snap-title", part: "snap-title" }, "Snapshot");
-  const snapError = errorBox("snap-error");
-  const snapSummary = h("div", { class: "summary", part: "snap-summary" });
+  const error = errorBox("snap-error");
+  const summary = h("div", { class: "summary", part: "snap-summary" });
   const openWith = h("input", { type: "text", part: "open-with", spellcheck: "false", autocomplete: "off", placeholder: "a share link …/s/<id>, or a snapshot id" });
   const openForm = h("form", { class: "row open-form", part: "open-form" }, h("label", {}, "Open a snapshot ", openWith), h("button", { type: "submit" }, "Open"));
   const recentBox = h("div", { class: "recent", part: "recent" });
@@ -95,201 +112,129 @@ export function mount(root, host, initial) {
     h("pre", {}, 'from sharding_core import publish\nurl = publish({"params": params, "opt_state": opt_state}, "step 0", rules=rules)\nprint(url)  # http://127.0.0.1:8000/s/…'));
   const processes = h("div", { class: "processes", part: "processes", hidden: true });
   const headBar = h("div", { class: "toolbar" }, title, h("span", { class: "spacer" }));
-  const head = h("section", { class: "view snap-head", "aria-label": "Snapshot" }, headBar, snapError, snapSummary, empty, processes);
-  shareAndStatus(headBar, host, () => Object.fromEntries(Object.entries(state).filter(([, v]) => v !== "")), (e) => showError(snapError, e));
+  parent.append(h("section", { class: "view snap-head", "aria-label": "Snapshot" }, headBar, error, summary, empty, processes));
+  shareAndStatus(headBar, host, () => Object.fromEntries(Object.entries(at.state).filter(([, v]) => v !== "")), (e) => showError(error, e));
+  openForm.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    try {
+      const ref = await otherRef(openWith.value, at.state, host.data);
+      host.go?.("snapshots", new URLSearchParams(Object.entries(ref).map(([k, v]) => [k, String(v)])).toString());
+    } catch (err) {
+      showError(error, err);
+    }
+  });
 
-  const filter = h("input", { type: "search", part: "filter", spellcheck: "false", autocomplete: "off", placeholder: "path, spec or axis, e.g. model or P('data'", "aria-label": "Filter leaves" });
-  const axisFilter = h("select", { part: "axis-filter" }, option("any", ""));
-  const kindFilter = h("select", { part: "kind-filter" },
-    option("all", ""), option("arrays", "array"), option("planned (ShapeDtypeStruct, boxes)", "shape_dtype_struct"),
-    option("shardings and specs", "sharding"), option("with logical axis names", "logical"), option("changed by the what-if", "changed"));
-  const leafCount = h("p", { class: "muted", part: "leaf-count" });
-  const leafTable = h("div", { class: "leaf-table", part: "leaf-table", tabindex: 0, "aria-label": "Leaves of the snapshot" });
-  const leaves = h("section", { class: "view snap-leaves", "aria-label": "Leaves" },
-    h("h2", {}, "Leaves"),
-    h("div", { class: "row filters" }, h("label", {}, "Filter ", filter), h("label", {}, "Sharded over ", axisFilter), h("label", {}, "Kind ", kindFilter)),
-    leafCount, leafTable);
-  const leafTitle = h("h2", { class: "leaf-title", part: "leaf-title" }, "Leaf");
-  const leafHint = h("p", { class: "muted", part: "leaf-hint" }, "Click a leaf to see its layout.");
-  const leafSummary = h("div", { class: "summary", part: "leaf-summary" });
-  const leafGrid = h("div", { class: "grid-wrap", part: "leaf-grid", hidden: true });
-  const leafLegend = h("p", { class: "muted", part: "leaf-legend", hidden: true });
-  const leafPanel = h("section", { class: "view snap-leaf", "aria-label": "Leaf" }, leafTitle, leafHint, leafSummary, leafGrid, leafLegend);
-  const memoryFlag = h("p", { class: "memory-flag", part: "memory-flag" });
-  const memoryChart = h("div", { class: "memory-chart", part: "memory-chart", role: "img", "aria-label": "Bytes per device" });
-  const memoryTitle = h("h2", { part: "memory-title" }, "Memory per device");
-  const memory = h("section", { class: "view snap-memory", "aria-label": "Memory per device" }, memoryTitle, memoryFlag, memoryChart);
-  const rules = h("textarea", { rows: 4, part: "rules", spellcheck: "false", "aria-label": "Rules", placeholder: "('batch', 'data'), ('hidden', 'model'), ('embed', None)" });
-  const applyRules = h("button", { type: "button", part: "apply-rules" }, "Apply rules");
-  const resetRules = h("button", { type: "button", part: "reset-rules" }, "Back to captured");
-  const whatifStatus = h("span", { class: "muted", role: "status", part: "whatif-status" });
-  const whatifError = errorBox("whatif-error");
-  const whatifBox = h("section", { class: "view snap-whatif", "aria-label": "What-if" },
-    h("h2", {}, "What-if: logical → mesh rules"),
-    h("p", { class: "muted" }, "Leaves with Flax logical axis names are re-laid out under these rules, as ", h("code", {}, "flax.linen.logical_to_mesh_axes"),
-      " would (in order of precedence; a mesh axis is used once per array)."),
-    h("span", { class: "field-title" }, "Rules"), rules,
-    h("div", { class: "toolbar" }, applyRules, resetRules, whatifStatus), whatifError);
-  whatifBox.hidden = !data.whatif;
-  const diffWith = h("input", { type: "text", part: "diff-with", spellcheck: "false", autocomplete: "off", placeholder: "a share link, a snapshot id, or process 1" });
-  const diffProcess = h("select", { part: "diff-process" });
-  const diffProcessField = h("label", { part: "diff-process-field", hidden: true }, "or a process ", diffProcess);
-  const diffRun = h("button", { type: "button", part: "diff-run" }, "Compare");
-  const diffClear = h("button", { type: "button", part: "diff-clear" }, "Clear");
-  const diffStatus = h("span", { class: "muted", role: "status", part: "diff-status" });
-  const diffError = errorBox("diff-error");
-  const diffResult = h("div", { class: "table-wrap diff-result", part: "diff-result" });
-  const diffBox = h("section", { class: "view snap-diff", "aria-label": "Diff" },
-    h("h2", {}, "Diff"),
-    h("div", { class: "row" }, h("label", {}, "Compare with ", diffWith), diffProcessField),
-    h("div", { class: "toolbar" }, diffRun, diffClear, diffStatus), diffError, diffResult);
-  diffBox.hidden = !data.diff;
-  const planBox = h("section", { class: "view snap-plan", part: "plan", "aria-label": "Plan", hidden: true });
-  const collTitle = h("h2", { part: "collectives-title" }, "Collectives (compiled HLO)");
-  const collBox = h("div", { class: "collectives-section" });
-  const collSection = h("section", { class: "view snap-collectives", part: "collectives-section", "aria-label": "Collectives", hidden: true },
-    collTitle, h("p", { class: "muted" }, "Every collective XLA put in the program: its mesh axes, bytes, how many times it runs per step (loops) and its estimate. Click one to see its device groups on the mesh."),
-    collBox);
-  // a plan or a capture of a program leads with its verdict and its collectives; the leaves follow
-  root.replaceChildren(head, planBox, collSection, h("div", { class: "snap-pair" }, leaves, leafPanel), memory, whatifBox, diffBox);
-
-  /** @param {boolean} replace */
-  const save = (replace) => host.save({ ...state }, replace);
-
-  // ---------------------------------------------------------------- leaves
-
-  const now = (/** @type {number} */ i) => leafNow(snap, whatif, i);
-
-  /** The parameter an inspect_jit capture's inputs/args/N was passed as (null: not one, or unknown). @param {string} key */
-  const argumentOf = (key) => {
-    const m = /^inputs\/args\/(\d+)$/.exec(key);
-    const names = snap?.jit?.arguments;
-    return m && names ? names[Number(m[1])] ?? null : null;
-  };
-
-  function applyFilter() {
-    if (!tree) return;
-    const f = { q: state.q, axis: state.axis, kind: state.kind };
-    const count = tree.filter((i) => leafMatches(snap, whatif, i, f));
-    const total = snap.leaves.length;
-    leafCount.textContent = count === total ? `${total} leaves` : `${count} of ${total} leaves match`;
-  }
-
-  /** @param {number} i @param {boolean} push */
-  function selectLeaf(i, push) {
-    const leaf = snap.leaves[i];
-    state.leaf = leaf ? leaf.path : "";
-    if (push) save(false);
-    tree?.select(state.leaf);
-    renderLeaf();
-    // one column (narrow windows): bring the leaf's grid into view; beside the table it is sticky
-    if (push && leafPanel.getBoundingClientRect().top > window.innerHeight * 0.8) leafPanel.scrollIntoView({ block: "start" });
-  }
-
-  function renderLeaf() {
-    const named = snap ? snap.leaves.findIndex((/** @type {any} */ l) => l.path === state.leaf) : -1;
-    // none named: the most telling leaf (split into the most blocks) opens
-    const i = named >= 0 || !snap ? named : mostTelling(snap);
-    if (i >= 0 && named < 0) tree?.select(snap.leaves[i].path);
-    leafHint.hidden = i >= 0;
-    if (i < 0) {
-      leafTitle.textContent = "Leaf";
-      leafSummary.replaceChildren();
-      leafGrid.hidden = leafLegend.hidden = true;
+  function renderRecent() {
+    const recent = host.recent;
+    const list = recent ? recent.list() : [];
+    recentBox.replaceChildren();
+    if (!recent || !list.length) {
+      recentBox.appendChild(el("p", "muted", "Snapshots you open are listed here (kept in this browser only; the server lists none: a share link is what opens one)."));
       return;
     }
-    const leaf = snap.leaves[i];
-    const v = now(i);
-    const lay = v.layout;
-    const argument = argumentOf(leaf.path.split("/").slice(0, 3).join("/"));
-    leafTitle.textContent = leaf.path + (argument ? ` — argument ${argument}` : "");
-    const held = lay ? notHeld(leaf, lay) : new Set();
-    leafSummary.replaceChildren(defList(leafFacts(snap, leaf, v, held)));
-    if (!lay) {
-      leafGrid.hidden = leafLegend.hidden = true;
-      return;
-    }
-    leafGrid.hidden = false;
-    layoutGrid(leafGrid, Layout.fromSnapshot(snap, lay, leaf.mesh), { dark: host.dark(), interactive: false, faded: held, maxHeight: 420 });
-    leafGrid.dataset.path = leaf.path;
-    leafLegend.hidden = held.size === 0;
-    leafLegend.textContent = notHeldLegend(leaf);
-  }
-
-  // ---------------------------------------------------------------- memory, header, processes, collectives
-
-  async function plotMemory() {
-    const platform = String(snap.platform).toUpperCase();
-    const next = whatif ? whatif.memory : null;
-    // a compiled program's snapshot holds its arguments and outputs: the chart is theirs, not XLA's peak
-    const program = Boolean(snap.jit?.memory_per_device);
-    memoryTitle.textContent = program ? "Arguments and outputs per device" : "Memory per device";
-    memoryVerdict(memoryFlag, snap.memory, next, platform, program ? "Arguments and outputs (not temporaries: XLA's peak is in the plan above)" : "Captured");
-    await host.memoryChart?.(memoryChart, { mem: snap.memory, next, platform, hostOf: hostsOf(snap), dark: host.dark() });
-    host.mark("plottedAt");
-  }
-
-  function renderHead() {
-    const runInfo = snap.processes;
-    const platform = String(snap.platform).toUpperCase();
-    title.textContent = snap.name + (runInfo ? ` — run of ${runInfo.count} process${runInfo.count > 1 ? "es" : ""}` : "") + (state.fix ? ` — compiled again with a fix (fixes[${state.fix}])` : "");
-    snapSummary.replaceChildren(defList(snapshotFacts(snap)));
-    processes.replaceChildren();
-    processes.hidden = !runInfo && !state.run;
-    if (runInfo) {
-      processes.appendChild(el("h3", "", `Processes: ${runInfo.reported.length} of ${runInfo.count} reported`));
-      if (runInfo.missing.length) processes.appendChild(el("p", "warn", `Missing: process ${runInfo.missing.join(", ")} — their shards are shown faded.`));
-      const { table, body } = headedTable("procs", ["process", "status", "devices"]);
-      runInfo.devices.forEach((/** @type {number[]} */ ids, /** @type {number} */ p) => {
-        const ok = runInfo.reported.includes(p);
-        body.insertRow().append(el("td", "", String(p)), el("td", ok ? "" : "bad", ok ? "reported" : "missing"), el("td", "", `${platform} ${compactIds(ids)}`));
-      });
-      processes.appendChild(h("div", { class: "table-wrap" }, table));
-      diffProcess.replaceChildren(option("—", ""), ...runInfo.reported.map((/** @type {number} */ p) => option(`process ${p}`, String(p))));
-      diffProcessField.hidden = false;
-    } else if (state.run) {
-      processes.appendChild(el("p", "", `Process ${state.process} of run ${state.run.slice(0, 6)}…`));
-    }
-    renderPlan();
-    const axes = new Set();
-    for (const m of snap.meshes) for (const a of m.axis_names) axes.add(a);
-    axisFilter.replaceChildren(option("any", ""), ...[...axes, "(replicated)", "(not split)"].map((a) => option(a, a)));
-    axisFilter.value = state.axis;
-  }
-
-  /** A plan's (or an inspect_jit capture's) verdict, HBM by kind, step time and roofline (components/plan.js). */
-  function renderPlan() {
-    planBox.hidden = !snap.plan;
-    planSummary(planBox, snap, { dark: host.dark() });
-  }
-
-  /**
-   * The collectives section (components/collectives.js collectivesSection): the table, the total, the chosen
-   * collective's groups on the mesh and its address on the topology view; `slot` under them is where a
-   * panel draws more about the chosen collective (docs/frontend.md).
-   */
-  function renderCollectives() {
-    const coll = snap.collectives || [];
-    collSection.hidden = !coll.length;
-    if (!coll.length) return;
-    const runs = coll.reduce((/** @type {number} */ n, /** @type {any} */ c) => n + (c.repeat ?? 1), 0);
-    collTitle.textContent = `Collectives (compiled HLO): ${coll.length}${runs > coll.length ? `, ${runs} runs per step` : ""}`;
-    onTopo = topologyBase(snap);
-    collectivesSection(collBox, coll, {
-      mesh: snap.meshes.length ? snap.meshes[0] : deviceRow(snap.devices.id),
-      dark: host.dark(),
-      selected: chosen,
-      total: true,
-      topology: (c) => (onTopo && host.href ? host.href("topology", topologyQuery(onTopology(onTopo, c))) : null),
-      linkTarget: host.kind === "widget" ? "_blank" : undefined,
-      onSelect: (c, i, slot) => {
-        if (i !== chosen) tried = null;
-        chosen = i;
-        drawWhy(slot, c, whyOptions());
-        host.bump("collective");
-      },
+    const ul = el("ul");
+    for (const r of list) ul.appendChild(h("li", {}, h("a", { href: r.href }, r.name || "(unnamed)"), el("span", "muted", `${r.what} · ${fmtDateTime(r.at)}`)));
+    const forget = h("button", { type: "button", class: "link" }, "forget this list");
+    forget.addEventListener("click", () => {
+      recent.forget();
+      renderRecent();
     });
+    recentBox.append(el("h3", "", "Recently opened in this browser"), ul, forget);
   }
+
+  return {
+    error,
+    /**
+     * The form to open one and the recent list, `root` marked: none asked for (`none`: the title says
+     * "Snapshots"), or the one asked for did not open (the error says why).
+     * @param {HTMLElement} root @param {boolean} none
+     */
+    showEmpty(root, none) {
+      empty.hidden = false;
+      root.classList.add("no-snapshot");
+      if (none) {
+        title.textContent = "Snapshots";
+        summary.replaceChildren();
+      }
+      renderRecent();
+    },
+    /** The name, the facts and the processes. @param {(runInfo: any) => void} onProcesses */
+    render(onProcesses) {
+      const { snap, state } = at;
+      empty.hidden = true;
+      const runInfo = snap.processes;
+      const platform = String(snap.platform).toUpperCase();
+      title.textContent = snap.name + (runInfo ? ` — run of ${runInfo.count} process${runInfo.count > 1 ? "es" : ""}` : "") + (state.fix ? ` — compiled again with a fix (fixes[${state.fix}])` : "");
+      summary.replaceChildren(defList(snapshotFacts(snap)));
+      processes.replaceChildren();
+      processes.hidden = !runInfo && !state.run;
+      if (runInfo) {
+        processes.appendChild(el("h3", "", `Processes: ${runInfo.reported.length} of ${runInfo.count} reported`));
+        if (runInfo.missing.length) processes.appendChild(el("p", "warn", `Missing: process ${runInfo.missing.join(", ")} — their shards are shown faded.`));
+        const { table, body } = headedTable("procs", ["process", "status", "devices"]);
+        runInfo.devices.forEach((/** @type {number[]} */ ids, /** @type {number} */ p) => {
+          const ok = runInfo.reported.includes(p);
+          body.insertRow().append(el("td", "", String(p)), el("td", ok ? "" : "bad", ok ? "reported" : "missing"), el("td", "", `${platform} ${compactIds(ids)}`));
+        });
+        processes.appendChild(h("div", { class: "table-wrap" }, table));
+        onProcesses(runInfo);
+      } else if (state.run) {
+        processes.appendChild(el("p", "", `Process ${state.process} of run ${state.run.slice(0, 6)}…`));
+      }
+    },
+    /** The snapshot opened, in this browser's recent list (the page's host only). */
+    remember() {
+      const { snap, state } = at;
+      const q = new URLSearchParams();
+      for (const k of ["snapshot", "run", "process"]) if (state[k]) q.set(k, state[k]);
+      host.recent?.remember({
+        href: `/snapshots.html?${q}`,
+        name: String(snap.name).slice(0, 200),
+        what: `${snap.leaves.length} leaves on ${snap.devices.id.length} ${snap.platform} devices`,
+      });
+    },
+  };
+}
+
+/**
+ * The card "Plan": a plan's (or an inspect_jit capture's) verdict, HBM by kind, step time and roofline
+ * (components/plan.js), from the snapshot alone: the lead.
+ * @param {HTMLElement} parent
+ * @param {import("../hosts/host.js").Host} host
+ * @param {Opened} at
+ */
+function mountPlan(parent, host, at) {
+  const box = h("section", { class: "view snap-plan", part: "plan", "aria-label": "Plan", hidden: true });
+  parent.append(box);
+  return {
+    render() {
+      box.hidden = !at.snap.plan;
+      planSummary(box, at.snap, { dark: host.dark() });
+    },
+  };
+}
+
+/**
+ * The card "Collectives": the collectives section (components/collectives.js collectivesSection): the table,
+ * the total, the chosen collective's groups on the mesh and its address on the topology view; the slot under
+ * them holds the chosen collective's why (docs/frontend.md).
+ * @param {HTMLElement} parent
+ * @param {import("../hosts/host.js").Host} host
+ * @param {Opened} at
+ */
+function mountCollectives(parent, host, at) {
+  const data = host.data;
+  const title = h("h2", { part: "collectives-title" }, "Collectives (compiled HLO)");
+  const box = h("div", { class: "collectives-section" });
+  const section = h("section", { class: "view snap-collectives", part: "collectives-section", "aria-label": "Collectives", hidden: true },
+    title, h("p", { class: "muted" }, "Every collective XLA put in the program: its mesh axes, bytes, how many times it runs per step (loops) and its estimate. Click one to see its device groups on the mesh."),
+    box);
+  parent.append(section);
+  /** The collective chosen (undefined: none yet, the section shows the costliest). @type {number | undefined} */
+  let chosen;
+  /** The fix of the chosen collective shown tried (components/why.js), kept while the collective stays chosen. */
+  /** @type {number | null} */
+  let tried = null;
 
   /**
    * What the why view can do with a fix here: show the program the snapshot carries for it (both hosts); on
@@ -298,6 +243,7 @@ export function mount(root, host, initial) {
    * @returns {import("../components/why.js").WhyOpts}
    */
   function whyOptions() {
+    const { snap, state } = at;
     const stored = Boolean(data.diff && (state.snapshot || state.run) && !state.fix);
     const address = (/** @type {string} */ fix) => toQuery({ snapshot: state.snapshot, run: state.run, process: state.process, fix });
     const href = host.href;
@@ -319,162 +265,419 @@ export function mount(root, host, initial) {
     };
   }
 
-  // ---------------------------------------------------------------- what-if
+  return {
+    /** Another snapshot: none chosen, none tried. */
+    reset() {
+      chosen = undefined;
+      tried = null;
+    },
+    render() {
+      const snap = at.snap;
+      const coll = snap.collectives || [];
+      section.hidden = !coll.length;
+      if (!coll.length) return;
+      const runs = coll.reduce((/** @type {number} */ n, /** @type {any} */ c) => n + (c.repeat ?? 1), 0);
+      title.textContent = `Collectives (compiled HLO): ${coll.length}${runs > coll.length ? `, ${runs} runs per step` : ""}`;
+      // the topology view's state for this snapshot's mesh (null: its devices cannot be shown there)
+      const onTopo = topologyBase(snap);
+      collectivesSection(box, coll, {
+        mesh: snap.meshes.length ? snap.meshes[0] : deviceRow(snap.devices.id),
+        dark: host.dark(),
+        selected: chosen,
+        total: true,
+        topology: (c) => (onTopo && host.href ? host.href("topology", topologyQuery(onTopology(onTopo, c))) : null),
+        linkTarget: host.kind === "widget" ? "_blank" : undefined,
+        onSelect: (c, i, slot) => {
+          if (i !== chosen) tried = null;
+          chosen = i;
+          drawWhy(slot, c, whyOptions());
+          host.bump("collective");
+        },
+      });
+    },
+  };
+}
+
+/**
+ * The card "Leaf": the chosen leaf's facts and layout grid (shards nobody here holds faded).
+ * @param {HTMLElement} parent
+ * @param {import("../hosts/host.js").Host} host
+ * @param {Opened} at
+ * @param {(key: string) => string | null} argumentOf
+ */
+function mountLeaf(parent, host, at, argumentOf) {
+  const title = h("h2", { class: "leaf-title", part: "leaf-title" }, "Leaf");
+  const hint = h("p", { class: "muted", part: "leaf-hint" }, "Click a leaf to see its layout.");
+  const summary = h("div", { class: "summary", part: "leaf-summary" });
+  const grid = h("div", { class: "grid-wrap", part: "leaf-grid", hidden: true });
+  const legend = h("p", { class: "muted", part: "leaf-legend", hidden: true });
+  const panel = h("section", { class: "view snap-leaf", "aria-label": "Leaf" }, title, hint, summary, grid, legend);
+  parent.append(panel);
+  return {
+    panel,
+    /** Leaf `i` (-1: none). @param {number} i */
+    render(i) {
+      const snap = at.snap;
+      hint.hidden = i >= 0;
+      if (i < 0) {
+        title.textContent = "Leaf";
+        summary.replaceChildren();
+        grid.hidden = legend.hidden = true;
+        return;
+      }
+      const leaf = snap.leaves[i];
+      const v = leafNow(snap, at.whatif, i);
+      const lay = v.layout;
+      const argument = argumentOf(leaf.path.split("/").slice(0, 3).join("/"));
+      title.textContent = leaf.path + (argument ? ` — argument ${argument}` : "");
+      const held = lay ? notHeld(leaf, lay) : new Set();
+      summary.replaceChildren(defList(leafFacts(snap, leaf, v, held)));
+      if (!lay) {
+        grid.hidden = legend.hidden = true;
+        return;
+      }
+      grid.hidden = false;
+      layoutGrid(grid, Layout.fromSnapshot(snap, lay, leaf.mesh), { dark: host.dark(), interactive: false, faded: held, maxHeight: 420 });
+      grid.dataset.path = leaf.path;
+      legend.hidden = held.size === 0;
+      legend.textContent = notHeldLegend(leaf);
+    },
+  };
+}
+
+/**
+ * The cards "Leaves" and "Leaf", side by side: a tree table of the leaves (filtered by path, spec, mesh axis or
+ * kind) and the chosen leaf's layout.
+ * @param {HTMLElement} parent
+ * @param {import("../hosts/host.js").Host} host
+ * @param {Opened} at
+ */
+function mountLeaves(parent, host, at) {
+  const filter = h("input", { type: "search", part: "filter", spellcheck: "false", autocomplete: "off", placeholder: "path, spec or axis, e.g. model or P('data'", "aria-label": "Filter leaves" });
+  const axisFilter = h("select", { part: "axis-filter" }, option("any", ""));
+  const kindFilter = h("select", { part: "kind-filter" },
+    option("all", ""), option("arrays", "array"), option("planned (ShapeDtypeStruct, boxes)", "shape_dtype_struct"),
+    option("shardings and specs", "sharding"), option("with logical axis names", "logical"), option("changed by the what-if", "changed"));
+  const count = h("p", { class: "muted", part: "leaf-count" });
+  const table = h("div", { class: "leaf-table", part: "leaf-table", tabindex: 0, "aria-label": "Leaves of the snapshot" });
+  const pair = h("div", { class: "snap-pair" }, h("section", { class: "view snap-leaves", "aria-label": "Leaves" },
+    h("h2", {}, "Leaves"),
+    h("div", { class: "row filters" }, h("label", {}, "Filter ", filter), h("label", {}, "Sharded over ", axisFilter), h("label", {}, "Kind ", kindFilter)),
+    count, table));
+  parent.append(pair);
+  /** The parameter an inspect_jit capture's inputs/args/N was passed as (null: not one, or unknown). @param {string} key */
+  const argumentOf = (key) => {
+    const m = /^inputs\/args\/(\d+)$/.exec(key);
+    const names = at.snap?.jit?.arguments;
+    return m && names ? names[Number(m[1])] ?? null : null;
+  };
+  const leaf = mountLeaf(pair, host, at, argumentOf);
+  /** @type {ReturnType<typeof leafTree> | null} */
+  let tree = null;
+  let filterTimer = 0;
+
+  const card = {
+    filter() {
+      if (!tree) return;
+      const { snap, whatif, state } = at;
+      const f = { q: state.q, axis: state.axis, kind: state.kind };
+      const n = tree.filter((i) => leafMatches(snap, whatif, i, f));
+      const total = snap.leaves.length;
+      count.textContent = n === total ? `${total} leaves` : `${n} of ${total} leaves match`;
+    },
+    /** The leaf the state names (none named: the most telling leaf, split into the most blocks). */
+    renderLeaf() {
+      const snap = at.snap;
+      const named = snap ? snap.leaves.findIndex((/** @type {any} */ l) => l.path === at.state.leaf) : -1;
+      const i = named >= 0 || !snap ? named : mostTelling(snap);
+      if (i >= 0 && named < 0) tree?.select(snap.leaves[i].path);
+      leaf.render(i);
+    },
+    /** @param {number} i @param {boolean} push */
+    select(i, push) {
+      const l = at.snap.leaves[i];
+      at.state.leaf = l ? l.path : "";
+      if (push) at.save(false);
+      tree?.select(at.state.leaf);
+      card.renderLeaf();
+      // one column (narrow windows): bring the leaf's grid into view; beside the table it is sticky
+      if (push && leaf.panel.getBoundingClientRect().top > window.innerHeight * 0.8) leaf.panel.scrollIntoView({ block: "start" });
+    },
+    /** The mesh axes to filter by, from the snapshot's meshes. */
+    axes() {
+      const axes = new Set();
+      for (const m of at.snap.meshes) for (const a of m.axis_names) axes.add(a);
+      axisFilter.replaceChildren(option("any", ""), ...[...axes, "(replicated)", "(not split)"].map((a) => option(a, a)));
+      axisFilter.value = at.state.axis;
+    },
+    /** The tree table of the snapshot's leaves, its filters from the state. */
+    build() {
+      const { snap, state } = at;
+      tree = leafTree(table, snap.leaves, {
+        now: (i) => leafNow(at.snap, at.whatif, i),
+        kind: kindText,
+        name: argumentOf,
+        onOpen: (i) => card.select(i, true),
+        onRows: () => {
+          // For bench/bench_snapshots.py: when the table first had rows (ms since this page's navigation).
+          host.mark("rowsAt");
+        },
+      });
+      tree.body.dataset.part = "leaf-rows";
+      tree.select(state.leaf);
+      filter.value = state.q;
+      kindFilter.value = state.kind;
+    },
+    /** Another snapshot: no tree yet. */
+    reset() {
+      tree = null;
+    },
+    dispose: () => clearTimeout(filterTimer),
+  };
+  filter.addEventListener("input", () => {
+    clearTimeout(filterTimer);
+    filterTimer = window.setTimeout(() => {
+      at.state.q = filter.value;
+      at.save(true);
+      card.filter();
+      host.bump("filtered");
+    }, 80);
+  });
+  for (const [box, key] of /** @type {[HTMLSelectElement, string][]} */ ([[axisFilter, "axis"], [kindFilter, "kind"]])) {
+    box.addEventListener("change", () => {
+      at.state[key] = box.value;
+      at.save(false);
+      card.filter();
+      host.bump("filtered");
+    });
+  }
+  return card;
+}
+
+/**
+ * The card "Memory per device": the captured bytes per device against the chip's capacity (a compiled
+ * program's: its arguments and outputs, XLA's peak being the plan's), and the what-if's beside them.
+ * @param {HTMLElement} parent
+ * @param {import("../hosts/host.js").Host} host
+ * @param {Opened} at
+ */
+function mountMemory(parent, host, at) {
+  const flag = h("p", { class: "memory-flag", part: "memory-flag" });
+  const chart = h("div", { class: "memory-chart", part: "memory-chart", role: "img", "aria-label": "Bytes per device" });
+  const title = h("h2", { part: "memory-title" }, "Memory per device");
+  parent.append(h("section", { class: "view snap-memory", "aria-label": "Memory per device" }, title, flag, chart));
+  return {
+    async plot() {
+      const { snap, whatif } = at;
+      const platform = String(snap.platform).toUpperCase();
+      const next = whatif ? whatif.memory : null;
+      // a compiled program's snapshot holds its arguments and outputs: the chart is theirs, not XLA's peak
+      const program = memoryOf(snap.program) !== null;
+      title.textContent = program ? "Arguments and outputs per device" : "Memory per device";
+      memoryVerdict(flag, snap.memory, next, platform, program ? "Arguments and outputs (not temporaries: XLA's peak is in the plan above)" : "Captured");
+      await host.memoryChart?.(chart, { mem: snap.memory, next, platform, hostOf: hostsOf(snap), dark: host.dark() });
+      host.mark("plottedAt");
+    },
+  };
+}
+
+/**
+ * The card "What-if": the leaves with Flax logical axis names laid out again under other rules (the dashboard
+ * only); `refresh` redraws what the what-if changes.
+ * @param {HTMLElement} parent
+ * @param {import("../hosts/host.js").Host} host
+ * @param {Opened} at
+ * @param {() => Promise<void>} refresh
+ */
+function mountWhatif(parent, host, at, refresh) {
+  const rules = h("textarea", { rows: 4, part: "rules", spellcheck: "false", "aria-label": "Rules", placeholder: "('batch', 'data'), ('hidden', 'model'), ('embed', None)" });
+  const applyRules = h("button", { type: "button", part: "apply-rules" }, "Apply rules");
+  const resetRules = h("button", { type: "button", part: "reset-rules" }, "Back to captured");
+  const status = h("span", { class: "muted", role: "status", part: "whatif-status" });
+  const error = errorBox("whatif-error");
+  const box = h("section", { class: "view snap-whatif", "aria-label": "What-if" },
+    h("h2", {}, "What-if: logical → mesh rules"),
+    h("p", { class: "muted" }, "Leaves with Flax logical axis names are re-laid out under these rules, as ", h("code", {}, "flax.linen.logical_to_mesh_axes"),
+      " would (in order of precedence; a mesh axis is used once per array)."),
+    h("span", { class: "field-title" }, "Rules"), rules,
+    h("div", { class: "toolbar" }, applyRules, resetRules, status), error);
+  box.hidden = !host.data.whatif;
+  parent.append(box);
 
   function defaultRules() {
+    const snap = at.snap;
     if (snap.rules) return rulesText(snap.rules);
     const withRules = snap.leaves.find((/** @type {any} */ l) => l.rules);
     return withRules ? rulesText(withRules.rules) : "";
   }
 
   /** @param {string} text @param {boolean} push */
-  async function runWhatif(text, push) {
-    showError(whatifError, null);
+  async function run(text, push) {
+    const state = at.state;
+    showError(error, null);
     if (!text.trim()) {
-      whatif = null;
+      at.whatif = null;
       state.rules = "";
-      if (push) save(false);
-      whatifStatus.textContent = "";
-      return refreshAll();
+      if (push) at.save(false);
+      status.textContent = "";
+      return refresh();
     }
     let parsed;
     try {
       parsed = parseRules(text);
     } catch (e) {
-      showError(whatifError, e);
+      showError(error, e);
       return;
     }
-    const ask = data.whatif;
+    const ask = host.data.whatif;
     if (!ask) return;
-    whatifStatus.textContent = "computing…";
+    status.textContent = "computing…";
     try {
       const res = await ask(snapshotRef(state), parsed);
-      whatif = whatIfOf(res);
+      at.whatif = whatIfOf(res);
       state.rules = text;
-      if (push) save(false);
-      whatifStatus.textContent = `${res.leaves.length} logically named leaves: ${res.changed} change, ${res.errors} cannot be laid out`;
+      if (push) at.save(false);
+      status.textContent = `${res.leaves.length} logically named leaves: ${res.changed} change, ${res.errors} cannot be laid out`;
       host.bump("whatif");
     } catch (e) {
-      whatifStatus.textContent = "";
-      showError(whatifError, e);
+      status.textContent = "";
+      showError(error, e);
       return;
     }
-    return refreshAll();
+    return refresh();
   }
 
-  function refreshAll() {
-    applyFilter();
-    renderLeaf();
-    return plotMemory();
-  }
+  applyRules.addEventListener("click", () => run(rules.value, true));
+  resetRules.addEventListener("click", () => {
+    rules.value = defaultRules();
+    run("", true);
+  });
+  return {
+    run,
+    /** The rules field: the state's rules, else the snapshot's own. */
+    restore() {
+      rules.value = at.state.rules || defaultRules();
+    },
+  };
+}
 
-  // ---------------------------------------------------------------- diff
-
-  /**
-   * What a "compare with" text names: "process N" of this run, a pasted share link (resolved through the
-   * stored link to the snapshot it shows), a snapshots address, or a snapshot id.
-   * @param {string} text
-   */
-  async function otherRef(text) {
-    const t = text.trim();
-    const proc = /^process\s*(\d+)$/i.exec(t);
-    if (proc && state.run) return { run: state.run, process: Number(proc[1]) };
-    const shared = /\/s\/([^/?#\s]*)/.exec(t);
-    if (shared) {
-      if (!LINK_ID.test(shared[1])) {
-        throw new ApiError(400, {
-          code: "bad_link",
-          message: `"${shared[1].slice(0, 80)}" is not a share link's id: ids are 22 to 64 letters, digits, - and _ (the link may have been cut when it was copied)`,
-          hint: "copy the whole link again from where it was shared",
-        });
-      }
-      const stored = await /** @type {NonNullable<typeof data.link>} */ (data.link)(shared[1]);
-      const s = stored.state || {};
-      if (s.run) return s.process !== undefined && s.process !== "" ? { run: s.run, process: Number(s.process) } : { run: s.run };
-      if (s.snapshot) return { snapshot: s.snapshot };
-      throw new Error(`that link opens the ${stored.view} view, not a snapshot`);
-    }
-    const q = /[?&](snapshot|run)=([A-Za-z0-9_-]+)/.exec(t);
-    if (q) return q[1] === "run" ? { run: q[2] } : { snapshot: q[2] };
-    if (LINK_ID.test(t)) return { snapshot: t };
-    throw new Error('paste a share link (…/s/<id>), a snapshot id, or "process N" in a run');
-  }
+/**
+ * The card "Diff": this snapshot against another (a link, an id) or another process of its run (the dashboard
+ * only); a changed leaf's path opens it.
+ * @param {HTMLElement} parent
+ * @param {import("../hosts/host.js").Host} host
+ * @param {Opened} at
+ * @param {(i: number, push: boolean) => void} selectLeaf
+ */
+function mountDiff(parent, host, at, selectLeaf) {
+  const diffWith = h("input", { type: "text", part: "diff-with", spellcheck: "false", autocomplete: "off", placeholder: "a share link, a snapshot id, or process 1" });
+  const diffProcess = h("select", { part: "diff-process" });
+  const processField = h("label", { part: "diff-process-field", hidden: true }, "or a process ", diffProcess);
+  const diffRun = h("button", { type: "button", part: "diff-run" }, "Compare");
+  const diffClear = h("button", { type: "button", part: "diff-clear" }, "Clear");
+  const status = h("span", { class: "muted", role: "status", part: "diff-status" });
+  const error = errorBox("diff-error");
+  const result = h("div", { class: "table-wrap diff-result", part: "diff-result" });
+  const box = h("section", { class: "view snap-diff", "aria-label": "Diff" },
+    h("h2", {}, "Diff"),
+    h("div", { class: "row" }, h("label", {}, "Compare with ", diffWith), processField),
+    h("div", { class: "toolbar" }, diffRun, diffClear, status), error, result);
+  box.hidden = !host.data.diff;
+  parent.append(box);
 
   /** @param {string} text @param {boolean} push */
-  async function runDiff(text, push) {
-    showError(diffError, null);
+  async function run(text, push) {
+    const state = at.state;
+    showError(error, null);
     if (!text.trim()) {
-      diffResult.replaceChildren();
+      result.replaceChildren();
       state.diff = "";
-      if (push) save(false);
+      if (push) at.save(false);
       return;
     }
-    const ask = data.diff;
+    const ask = host.data.diff;
     if (!ask) return;
-    diffStatus.textContent = "comparing…";
+    status.textContent = "comparing…";
     try {
-      const res = await ask(snapshotRef(state), await otherRef(text));
+      const res = await ask(snapshotRef(state), await otherRef(text, state, host.data));
       state.diff = text.trim();
-      if (push) save(false);
+      if (push) at.save(false);
       const s = res.summary;
-      diffStatus.textContent = "";
+      status.textContent = "";
       const { table, body } = headedTable("procs diff", ["path", "status", "here", "there", "bytes to move"]);
       for (const r of res.leaves.slice(0, 2000)) {
         const b = h("button", { type: "button", class: "link" }, r.path);
         b.addEventListener("click", () => {
-          const i = snap.leaves.findIndex((/** @type {any} */ l) => l.path === r.path);
+          const i = at.snap.leaves.findIndex((/** @type {any} */ l) => l.path === r.path);
           if (i >= 0) selectLeaf(i, true);
         });
         body.insertRow().append(h("td", {}, b), el("td", r.status, r.status), el("td", "mono", r.a_spec || "—"), el("td", "mono", r.b_spec || "—"), el("td", "num", fmtBytes(r.bytes_to_move)));
       }
-      diffResult.replaceChildren(
+      result.replaceChildren(
         el("p", "diff-summary", `${s.changed} changed, ${s.added} added, ${s.removed} removed, ${s.same} the same; ${fmtBytes(s.bytes_to_move)} would move (bytes each device must receive).`),
         table,
       );
       host.bump("diffs");
     } catch (e) {
-      diffStatus.textContent = "";
-      showError(diffError, e);
+      status.textContent = "";
+      showError(error, e);
     }
   }
 
-  // ---------------------------------------------------------------- recently opened (the page's browser only)
+  diffRun.addEventListener("click", () => run(diffWith.value || (diffProcess.value ? `process ${diffProcess.value}` : ""), true));
+  diffClear.addEventListener("click", () => {
+    diffWith.value = "";
+    run("", true);
+  });
+  return {
+    /** The state's diff, run again (an address that carries one). */
+    async restore() {
+      diffWith.value = at.state.diff;
+      await run(at.state.diff, false);
+    },
+    /** A run's reported processes, offered to compare with. @param {any} runInfo */
+    processes(runInfo) {
+      diffProcess.replaceChildren(option("—", ""), ...runInfo.reported.map((/** @type {number} */ p) => option(`process ${p}`, String(p))));
+      processField.hidden = false;
+    },
+  };
+}
 
-  function remember() {
-    const q = new URLSearchParams();
-    for (const k of ["snapshot", "run", "process"]) if (state[k]) q.set(k, state[k]);
-    host.recent?.remember({
-      href: `/snapshots.html?${q}`,
-      name: String(snap.name).slice(0, 200),
-      what: `${snap.leaves.length} leaves on ${snap.devices.id.length} ${snap.platform} devices`,
-    });
-  }
+/**
+ * The panel, built from the cards above in reading order: a plan or a capture of a program leads with its
+ * verdict and its collectives; the leaves follow, then memory, the what-if and the diff. The opening of a
+ * snapshot and the order its cards are drawn in are here.
+ * @param {HTMLElement} root
+ * @param {import("../hosts/host.js").Host} host
+ * @param {SState} initial
+ */
+export function mount(root, host, initial) {
+  const data = host.data;
+  /** @type {Opened} */
+  const at = {
+    state: { ...fromQuery(new URLSearchParams()), ...initial },
+    snap: null,
+    whatif: null,
+    save: (replace) => host.save({ ...at.state }, replace),
+  };
+  /** How many times the panel was opened (a snapshot drawn in pieces stops when another opens). */
+  let opened = 0;
+  const life = lifetime();
 
-  function renderRecent() {
-    const recent = host.recent;
-    const list = recent ? recent.list() : [];
-    recentBox.replaceChildren();
-    if (!recent || !list.length) {
-      recentBox.appendChild(el("p", "muted", "Snapshots you open are listed here (kept in this browser only; the server lists none: a share link is what opens one)."));
-      return;
-    }
-    const ul = el("ul");
-    for (const r of list) ul.appendChild(h("li", {}, h("a", { href: r.href }, r.name || "(unnamed)"), el("span", "muted", `${r.what} · ${fmtDateTime(r.at)}`)));
-    const forget = h("button", { type: "button", class: "link" }, "forget this list");
-    forget.addEventListener("click", () => {
-      recent.forget();
-      renderRecent();
-    });
-    recentBox.append(el("h3", "", "Recently opened in this browser"), ul, forget);
-  }
-
-  // ---------------------------------------------------------------- loading
-
-  function showEmpty() {
-    empty.hidden = false;
-    root.classList.add("no-snapshot");
-    renderRecent();
-  }
+  root.classList.add("snap-app");
+  root.replaceChildren();
+  const head = mountHead(root, host, at);
+  const plan = mountPlan(root, host, at);
+  const collectives = mountCollectives(root, host, at);
+  const leaves = mountLeaves(root, host, at);
+  const memory = mountMemory(root, host, at);
+  const refreshAll = () => {
+    leaves.filter();
+    leaves.renderLeaf();
+    return memory.plot();
+  };
+  const whatif = mountWhatif(root, host, at, refreshAll);
+  const diff = mountDiff(root, host, at, leaves.select);
 
   /**
    * Draws the snapshot in the order a reader looks at it, each piece after the previous one is on screen: the
@@ -483,119 +686,65 @@ export function mount(root, host, initial) {
    * @param {number} turn this opening's number: a newer opening stops it
    */
   async function start(turn) {
-    empty.hidden = Boolean(snap);
-    root.classList.toggle("no-snapshot", !snap);
-    if (!snap) {
-      title.textContent = "Snapshots";
-      snapSummary.replaceChildren();
-      renderRecent();
+    if (!at.snap) {
+      head.showEmpty(root, true);
       return;
     }
-    renderHead();
+    root.classList.remove("no-snapshot");
+    head.render(diff.processes);
+    plan.render();
+    leaves.axes();
     const current = async () => {
       await afterPaint();
       return turn === opened && !life.disposed;
     };
     if (!(await current())) return;
-    remember();
-    renderCollectives();
+    head.remember();
+    collectives.render();
     if (!(await current())) return;
-    tree = leafTree(leafTable, snap.leaves, {
-      now,
-      kind: kindText,
-      name: argumentOf,
-      onOpen: (i) => selectLeaf(i, true),
-      onRows: () => {
-        // For bench/bench_snapshots.py: when the table first had rows (ms since this page's navigation).
-        host.mark("rowsAt");
-      },
-    });
-    tree.body.dataset.part = "leaf-rows";
-    tree.select(state.leaf);
-    filter.value = state.q;
-    kindFilter.value = state.kind;
-    rules.value = state.rules || defaultRules();
-    if (state.rules) await runWhatif(state.rules, false);
+    leaves.build();
+    whatif.restore();
+    if (at.state.rules) await whatif.run(at.state.rules, false);
     else {
-      applyFilter();
+      leaves.filter();
       if (!(await current())) return;
-      renderLeaf();
+      leaves.renderLeaf();
       if (!(await current())) return;
-      await plotMemory();
+      await memory.plot();
     }
     if (turn !== opened || life.disposed) return;
     host.bump("rendered");
-    if (state.diff) {
-      diffWith.value = state.diff;
-      await runDiff(state.diff, false);
-    }
+    if (at.state.diff) await diff.restore();
   }
 
   /** (Re)opens the panel at `next`: on arrival, and after back or forward. @param {SState} next */
   async function open(next) {
     const turn = ++opened;
-    showError(snapError, null);
-    state = { ...fromQuery(new URLSearchParams()), ...next };
-    snap = null;
-    whatif = null;
-    tree = null;
-    chosen = undefined;
-    tried = null;
+    showError(head.error, null);
+    at.state = { ...fromQuery(new URLSearchParams()), ...next };
+    at.snap = null;
+    at.whatif = null;
+    leaves.reset();
+    collectives.reset();
     try {
-      if ((state.snapshot || state.run) && data.snapshot) snap = await data.snapshot(snapshotRef(state));
+      if ((at.state.snapshot || at.state.run) && data.snapshot) at.snap = await data.snapshot(snapshotRef(at.state));
       if (life.disposed || turn !== opened) return;
       await start(turn);
     } catch (e) {
-      showError(snapError, e);
-      showEmpty();
+      showError(head.error, e);
+      head.showEmpty(root, false);
     }
     host.bump("loaded");
   }
 
-  filter.addEventListener("input", () => {
-    clearTimeout(filterTimer);
-    filterTimer = window.setTimeout(() => {
-      state.q = filter.value;
-      save(true);
-      applyFilter();
-      host.bump("filtered");
-    }, 80);
-  });
-  for (const [box, key] of /** @type {[HTMLSelectElement, string][]} */ ([[axisFilter, "axis"], [kindFilter, "kind"]])) {
-    box.addEventListener("change", () => {
-      state[key] = box.value;
-      save(false);
-      applyFilter();
-      host.bump("filtered");
-    });
-  }
-  applyRules.addEventListener("click", () => runWhatif(rules.value, true));
-  resetRules.addEventListener("click", () => {
-    rules.value = defaultRules();
-    runWhatif("", true);
-  });
-  diffRun.addEventListener("click", () => runDiff(diffWith.value || (diffProcess.value ? `process ${diffProcess.value}` : ""), true));
-  diffClear.addEventListener("click", () => {
-    diffWith.value = "";
-    runDiff("", true);
-  });
-  openForm.addEventListener("submit", async (e) => {
-    e.preventDefault();
-    try {
-      const ref = await otherRef(openWith.value);
-      host.go?.("snapshots", new URLSearchParams(Object.entries(ref).map(([k, v]) => [k, String(v)])).toString());
-    } catch (err) {
-      showError(snapError, err);
-    }
-  });
-  life.add(() => clearTimeout(filterTimer));
+  life.add(leaves.dispose);
   life.add(host.onTheme(() => {
-    if (!snap) return;
-    renderPlan();
-    renderCollectives();
+    if (!at.snap) return;
+    plan.render();
+    collectives.render();
     refreshAll();
   }));
-  open(state);
+  open(at.state);
 
   return {
     update: (next) => open(next),

@@ -126,6 +126,149 @@ function orderingsTable(meshInfo) {
 }
 
 /**
+ * The legend: what each colour and line means, with the tiles' colours when they are few.
+ * @param {HTMLElement} legend @param {any} topo @param {Layout | null} layout @param {boolean} three @param {boolean} dark
+ */
+function renderLegend(legend, topo, layout, three, dark) {
+  /** @param {string} cls @param {string} colour @param {string} text */
+  const item = (cls, colour, text) => {
+    const sw = el("span", `swatch ${cls}`);
+    sw.style.setProperty("--swatch", colour);
+    return h("li", { class: "legend-item" }, sw, text);
+  };
+  const list = el("ul", "legend");
+  if (layout) {
+    for (const t of layout.tiles.slice(0, 12)) {
+      const ids = compactIds(t.ids);
+      const who = ids.length > 44 ? `${ids.slice(0, 36)}… (${t.ids.length} devices)` : ids;
+      list.appendChild(item("fill", layout.colourOf(t.ids[0], dark), `${fmtIndex(t.index)}: ${layout.platform} ${who}`));
+    }
+    if (layout.tiles.length > 12) list.appendChild(el("li", "legend-item muted", `… ${layout.tiles.length - 12} more blocks: each colour is one block of ${layout.spec}, shared by its replicas`));
+  }
+  list.appendChild(item("fill", noTileColour(dark), layout ? "holds no block (not in the mesh)" : "no layout: every device grey"));
+  list.appendChild(item("line", RING_NEAR, "ring hop over one link"));
+  list.appendChild(item("line", RING_FAR, "ring hop over more than one link"));
+  if (!three) list.appendChild(item("line dashed", RING_NEAR, "the hop closing a ring"));
+  if (topo.links.some((/** @type {any} */ l) => l.kind === "ici")) list.appendChild(item("line", dark ? "#8b929a" : "#9aa1a9", "ICI link"));
+  if (topo.links.some((/** @type {any} */ l) => l.wraparound)) list.appendChild(item("line dashed", WRAP, three ? "wraparound link (stubs out of both faces)" : "wraparound link"));
+  list.appendChild(item("box", dark ? "#d0d4da" : "#4b525b", "a host"));
+  const help = el("p", "muted", three
+    ? "Drag to rotate (shift-drag to pan), scroll to zoom; or focus the picture and use the arrow keys and + −. Hover a device for the block it holds."
+    : "Hover a device for the block it holds, its mesh position and its group.");
+  legend.replaceChildren(list, help);
+}
+
+/**
+ * The hops along the chosen axis: its verdict and its groups' table.
+ * @param {{hopSummary: HTMLElement, hops: HTMLElement}} into
+ * @param {any} axis one of /api/topology/mesh's axes, or the handed-over groups
+ * @param {string | null} mode the picture's mode ("3d" draws fewer groups)
+ */
+function renderHops(into, axis, mode) {
+  const { hopSummary, hops } = into;
+  if (!axis) {
+    hopSummary.replaceChildren(el("p", "muted", "Choose a mesh axis to see its rings."));
+    hops.replaceChildren();
+    return;
+  }
+  const verdict = axis.is_ring ? "every group is a ring of nearest neighbours" : `${axis.groups_not_rings} of ${axis.groups.length} groups have a hop longer than one link`;
+  const drawn = mode === "3d" && axis.groups.length > 96 ? " — the first 96 drawn" : axis.groups.length > 256 ? " — the first 256 drawn" : "";
+  hopSummary.replaceChildren(defList([
+    ["axis", `${axis.name} (${axis.size} devices per group, ${axis.groups.length} groups${drawn})`],
+    ["hops", `max ${axis.max_hop}, mean ${axis.mean_hop.toFixed(2)}; ${verdict}`],
+    ["crosses", `${axis.crosses_hosts ? `hosts (${axis.groups_crossing_hosts} groups)` : "no hosts"}${axis.crosses_slices ? ", slices (DCN)" : ""}; interconnect ${axis.interconnect}`],
+  ]));
+  hops.replaceChildren(...hopTable(axis));
+}
+
+/**
+ * Loads the topology, the mesh on it, the groups another view handed over (one more "axis") and the layout,
+ * all at once (the host can: it has each of them). The layout is the error that stopped it, when one did: the topology
+ * still draws, in grey.
+ * @param {import("../hosts/host.js").Data} data
+ * @param {import("../model/state.js").State} state its axis set to the handed-over groups when it names none
+ * @param {AbortSignal} signal
+ */
+async function load(data, state, signal) {
+  const topology = /** @type {NonNullable<typeof data.topology>} */ (data.topology);
+  const onMesh = /** @type {NonNullable<typeof data.topologyMesh>} */ (data.topologyMesh);
+  const groupsOf = /** @type {NonNullable<typeof data.topologyGroups>} */ (data.topologyGroups);
+  const lay = /** @type {NonNullable<typeof data.layout>} */ (data.layout);
+  const req = meshRequest(state);
+  const tFetch = performance.now();
+  // everything at once: the topology, the mesh on it, handed-over groups and the layout's colours
+  const groups = parseGroups(state.groups);
+  const name = (state.glabel || "collective groups").slice(0, 120);
+  // handed-over groups go as one flat list cut into groups of one size (the API bounds the ids)
+  const groupsBody = groups && { devices: req.devices, slices: req.slices, ids: groups.flat(), group_size: groups[0].length, name };
+  /** @type {Promise<Layout | unknown>} the layout, or why there is none (the topology still draws, in grey) */
+  const laidOut = (async () => {
+    try {
+      return Layout.fromApi(await lay(layoutRequest(state), signal));
+    } catch (e) {
+      if (isAbort(e)) throw e;
+      return e;
+    }
+  })();
+  const [topo, meshInfo, extra, layoutOrError] = await Promise.all([
+    topology(req.devices, req.slices || 1, signal),
+    onMesh(req, signal),
+    groupsBody ? groupsOf(groupsBody, signal) : Promise.resolve(null),
+    laidOut,
+  ]);
+  // groups handed over by another view (a kernel's collective) become one more "axis"
+  if (extra) {
+    extra.name = `⟨${extra.name}⟩`;
+    meshInfo.axes.push(extra);
+    if (!state.axis) state.axis = extra.name;
+  }
+  return { topo, meshInfo, layoutOrError, tFetch };
+}
+
+/**
+ * The choice of the mesh axis whose rings are drawn ("none" first; handed-over groups are one more).
+ * @param {HTMLElement} into @param {any} meshInfo @param {string} chosen @param {(name: string) => void} onPick
+ */
+function renderAxisButtons(into, meshInfo, chosen, onPick) {
+  into.replaceChildren();
+  for (const name of ["", ...meshInfo.axes.map((/** @type {any} */ a) => a.name)]) {
+    const input = h("input", { type: "radio", name: "axis", value: name });
+    input.checked = name === chosen;
+    input.addEventListener("change", () => onPick(name));
+    into.appendChild(h("label", { class: "radio" }, input, name ? ` ${name}` : " none"));
+  }
+}
+
+/**
+ * The card "Topology": the summary, the axis choice, the picture (2-D or 3-D) and its legend, the hops along
+ * the chosen axis and the device orders side by side; the toolbar over them. Returns its parts.
+ * @param {HTMLElement} parent
+ */
+function mountPicture(parent) {
+  const staleNote = h("p", { class: "stale-note", part: "stale-note", hidden: true });
+  const summary = h("div", { class: "summary", part: "topo-summary" });
+  const axisButtons = h("div", { class: "row", part: "axis-buttons" });
+  const viewBox = h("div", { class: "topo-view", part: "topo-view" });
+  const legend = h("div", { class: "topo-legend", part: "topo-legend" });
+  const hopSummary = h("div", { class: "summary", part: "hop-summary" });
+  const hops = h("div", { class: "table-wrap", part: "hop-table" });
+  const orderings = h("div", { class: "table-wrap", part: "orderings" });
+  const results = h("div", { class: "results", part: "topo-results" },
+    staleNote, summary,
+    h("fieldset", { class: "axis-picker", part: "axis-picker" }, h("legend", {}, "Highlight the rings of mesh axis"), axisButtons),
+    viewBox, legend,
+    h("h2", {}, "Hops along the selected axis"), hopSummary, hops,
+    h("h2", {}, "Device orders side by side"),
+    h("p", { class: "muted" }, "The same mesh shape placed by ", h("code", {}, "jax.make_mesh"), ", a plain ", h("code", {}, "iota"), " reshape, and ",
+      h("code", {}, "create_device_mesh(..., allow_split_physical_axes=True)"), ": the largest hop per axis tells which forms rings."),
+    orderings);
+  const toolbar = h("div", { class: "toolbar" });
+  const view = h("section", { class: "view", "aria-label": "Topology" }, toolbar, results);
+  parent.append(view);
+  return { staleNote, summary, axisButtons, viewBox, legend, hopSummary, hops, orderings, results, toolbar };
+}
+
+/**
  * @param {HTMLElement} root
  * @param {import("../hosts/host.js").Host} host
  * @param {import("../model/state.js").State} initial
@@ -159,26 +302,8 @@ export function mount(root, host, initial) {
       h("div", { class: "row" }, h("label", {}, "Array shape ", shapeBox)),
       h("span", { class: "field-title" }, "PartitionSpec"), specBox, specError),
     h("p", {}, openLayout));
-  const staleNote = h("p", { class: "stale-note", part: "stale-note", hidden: true });
-  const summary = h("div", { class: "summary", part: "topo-summary" });
-  const axisButtons = h("div", { class: "row", part: "axis-buttons" });
-  const viewBox = h("div", { class: "topo-view", part: "topo-view" });
-  const legend = h("div", { class: "topo-legend", part: "topo-legend" });
-  const hopSummary = h("div", { class: "summary", part: "hop-summary" });
-  const hops = h("div", { class: "table-wrap", part: "hop-table" });
-  const orderings = h("div", { class: "table-wrap", part: "orderings" });
-  const results = h("div", { class: "results", part: "topo-results" },
-    staleNote, summary,
-    h("fieldset", { class: "axis-picker", part: "axis-picker" }, h("legend", {}, "Highlight the rings of mesh axis"), axisButtons),
-    viewBox, legend,
-    h("h2", {}, "Hops along the selected axis"), hopSummary, hops,
-    h("h2", {}, "Device orders side by side"),
-    h("p", { class: "muted" }, "The same mesh shape placed by ", h("code", {}, "jax.make_mesh"), ", a plain ", h("code", {}, "iota"), " reshape, and ",
-      h("code", {}, "create_device_mesh(..., allow_split_physical_axes=True)"), ": the largest hop per axis tells which forms rings."),
-    orderings);
-  const toolbar = h("div", { class: "toolbar" });
-  const view = h("section", { class: "view", "aria-label": "Topology" }, toolbar, results);
-  root.replaceChildren(aside, view);
+  root.replaceChildren(aside);
+  const { staleNote, summary, axisButtons, viewBox, legend, hopSummary, hops, orderings, results, toolbar } = mountPicture(root);
   const status = shareAndStatus(toolbar, host, () => ({ ...state }), (e) => fail(e));
   toolbar.insertBefore(h("span", { class: "spacer" }), status);
 
@@ -206,70 +331,6 @@ export function mount(root, host, initial) {
 
   // ---------------------------------------------------------------- drawing
 
-  /** @param {any} meshInfo */
-  function renderAxisButtons(meshInfo) {
-    axisButtons.replaceChildren();
-    for (const name of ["", ...meshInfo.axes.map((/** @type {any} */ a) => a.name)]) {
-      const input = h("input", { type: "radio", name: "axis", value: name });
-      input.checked = name === state.axis;
-      input.addEventListener("change", () => {
-        axisSwitchAt = performance.now();
-        state.axis = name;
-        save(false);
-        draw();
-      });
-      axisButtons.appendChild(h("label", { class: "radio" }, input, name ? ` ${name}` : " none"));
-    }
-  }
-
-  /** @param {any} axis one of /api/topology/mesh's axes, or the handed-over groups */
-  function renderHops(axis) {
-    if (!axis) {
-      hopSummary.replaceChildren(el("p", "muted", "Choose a mesh axis to see its rings."));
-      hops.replaceChildren();
-      return;
-    }
-    const verdict = axis.is_ring ? "every group is a ring of nearest neighbours" : `${axis.groups_not_rings} of ${axis.groups.length} groups have a hop longer than one link`;
-    const drawn = map && map.view.mode === "3d" && axis.groups.length > 96 ? " — the first 96 drawn" : axis.groups.length > 256 ? " — the first 256 drawn" : "";
-    hopSummary.replaceChildren(defList([
-      ["axis", `${axis.name} (${axis.size} devices per group, ${axis.groups.length} groups${drawn})`],
-      ["hops", `max ${axis.max_hop}, mean ${axis.mean_hop.toFixed(2)}; ${verdict}`],
-      ["crosses", `${axis.crosses_hosts ? `hosts (${axis.groups_crossing_hosts} groups)` : "no hosts"}${axis.crosses_slices ? ", slices (DCN)" : ""}; interconnect ${axis.interconnect}`],
-    ]));
-    hops.replaceChildren(...hopTable(axis));
-  }
-
-  /** The legend: what each colour and line means, with the tiles' colours when they are few. @param {any} topo @param {Layout | null} layout @param {boolean} three */
-  function renderLegend(topo, layout, three) {
-    const dark = host.dark();
-    /** @param {string} cls @param {string} colour @param {string} text */
-    const item = (cls, colour, text) => {
-      const sw = el("span", `swatch ${cls}`);
-      sw.style.setProperty("--swatch", colour);
-      return h("li", { class: "legend-item" }, sw, text);
-    };
-    const list = el("ul", "legend");
-    if (layout) {
-      for (const t of layout.tiles.slice(0, 12)) {
-        const ids = compactIds(t.ids);
-        const who = ids.length > 44 ? `${ids.slice(0, 36)}… (${t.ids.length} devices)` : ids;
-        list.appendChild(item("fill", layout.colourOf(t.ids[0], dark), `${fmtIndex(t.index)}: ${layout.platform} ${who}`));
-      }
-      if (layout.tiles.length > 12) list.appendChild(el("li", "legend-item muted", `… ${layout.tiles.length - 12} more blocks: each colour is one block of ${layout.spec}, shared by its replicas`));
-    }
-    list.appendChild(item("fill", noTileColour(dark), layout ? "holds no block (not in the mesh)" : "no layout: every device grey"));
-    list.appendChild(item("line", RING_NEAR, "ring hop over one link"));
-    list.appendChild(item("line", RING_FAR, "ring hop over more than one link"));
-    if (!three) list.appendChild(item("line dashed", RING_NEAR, "the hop closing a ring"));
-    if (topo.links.some((/** @type {any} */ l) => l.kind === "ici")) list.appendChild(item("line", dark ? "#8b929a" : "#9aa1a9", "ICI link"));
-    if (topo.links.some((/** @type {any} */ l) => l.wraparound)) list.appendChild(item("line dashed", WRAP, three ? "wraparound link (stubs out of both faces)" : "wraparound link"));
-    list.appendChild(item("box", dark ? "#d0d4da" : "#4b525b", "a host"));
-    const help = el("p", "muted", three
-      ? "Drag to rotate (shift-drag to pan), scroll to zoom; or focus the picture and use the arrow keys and + −. Hover a device for the block it holds."
-      : "Hover a device for the block it holds, its mesh position and its group.");
-    legend.replaceChildren(list, help);
-  }
-
   function draw() {
     if (!shown) return;
     const { topo, meshInfo, layout } = shown;
@@ -294,8 +355,8 @@ export function mount(root, host, initial) {
     viewBox.dataset.deviceMarks = String(map.view.marks);
     viewBox.dataset.mode = map.view.mode;
     viewBox.dataset.axis = axis ? axis.name : "";
-    renderLegend(topo, layout, map.view.mode === "3d");
-    renderHops(axis);
+    renderLegend(legend, topo, layout, map.view.mode === "3d", dark);
+    renderHops({ hopSummary, hops }, axis, map.view.mode);
     drawn.then(() => {
       performance.measure("topology-draw", { start: t0, end: performance.now() });
       if (axisSwitchAt) performance.measure("axis-switch", { start: axisSwitchAt, end: performance.now() });
@@ -308,40 +369,9 @@ export function mount(root, host, initial) {
 
   /** Loads the topology, the mesh on it and the layout (a newer load aborts this one). @param {AbortSignal} signal */
   async function refresh(signal) {
-    const topology = data.topology;
-    const onMesh = data.topologyMesh;
-    const groupsOf = data.topologyGroups;
-    const lay = data.layout;
-    if (!topology || !onMesh || !groupsOf || !lay) return;
+    if (!data.topology || !data.topologyMesh || !data.topologyGroups || !data.layout) return;
     status.textContent = "loading…";
-    const req = meshRequest(state);
-    const tFetch = performance.now();
-    // everything at once: the topology, the mesh on it, handed-over groups and the layout's colours
-    const groups = parseGroups(state.groups);
-    const name = (state.glabel || "collective groups").slice(0, 120);
-    // handed-over groups go as one flat list cut into groups of one size (the API bounds the ids)
-    const groupsBody = groups && { devices: req.devices, slices: req.slices, ids: groups.flat(), group_size: groups[0].length, name };
-    /** @type {Promise<Layout | unknown>} the layout, or why there is none (the topology still draws, in grey) */
-    const laidOut = (async () => {
-      try {
-        return Layout.fromApi(await lay(layoutRequest(state), signal));
-      } catch (e) {
-        if (isAbort(e)) throw e;
-        return e;
-      }
-    })();
-    const [topo, meshInfo, extra, layoutOrError] = await Promise.all([
-      topology(req.devices, req.slices || 1, signal),
-      onMesh(req, signal),
-      groupsBody ? groupsOf(groupsBody, signal) : Promise.resolve(null),
-      laidOut,
-    ]);
-    // groups handed over by another view (a kernel's collective) become one more "axis"
-    if (extra) {
-      extra.name = `⟨${extra.name}⟩`;
-      meshInfo.axes.push(extra);
-      if (!state.axis) state.axis = extra.name;
-    }
+    const { topo, meshInfo, layoutOrError, tFetch } = await load(data, state, signal);
     const layout = layoutOrError instanceof Layout ? layoutOrError : null;
     spoken.show(layout ? null : layoutOrError);
     signal.throwIfAborted();
@@ -349,7 +379,12 @@ export function mount(root, host, initial) {
     shown = { topo, meshInfo, layout };
     if (state.axis && !meshInfo.axes.some((/** @type {any} */ a) => a.name === state.axis)) state.axis = "";
     summary.replaceChildren(defList(summaryRows(topo, meshInfo, layout)));
-    renderAxisButtons(meshInfo);
+    renderAxisButtons(axisButtons, meshInfo, state.axis, (name) => {
+      axisSwitchAt = performance.now();
+      state.axis = name;
+      save(false);
+      draw();
+    });
     orderings.replaceChildren(orderingsTable(meshInfo));
     markStale(false);
     draw();
