@@ -16,6 +16,7 @@ from typing import Any
 from sharding_core.cost.collectives import communication, estimate_collective, estimate_dcn_step, none
 from sharding_core.cost.context import NO_CPU_FIGURES, CostContext, context_for, context_for_devices, no_figures
 from sharding_core.cost.roofline import roofline
+from sharding_core.cost.step import LOWER_WORDS, step_band
 from sharding_core.devices import parse_devices
 from sharding_core.errors import ShardingError
 from sharding_core.hardware import hbm_per_device
@@ -173,11 +174,6 @@ PLAN_ROOFLINE = (
     "the compiled program with its loops counted (flops: XLA's with every loop body times its trip count; HBM "
     "traffic: the cost model's rule) on the device set's hardware"
 )
-EXPECTED_NOTE = (
-    "lower bound: the roofline at spec-sheet figures, everything overlapped; expected: the same with each "
-    "collective at its fabric's fitted efficiency and latency (the cost model's expected time); upper bound: the "
-    "serial sum with each collective at its expected time (nothing overlapped)"
-)
 _HLO_DTYPES = {"bf16": "bfloat16", "f32": "float32", "f16": "float16", "s8": "int8", "u8": "int8", "f64": "float32"}
 # Compiled.memory_analysis() field -> the roofline's memory key.
 _MEMORY_KEYS = {"argument_size_in_bytes": "argument_bytes", "output_size_in_bytes": "output_bytes",
@@ -193,10 +189,13 @@ def _dominant_dtype(work: Mapping[str, Any]) -> str:
     return _HLO_DTYPES.get(max(by_dtype, key=lambda k: by_dtype[k]), "float32")
 
 
-def plan_with_figures(snap: Mapping[str, Any], ctx: CostContext) -> dict[str, Any]:
+def plan_with_figures(
+    snap: Mapping[str, Any], ctx: CostContext, profile: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """A plan's facts (``plan``: XLA's refusal, the work counted through loops; ``jit.memory_per_device``; the
     estimated ``collectives``) with today's figures on ``ctx``: HBM capacity and fit, the roofline (the cost
-    model's one rule for each term), the communication totals, the step-time band and the verdict line."""
+    model's one rule for each term), the communication totals, the step-time band (:func:`sharding_core.cost.step.
+    step_band`; ``profile``: a calibrate profile whose matmul efficiency replaces the fitted one) and the verdict."""
     plan = {k: v for k, v in (snap.get("plan") or {}).items() if k not in PLAN_FIGURES}
     capacity = None
     if ctx.hardware is not None:
@@ -231,26 +230,8 @@ def plan_with_figures(snap: Mapping[str, Any], ctx: CostContext) -> dict[str, An
         "bytes_per_step": sum(int(c.get("bytes") or 0) * int(c.get("repeat", 1)) for c in collectives),
         "seconds_per_step": line.get("communication_seconds"),
     }
-    known = [line.get(k) for k in ("compute_seconds", "memory_seconds", "communication_expected_seconds")]
-    expected = max((v for v in known if v is not None), default=None) if line.get("bound") else None
-    # Nothing overlapped, each collective at its expected time: the roofline's serial sum takes the collectives at
-    # their bound, and a plan whose expected communication outgrew it showed "expected 721 µs" beside an upper
-    # bound of 271 µs. With the same terms as the expected time the band is ordered: lower <= expected <= upper.
-    comm = line.get("communication_expected_seconds")
-    comm = comm if comm is not None else line.get("communication_seconds")
-    serial = [line.get("compute_seconds"), line.get("memory_seconds"), comm]
-    upper = sum(v for v in serial if v is not None) if line.get("bound") else None
-    out["step_time"] = {
-        "lower_bound_seconds": line.get("lower_bound_seconds"),
-        "expected_seconds": expected,
-        "upper_bound_seconds": upper,
-        "bound": line.get("bound"),
-        "compute_seconds": line.get("compute_seconds"),
-        "memory_seconds": line.get("memory_seconds"),
-        "communication_seconds": line.get("communication_seconds"),
-        "communication_expected_seconds": line.get("communication_expected_seconds"),
-        "note": EXPECTED_NOTE,
-    }
+    # the step-time band: the roofline at 100 % MFU, the schedule replayed at fitted efficiencies, nothing overlapped
+    out["step_time"] = step_band(line, plan.get("schedule"), collectives, ctx.hardware, profile)
     hbm = line.get("hbm") or {}
     out["fits"] = hbm.get("fits")
     out["over_bytes"] = hbm.get("over_bytes")
@@ -279,13 +260,16 @@ def verdict(plan: Mapping[str, Any], hbm: Mapping[str, Any], peak: int | None) -
     st = plan.get("step_time") or {}
     bound = st.get("bound")
     if bound:
-        low, high = st.get("lower_bound_seconds"), st.get("upper_bound_seconds")
+        low, mid, high = st.get("lower_bound_seconds"), st.get("expected_seconds"), st.get("upper_bound_seconds")
         terms = ", ".join(
             f"{k} {fmt_seconds(st.get(f'{k}_seconds'))}"
             for k in ("compute", "memory", "communication")
             if st.get(f"{k}_seconds") is not None
         )
-        parts.append(f"{bound}-bound: step {fmt_seconds(low)} to {fmt_seconds(high)} ({terms})")
+        parts.append(
+            f"{bound}-bound: step {fmt_seconds(mid)} expected, {fmt_seconds(low)} {LOWER_WORDS}, "
+            f"{fmt_seconds(high)} with nothing overlapped ({terms})"
+        )
     elif (plan.get("roofline") or {}).get("why") and str(plan["roofline"]["why"]) not in parts:
         parts.append(str(plan["roofline"]["why"]))  # said once: without hardware figures HBM says the same
     return "; ".join(parts)

@@ -24,6 +24,7 @@ from typing import Any
 
 from sharding_core.compat import cost_analysis, input_shardings
 from sharding_core.hlo.program import ProgramFacts
+from sharding_core.hlo.schedule import schedule_of
 from sharding_core.planning import memory as mem
 from sharding_core.planning.targets import target_of
 from sharding_core.why.fixes import Budget
@@ -322,6 +323,8 @@ def plan_facts(
         out.update(refusal=r, work=None)
         return out
     out["work"] = work_facts(compiled, facts)
+    # the compiled schedule (what overlaps what): the expected step time replays it (sharding_core.cost.step)
+    out["schedule"] = schedule_of(facts) if facts is not None else None
     return out
 
 

@@ -160,7 +160,7 @@ export function rooflinePanel(container, r, title = "Roofline") {
     return dd;
   };
   if (r.bound) row("bound", `${r.bound}-bound`, "bound");
-  row("lower bound", r.lower_bound_seconds !== null ? `${fmtSeconds(r.lower_bound_seconds)} per run (all overlapped); ${fmtSeconds(r.serial_seconds)} with no overlap` : "no estimate");
+  row("at 100 % MFU", r.lower_bound_seconds !== null ? `${fmtSeconds(r.lower_bound_seconds)} per run (the lower bound: all overlapped); ${fmtSeconds(r.serial_seconds)} with no overlap` : "no estimate");
   if (r.communication_expected_seconds !== null && r.communication_expected_seconds !== undefined && r.communication_seconds !== null) {
     row("communication", `bound ${fmtSeconds(r.communication_seconds)} · expected ${fmtSeconds(r.communication_expected_seconds)}`);
   }

@@ -1,0 +1,170 @@
+"""Compile the published training runs of ``sharding_core/cost/runs.py`` and store what the step model reads.
+
+Big: each run is a full training step compiled for libtpu's compile-only topology (the run's own XLA flags in
+``LIBTPU_INIT_ARGS``), one fresh process at a time under a memory cap. Three phases:
+
+* ``compile`` — each reproducible run not yet cached: its optimized HLO (gzipped), XLA's ``memory_analysis``,
+  the mesh's device ids and the compile's wall and CPU seconds, into ``--cache`` (default ``build/run-hlo``);
+* ``facts`` — from the cache, each run's facts as a plan holds them (the schedule, the collectives with their
+  groups, the work counted through loops, XLA's memory figures): ``bench/run_facts.json.gz``, what
+  ``tests/test_cost_step.py`` refits from;
+* ``fit`` — the step model's constants refitted on the training split, the scoreboard (measured, at 100 % MFU,
+  expected, error, split) and leave-one-source-out, as Markdown (``docs/cost-model.md`` shows it).
+
+Run (about an hour on a quiet 2-core machine; each compile 1-5 CPU minutes)::
+
+    .venv/bin/python bench/bench_steps.py compile [--only RUN_ID ...]
+    .venv/bin/python bench/bench_steps.py facts
+    .venv/bin/python bench/bench_steps.py fit
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gzip
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from sharding_core.cost import runs as R  # noqa: E402
+
+CACHE = ROOT / "build" / "run-hlo"
+FACTS = ROOT / "bench" / "run_facts.json.gz"
+MEMRUN = "/work/bin/memrun"
+# Reduced copies (the scanned layer identical, fewer of them) the tests recompile and compare.
+REDUCED = {"recipes-llama3.1-8b-v6e-8": 2, "maxtext2023-16b-v5e-256-x1": 2}
+
+
+def config_of(run: R.Run, layers: int | None = None) -> Any:
+    """The example's config for a run (``layers``: that many scanned layers instead)."""
+    from examples import gpt3, llama, moe
+
+    if run.model.startswith("maxtext_2023:"):
+        cfg = llama.maxtext_2023(int(run.model.split(":")[1]))
+    elif run.example == "moe":
+        cfg = moe.MOE_CONFIGS[run.model]
+    elif run.example == "gpt3":
+        cfg = gpt3.CONFIGS[run.model]
+    else:
+        cfg = llama.CONFIGS[run.model]
+    return dataclasses.replace(cfg, n_layers=layers) if layers else cfg
+
+
+def build(run: R.Run, layers: int | None = None) -> tuple[Any, Any, Any]:
+    """The run's mesh, jitted step and abstract arguments."""
+    import shardscope
+    from examples import llama, moe
+
+    kwargs: dict[str, Any] = {"slices": run.slices}
+    if run.slices > 1:
+        kwargs.update(order="hybrid", dcn_shape=(run.slices,) + (1,) * (len(run.mesh) - 1))
+    mesh = shardscope.mesh(run.devices, run.mesh, run.axes, **kwargs)
+    module = moe if run.example == "moe" else llama
+    fn = module.plan_fn(config_of(run, layers), run.strategy, 1, int(run.knobs["seq"]), name=run.id)
+    step, args = fn(mesh, **run.knobs)
+    return mesh, step, args
+
+
+def compile_one(run_id: str, cache: Path, layers: int | None) -> None:
+    """In this process: compile one run and write its HLO and figures to the cache."""
+    from sharding_core.planning import memory as mem
+
+    run = R.BY_ID[run_id]
+    name = run_id + (f"-L{layers}" if layers else "")
+    t0, c0 = time.perf_counter(), time.process_time()
+    mesh, step, args = build(run, layers)
+    lowered = step.lower(*args)
+    t1 = time.perf_counter()
+    out: dict[str, Any] = {"id": run_id, "layers": layers, "libtpu_args": os.environ.get("LIBTPU_INIT_ARGS", "")}
+    try:
+        compiled = lowered.compile()
+        (cache / f"{name}.hlo.gz").write_bytes(gzip.compress(compiled.as_text().encode(), 6))
+        out["memory"] = mem.memory_stats(compiled)
+        from sharding_core.compat import cost_analysis
+
+        out["cost"] = {
+            k: float(v) for k, v in dict(cost_analysis(compiled) or {}).items() if k in ("flops", "bytes accessed")
+        }
+    except Exception as e:
+        if not mem.is_memory_refusal(e):
+            raise
+        out["refusal"] = mem.refusal(e)
+    out.update(
+        lower_seconds=t1 - t0,
+        compile_seconds=time.perf_counter() - t1,
+        cpu_seconds=time.process_time() - c0,
+        peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        device_ids=[int(i) for i in mesh.device_ids.flatten()],
+        mesh_shape=list(mesh.devices.shape),
+        axis_names=list(mesh.axis_names),
+    )
+    (cache / f"{name}.json").write_text(json.dumps(out))
+
+
+def compile_all(cache: Path, only: list[str], force: bool, cap: str, timeout: float) -> None:
+    cache.mkdir(parents=True, exist_ok=True)
+    todo = [(r, None) for r in R.RUNS if r.not_compiled is None and (not only or r.id in only)]
+    todo += [(R.BY_ID[i], n) for i, n in REDUCED.items() if not only or i in only]
+    todo.sort(key=lambda t: (t[0].chips, t[1] or 10**6, t[0].id))  # the small ones first
+    for run, layers in todo:
+        name = run.id + (f"-L{layers}" if layers else "")
+        if (cache / f"{name}.json").exists() and not force:
+            continue
+        env = {**os.environ, "LIBTPU_INIT_ARGS": run.libtpu_args, "JAX_PLATFORMS": "cpu", "TPU_SKIP_MDS_QUERY": "1"}
+        cmd = [sys.executable, __file__, "_one", run.id, "--cache", str(cache)] + (
+            ["--layers", str(layers)] if layers else []
+        )
+        if Path(MEMRUN).exists():
+            cmd = [MEMRUN, cap, *cmd]
+        t = time.perf_counter()
+        try:
+            r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+            status = "ok" if r.returncode == 0 else f"failed ({r.returncode}): {r.stderr.strip()[-600:]}"
+        except subprocess.TimeoutExpired:
+            status = f"timed out after {timeout:.0f} s"
+        print(f"{name}: {status} in {time.perf_counter() - t:.0f} s", flush=True)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("compile")
+    c.add_argument("--only", action="append", default=[])
+    c.add_argument("--force", action="store_true")
+    c.add_argument("--cap", default="8G", help="memory cap per compile (memrun)")
+    c.add_argument("--timeout", type=float, default=3600.0)
+    one = sub.add_parser("_one")
+    one.add_argument("run")
+    one.add_argument("--layers", type=int)
+    for s in (c, one):
+        s.add_argument("--cache", type=Path, default=CACHE)
+    f = sub.add_parser("facts")
+    f.add_argument("--cache", type=Path, default=CACHE)
+    f.add_argument("--out", type=Path, default=FACTS)
+    sub.add_parser("fit")
+    args = p.parse_args()
+    if args.cmd == "_one":
+        compile_one(args.run, args.cache, args.layers)
+    elif args.cmd == "compile":
+        compile_all(args.cache, args.only, args.force, args.cap, args.timeout)
+    elif args.cmd == "facts":
+        from bench.step_facts import write_facts
+
+        write_facts(args.cache, args.out)
+    else:
+        from bench.step_facts import report
+
+        print(report())
+
+
+if __name__ == "__main__":
+    main()

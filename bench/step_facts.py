@@ -1,0 +1,143 @@
+"""The published runs' compiled facts (``bench/run_facts.json.gz``) and the scoreboard they give.
+
+:func:`run_facts` reads one cached compile (``bench/bench_steps.py compile``) as a plan holds it — the schedule,
+the collectives with their device groups, the work counted through loops, XLA's memory figures — with nothing
+the cost model adds; :func:`snapshot` turns stored facts back into a plan snapshot, and
+:func:`sharding_core.cost.annotate.snapshot_with_estimates` puts today's figures on it, as on any stored plan.
+:func:`report` refits the step model on the training split and prints the scoreboard.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sharding_core.cost import runs as R
+from sharding_core.cost.step_fit import decode_groups, encode_groups
+
+FACTS = Path(__file__).with_name("run_facts.json.gz")
+_KEEP = ("op", "name", "is_async", "bytes", "pairs", "axes", "repeat", "widened", "source")
+
+
+def run_facts(cache: Path, name: str) -> dict[str, Any]:
+    """One cached compile's facts (``name``: the run id, with ``-L<layers>`` for a reduced copy)."""
+    from sharding_core.hlo.collectives import read_collectives
+    from sharding_core.hlo.program import program_facts
+    from sharding_core.hlo.schedule import schedule_of
+    from sharding_core.planning.program import work_facts
+
+    meta = json.loads((cache / f"{name}.json").read_text())
+    timing = {k: meta.get(k) for k in ("compile_seconds", "cpu_seconds", "peak_rss_bytes")}
+    out: dict[str, Any] = {"id": meta["id"], "layers": meta.get("layers"), "compile": timing}
+    if meta.get("refusal"):
+        out["refusal"] = meta["refusal"]
+        return out
+    hlo = gzip.decompress((cache / f"{name}.hlo.gz").read_bytes()).decode()
+    t = time.process_time()
+    facts = program_facts(hlo)
+    grid = np.asarray(meta["device_ids"]).reshape(meta["mesh_shape"]).tolist()
+    collectives = read_collectives(hlo, [meta["device_ids"]], grid, meta["axis_names"], facts)
+    out["collectives"] = [{**{k: c.get(k) for k in _KEEP}, "groups": encode_groups(c["groups"])} for c in collectives]
+    out["schedule"] = schedule_of(facts)
+    out["work"] = work_facts(_Cost(meta.get("cost") or {}), facts)
+    out["memory"] = meta["memory"]
+    out["read_seconds"] = time.process_time() - t
+    return out
+
+
+class _Cost:
+    """A compiled executable's ``cost_analysis`` as the cache stored it (for :func:`work_facts`)."""
+
+    def __init__(self, cost: dict[str, float]) -> None:
+        self.cost = cost
+
+    def cost_analysis(self) -> dict[str, float]:
+        return self.cost
+
+
+def write_facts(cache: Path, out: Path = FACTS) -> None:
+    names = sorted(p.name.removesuffix(".json") for p in cache.glob("*.json"))
+    rows = []
+    for name in names:
+        rows.append(run_facts(cache, name))
+        print(f"{name}: read", flush=True)
+    data = {"runs": rows, "note": "bench/bench_steps.py facts; compiled facts only, no estimates"}
+    out.write_bytes(gzip.compress(json.dumps(data, separators=(",", ":")).encode(), 9))
+    print(f"wrote {out} ({out.stat().st_size / 1e6:.2f} MB, {len(rows)} compiles)")
+
+
+def load(path: Path = FACTS) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = json.loads(gzip.decompress(path.read_bytes()))["runs"]
+    return rows
+
+
+def snapshot(facts: dict[str, Any]) -> dict[str, Any]:
+    """A plan snapshot with a run's stored facts (nothing estimated yet)."""
+    run = R.BY_ID[facts["id"]]
+    collectives = [{**{k: v for k, v in c.items() if k != "groups"}, "groups": decode_groups(c["groups"])}
+                   for c in facts.get("collectives") or []]  # fmt: skip
+    return {
+        "target": {"devices": run.devices, "compile_only": True, "slices": run.slices, "platform": "tpu"},
+        "platform": "tpu",
+        "jit": {"memory_per_device": facts.get("memory")},
+        "collectives": collectives,
+        "plan": {"work": facts.get("work"), "schedule": facts.get("schedule"), "refusal": facts.get("refusal")},
+    }
+
+
+def planned(facts: dict[str, Any]) -> dict[str, Any]:
+    """The run's plan with today's figures (what ``shardscope plan`` would print for it)."""
+    from sharding_core.cost.annotate import snapshot_with_estimates
+
+    return snapshot_with_estimates(snapshot(facts))
+
+
+def report(path: Path = FACTS) -> str:
+    """The refit on the training split, the scoreboard and leave-one-source-out, as Markdown."""
+    from sharding_core.cost import step_fit
+    from sharding_core.cost.step import FITTED
+
+    rows = [f for f in load(path) if not f.get("layers")]
+    plans = {f["id"]: planned(f) for f in rows}
+    preps = [step_fit.prepare(R.BY_ID[i], p) for i, p in plans.items() if not p["plan"].get("refusal")]
+    train = [p for p in preps if p.split == R.TRAIN]
+    t = time.perf_counter()
+    eff = step_fit.fit(train)
+    fit_seconds = time.perf_counter() - t
+    scored = {s.id: s for s in step_fit.score(preps, eff)}
+    lines = [f"refit on {len(train)} training runs in {fit_seconds:.1f} s: {eff} (shipped: {FITTED['tpu']})", ""]
+    lines += scoreboard(plans, scored)
+    for split in (R.TRAIN, R.HELD_OUT):
+        s = step_fit.summary([x for x in scored.values() if x.split == split])
+        lines.append(f"{split}: {s}")
+    loso = step_fit.leave_one_source_out(preps, lambda p: p.split == R.TRAIN)
+    lines.append(f"leave-one-source-out (training sources): {step_fit.summary(loso)}")
+    return "\n".join(lines)
+
+
+def scoreboard(plans: dict[str, dict[str, Any]], scored: dict[str, Any]) -> list[str]:
+    from sharding_core.units import fmt_seconds
+
+    out = ["| run | devices | measured | at 100 % MFU | expected | error | split | fits |",
+           "|---|---|---:|---:|---:|---:|---|---|"]  # fmt: skip
+    for run in R.RUNS:
+        head = f"| {run.id} | `{run.devices}`{f' × {run.slices}' if run.slices > 1 else ''} | "
+        head += f"{fmt_seconds(run.measured_seconds)} | "
+        plan = (plans.get(run.id) or {}).get("plan")
+        s = scored.get(run.id)
+        if run.not_compiled or plan is None or s is None:
+            why = f"not compiled: {run.not_compiled}" if run.not_compiled else "not in the facts"
+            if plan is not None:
+                why = "does not fit" if plan.get("fits") is False else why
+            out.append(f"{head}— | — | — | {run.split} | {why} |")
+            continue
+        fits = "fits" if plan.get("fits") else "does not fit"
+        out.append(
+            f"{head}{fmt_seconds(s.lower)} | {fmt_seconds(s.expected)} | {s.error:+.0%} | {run.split} | {fits} |"
+        )
+    return out
