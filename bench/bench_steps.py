@@ -26,11 +26,14 @@ import gzip
 import json
 import os
 import resource
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -74,30 +77,100 @@ def build(run: R.Run, layers: int | None = None) -> tuple[Any, Any, Any]:
     return mesh, step, args
 
 
-def compile_one(run_id: str, cache: Path, layers: int | None) -> None:
+FULL = ("recipes-llama2-70b-v6e-256-bs4", "maxtext-llama2-70b-v5p-512")
+"""Runs also compiled to the end (XLA's memory_analysis: does the plan fit where the run ran?); every run is
+compiled until libtpu has written its scheduled HLO (:func:`scheduled_hlo`)."""
+_SCHEDULED = "after_optimizations_after_buffer_assignment.txt"
+
+
+def scheduled_hlo(lowered: Any, timeout: float = 7200.0) -> tuple[str | None, BaseException | None]:
+    """The optimized, scheduled HLO of a libtpu compile, without waiting for its code generation.
+
+    libtpu writes the module after its HLO passes (scheduling and buffer assignment included) to ``xla_dump_to``
+    before its backend passes, which take 80-90 % of a compile here and do not change the schedule (checked
+    against full compiles: ``FULL`` and the reduced copies). The compile runs in a thread; once the file is
+    complete the HLO is returned and the caller exits the process. A compile that fails first (a memory refusal)
+    gives its error."""
+    import tempfile
+    import threading
+
+    dump = Path(tempfile.mkdtemp(prefix="bench-steps-"))
+    error: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            lowered.compile(compiler_options={"xla_dump_to": str(dump)})
+        except BaseException as e:
+            error.append(e)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + timeout
+    last = -1
+    while time.monotonic() < deadline:
+        found = sorted(dump.glob(f"*{_SCHEDULED}"))
+        if found:
+            size = found[0].stat().st_size
+            if size == last:
+                return found[0].read_text(), None
+            last = size
+        elif error or not thread.is_alive():
+            return None, error[0] if error else RuntimeError("the compile ended without writing the scheduled HLO")
+        time.sleep(2.0)
+    return None, TimeoutError(f"no scheduled HLO after {timeout:.0f} s")
+
+
+def argument_bytes(args: Any) -> int:
+    """Bytes per device of the abstract arguments (their shards): the roofline's argument figure when the compile
+    stops before XLA's memory_analysis."""
+    import jax
+
+    total = 0
+    for leaf in jax.tree.leaves(args):
+        shape = leaf.sharding.shard_shape(leaf.shape)
+        total += int(np.prod(shape, dtype=np.int64)) * leaf.dtype.itemsize
+    return total
+
+
+def compile_one(run_id: str, cache: Path, layers: int | None, full: bool) -> None:
     """In this process: compile one run and write its HLO and figures to the cache."""
     from sharding_core.planning import memory as mem
 
     run = R.BY_ID[run_id]
-    name = run_id + (f"-L{layers}" if layers else "")
+    name = job_name(run, layers, full)
     t0, c0 = time.perf_counter(), time.process_time()
     mesh, step, args = build(run, layers)
     lowered = step.lower(*args)
     t1 = time.perf_counter()
-    out: dict[str, Any] = {"id": run_id, "layers": layers, "libtpu_args": os.environ.get("LIBTPU_INIT_ARGS", "")}
-    try:
-        compiled = lowered.compile()
-        (cache / f"{name}.hlo.gz").write_bytes(gzip.compress(compiled.as_text().encode(), 6))
-        out["memory"] = mem.memory_stats(compiled)
-        from sharding_core.compat import cost_analysis
+    out: dict[str, Any] = {"id": run_id, "layers": layers, "libtpu_args": os.environ.get("LIBTPU_INIT_ARGS", ""),
+                           "mode": "full" if full else "schedule"}  # fmt: skip
+    hlo: str | None = None
+    error: BaseException | None = None
+    if full:
+        try:
+            compiled = lowered.compile()
+            hlo = compiled.as_text()
+            out["memory"] = mem.memory_stats(compiled)
+            from sharding_core.compat import cost_analysis
 
-        out["cost"] = {
-            k: float(v) for k, v in dict(cost_analysis(compiled) or {}).items() if k in ("flops", "bytes accessed")
+            cost = dict(cost_analysis(compiled) or {})
+            out["cost"] = {k: float(v) for k, v in cost.items() if k in ("flops", "bytes accessed")}
+        except Exception as e:
+            error = e
+    else:
+        hlo, error = scheduled_hlo(lowered)
+        nbytes = argument_bytes(args)
+        out["memory"] = {
+            "argument_size_in_bytes": nbytes,
+            "output_size_in_bytes": nbytes,
+            "alias_size_in_bytes": nbytes,
         }
-    except Exception as e:
-        if not mem.is_memory_refusal(e):
-            raise
-        out["refusal"] = mem.refusal(e)
+    if error is not None:
+        if not mem.is_memory_refusal(error):
+            raise error
+        out["refusal"] = mem.refusal(error)
+    if hlo is not None:
+        (cache / f"{name}.hlo.gz").write_bytes(gzip.compress(hlo.encode(), 6))
     out.update(
         lower_seconds=t1 - t0,
         compile_seconds=time.perf_counter() - t1,
@@ -108,28 +181,48 @@ def compile_one(run_id: str, cache: Path, layers: int | None) -> None:
         axis_names=list(mesh.axis_names),
     )
     (cache / f"{name}.json").write_text(json.dumps(out))
+    sys.stdout.flush()
+    os._exit(0)  # a schedule-only compile's thread is still generating code: stop the process here
+
+
+def jobs(only: list[str]) -> list[tuple[R.Run, int | None, bool]]:
+    """(run, layers, full) to compile: every reproducible run schedule-only; the ``FULL`` runs and the reduced copies
+    also to the end (their memory, and the check that a schedule-only compile gives the full compile's schedule)."""
+    runs = [r for r in R.RUNS if r.not_compiled is None and (not only or r.id in only)]
+    out: list[tuple[R.Run, int | None, bool]] = [(r, None, False) for r in runs]
+    out += [(r, None, True) for r in runs if r.id in FULL]
+    for i, n in REDUCED.items():
+        if not only or i in only:
+            out += [(R.BY_ID[i], n, False), (R.BY_ID[i], n, True)]
+    # schedule-only compiles first (seconds each), the small ones first; full compiles (minutes to hours) last
+    return sorted(out, key=lambda t: (t[2], t[0].chips, t[0].id, t[1] or 0))
+
+
+def job_name(run: R.Run, layers: int | None, full: bool) -> str:
+    return run.id + (f"-L{layers}" if layers else "") + ("-full" if full else "")
 
 
 def compile_all(cache: Path, only: list[str], force: bool, cap: str, timeout: float) -> None:
     cache.mkdir(parents=True, exist_ok=True)
-    todo = [(r, None) for r in R.RUNS if r.not_compiled is None and (not only or r.id in only)]
-    todo += [(R.BY_ID[i], n) for i, n in REDUCED.items() if not only or i in only]
-    todo.sort(key=lambda t: (t[0].chips, t[1] or 10**6, t[0].id))  # the small ones first
-    for run, layers in todo:
-        name = run.id + (f"-L{layers}" if layers else "")
+    for run, layers, full in jobs(only):
+        name = job_name(run, layers, full)
         if (cache / f"{name}.json").exists() and not force:
             continue
         env = {**os.environ, "LIBTPU_INIT_ARGS": run.libtpu_args, "JAX_PLATFORMS": "cpu", "TPU_SKIP_MDS_QUERY": "1"}
-        cmd = [sys.executable, __file__, "_one", run.id, "--cache", str(cache)] + (
-            ["--layers", str(layers)] if layers else []
-        )
+        cmd = [sys.executable, __file__, "_one", run.id, "--cache", str(cache)]
+        cmd += (["--layers", str(layers)] if layers else []) + (["--full"] if full else [])
         if Path(MEMRUN).exists():
             cmd = [MEMRUN, cap, *cmd]
         t = time.perf_counter()
+        # its own process group: a compile past the timeout is stopped whole (memrun and the compiler under it)
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                                start_new_session=True)  # fmt: skip
         try:
-            r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
-            status = "ok" if r.returncode == 0 else f"failed ({r.returncode}): {r.stderr.strip()[-600:]}"
+            _, err = proc.communicate(timeout=timeout)
+            status = "ok" if proc.returncode == 0 else f"failed ({proc.returncode}): {err.strip()[-600:]}"
         except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
             status = f"timed out after {timeout:.0f} s"
         print(f"{name}: {status} in {time.perf_counter() - t:.0f} s", flush=True)
 
@@ -145,6 +238,7 @@ def main() -> None:
     one = sub.add_parser("_one")
     one.add_argument("run")
     one.add_argument("--layers", type=int)
+    one.add_argument("--full", action="store_true")
     for s in (c, one):
         s.add_argument("--cache", type=Path, default=CACHE)
     f = sub.add_parser("facts")
@@ -153,7 +247,7 @@ def main() -> None:
     sub.add_parser("fit")
     args = p.parse_args()
     if args.cmd == "_one":
-        compile_one(args.run, args.cache, args.layers)
+        compile_one(args.run, args.cache, args.layers, args.full)
     elif args.cmd == "compile":
         compile_all(args.cache, args.only, args.force, args.cap, args.timeout)
     elif args.cmd == "facts":

@@ -19,8 +19,9 @@ One :class:`Config` covers the model families MaxText's published runs use:
 Sharding is named once, by logical axes (MaxText's convention): every parameter dimension has a logical
 name (``embed``, ``heads``, ``mlp``, ``vocab`` ...) and rules map them to mesh axes — :data:`RULES` for three
 strategies: ``fsdp`` (parameters and optimizer state sharded over ``fsdp`` along ``embed``, the batch over
-``fsdp``), ``tp`` (Megatron-style: heads, MLP and vocabulary over ``tp``) and ``fsdp_tp`` (both); and
-``dp_fsdp_tp`` for several slices (the batch over ``data`` too).
+``fsdp``), ``tp`` (Megatron-style: heads, MLP and vocabulary over ``tp``) and ``fsdp_tp`` (both); ``fsdp_tp_sp``
+(MaxText's rules: the activations' embedding dimension over ``tp`` too); and ``dp_fsdp_tp`` for several slices
+(the batch over ``data`` too).
 
     shardscope plan examples/llama.py:llama_8b_fsdp_tp --devices tpu:v5p:4x4x4 --mesh 16x4 --axes fsdp,tp
     shardscope plan examples/llama.py:llama_70b_fsdp --devices tpu:v5p:4x8x8 --mesh 256 --axes fsdp
@@ -132,6 +133,17 @@ RULES: dict[str, tuple[tuple[str, Any], ...]] = {
     "tp": (("heads", "tp"), ("kv_heads", "tp"), ("mlp", "tp"), ("vocab", "tp")),
     "fsdp_tp": (
         ("batch", "fsdp"),
+        ("embed", "fsdp"),
+        ("heads", "tp"),
+        ("kv_heads", "tp"),
+        ("mlp", "tp"),
+        ("vocab", "tp"),
+    ),
+    # MaxText's rules (base.yml, 2023): with tensor parallelism the activations' embedding dimension is sharded
+    # over tp too (activation_embed -> tensor), so the residual stream between the layers is not replicated
+    "fsdp_tp_sp": (
+        ("batch", "fsdp"),
+        ("act_embed", "tp"),
         ("embed", "fsdp"),
         ("heads", "tp"),
         ("kv_heads", "tp"),

@@ -231,7 +231,7 @@ def _table_run(gen: str, scale: int, chips: int, slices: int, mfu: float, batch:
         axes=("data", *axes) if slices > 1 else axes,
         example="llama",
         model=f"maxtext_2023:{scale}",
-        strategy="dp_fsdp_tp" if slices > 1 else ("fsdp_tp" if "tp" in axes else "fsdp"),
+        strategy="dp_fsdp_tp" if slices > 1 else ("fsdp_tp_sp" if "tp" in axes else "fsdp"),
         knobs={"batch_per_device": batch, "seq": 2048, "remat": remat, "attention": "flash", "attention_block": 512},
         config_source=config,
         not_compiled=_SLICES_NOT_COMPILED if slices > 1 else None,

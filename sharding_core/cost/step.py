@@ -81,30 +81,37 @@ def _pad(d: int, t: int) -> float:
     return d / (math.ceil(d / t) * t) if d > 0 else 1.0
 
 
-def attention_flops(name: str, dims: Sequence[Sequence[int]]) -> float | None:
+def attention_flops(name: str, dims: Sequence[Sequence[int]], fused_backward: bool = False) -> float | None:
     """The flops a Pallas attention kernel does, from its operands ([b, h, s, d] on TPU, [b, s, h, d] from the
-    Triton kernel), or None for another kernel: a forward pass is two matmuls over the causal half of the S × S
-    scores (4·b·h·s²·d · ½, plus the diagonal blocks), the dK/dV pass four, the dQ pass three, a fused backward
-    five."""
+    Triton kernel), or None for another kernel: a forward pass is two matmuls over the causal part of the
+    S × S scores, the dK/dV pass four (five when it computes dQ too: ``fused_backward``, splash attention's fused
+    backward kernel), the dQ pass three, Triton's backward five. Causal: of ``n × n`` blocks the ``n (n + 1) / 2``
+    on or below the diagonal run, ``n`` the kernel's block grid (a splash kernel's block-mask operand is
+    ``[heads, q blocks, kv blocks]``; a flash kernel names its blocks; else blocks of 512)."""
     if not _ATTENTION.search(name) or len(dims) < 2 or len(dims[0]) != 4 or len(dims[1]) != 4:
         return None
     q, k = dims[0], dims[1]
-    if "mha_" in name and "splash" not in name and "flash" not in name:  # Triton: [b, s, h, d]
+    triton = "mha_" in name and "splash" not in name and "flash" not in name
+    if triton:  # [b, s, h, d]
         b, sq, h, d = q
         skv = k[1]
     else:
         b, h, sq, d = q
         skv = k[2]
     if _BACKWARD_DKV.search(name):
-        matmuls = 5 if "splash" in name and "dq" not in name and "fused" in name else 4
+        matmuls = 5 if fused_backward else 4
     elif _BACKWARD_DQ.search(name):
         matmuls = 3
-    elif _BACKWARD.search(name):
+    elif _BACKWARD.search(name) or (triton and "bwd" in name):
         matmuls = 5
     else:
         matmuls = 2
-    block = int(m.group(1)) if (m := _BLOCK.search(name)) else 512
-    causal = min(1.0, 0.5 * (1 + min(block, sq) / max(sq, 1)))
+    blocks = next((int(t[2]) for t in dims[2:] if len(t) == 3 and t[1] > 0 and t[2] > 0 and sq % t[1] == 0
+                   and skv % t[2] == 0 and t[1] == t[2]), 0)  # fmt: skip
+    if not blocks:
+        m = _BLOCK.search(name)
+        blocks = max(1, skv // min(int(m.group(1)) if m else 512, max(skv, 1)))
+    causal = (blocks + 1) / (2 * blocks)
     return 2.0 * matmuls * b * h * sq * skv * d * causal
 
 
@@ -113,6 +120,17 @@ class _Hw:
     peaks: dict[str, float]
     bandwidth: float
     tile: int
+    fused_backward: bool = False  # the program's splash backward has no separate dQ kernel
+
+
+def hw_for(hw: DeviceFigures, schedule: Mapping[str, Any]) -> _Hw:
+    """The figures a replay of ``schedule`` reads: ``hw``'s, and whether its splash backward is fused (a ``dkv``
+    kernel and no ``dq`` kernel anywhere in the program)."""
+    names = {k[0] for seq in (schedule.get("sequences") or {}).values() for e in seq if e[0] == "work"
+             for k in e[1].get("kernels") or []}  # fmt: skip
+    splash = [n for n in names if "splash" in n]
+    fused = any("_dkv" in n for n in splash) and not any("_dq" in n for n in splash)
+    return dataclasses.replace(_hw(hw), fused_backward=fused)
 
 
 def _hw(hw: DeviceFigures) -> _Hw:
@@ -154,7 +172,7 @@ def work_seconds(work: Mapping[str, Any], hw: _Hw, eff: Efficiency, tally: _Tall
         if tally is not None:
             tally.matmul += times * t
     for name, flops, nbytes, dims in work.get("kernels") or []:
-        f = attention_flops(name, dims)
+        f = attention_flops(name, dims, hw.fused_backward)
         f = f if f is not None else flops
         compute = f / (hw.peaks["bf16"] * eff.kernel) if f else 0.0
         t = max(compute, nbytes / (hw.bandwidth * eff.memory) if hw.bandwidth else 0.0)
@@ -270,7 +288,7 @@ def expected_step(
     "collectives_without_estimate", "efficiency", "efficiency_from"}``."""
     eff, source = efficiency_for(hw, efficiency, profile)
     durations, missing = collective_seconds(schedule, collectives)
-    replay = _Replay(schedule, durations, _hw(hw), eff)
+    replay = _Replay(schedule, durations, hw_for(hw, schedule), eff)
     seconds = replay.run(str(schedule.get("entry")), 0.0, 1.0)
     tl = replay.tally
     compute = tl.matmul + tl.memory + tl.kernel + tl.launch

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from sharding_core.cost.step import Efficiency, _hw, _Replay, collective_seconds
+from sharding_core.cost.step import Efficiency, _Replay, collective_seconds, hw_for
 
 # The grid each constant is searched on (lowest, highest, step) and the fit's start.
 GRID: dict[str, tuple[float, float, float]] = {
@@ -87,8 +87,8 @@ def prepare(run: Any, snap: Mapping[str, Any]) -> Prepared:
     st = plan.get("step_time") or {}
     lower = float(st.get("lower_bound_seconds") or 0.0)
     comm = float(st.get("communication_expected_seconds") or 0.0)
-    return Prepared(run.id, run.source, run.split, run.measured_seconds, schedule, durations, _hw(ctx.hardware), lower,
-                    comm)  # fmt: skip
+    hw = hw_for(ctx.hardware, schedule)
+    return Prepared(run.id, run.source, run.split, run.measured_seconds, schedule, durations, hw, lower, comm)
 
 
 def predict(p: Prepared, eff: Efficiency) -> float:

@@ -47,6 +47,9 @@ SCHEDULE_VERSION = 1
 MAX_EVENTS = 20000
 """Events kept per program (a scanned 80-layer step has a few hundred): past it the schedule says it was cut."""
 
+MAX_OPERANDS = 16
+"""A kernel's operands kept (their dims: a Pallas attention kernel's block-mask arrays give its block grid)."""
+
 _ARRAY = re.compile(r"([a-z][a-z0-9]*)\[([0-9,]*)\](\{[^}]*\})?")
 _SPACE = re.compile(r"S\((\d+)\)")
 _TARGET = re.compile(r'custom_call_target="([^"]+)"')
@@ -193,7 +196,7 @@ def _kernel(comp: Computation, op: Op, hbm: int) -> list[Any]:
     target = _TARGET.search(op.attrs_text)
     if target is not None and target.group(1) not in ("tpu_custom_call", "__gpu$xla.gpu.triton"):
         name = f"{target.group(1)}:{name}"
-    return [name, float(cost.group(1)) if cost else None, hbm, [_dims_of(comp, o) for o in op.operands[:4]]]
+    return [name, float(cost.group(1)) if cost else None, hbm, [_dims_of(comp, o) for o in op.operands[:MAX_OPERANDS]]]
 
 
 def _fused_collectives(module: Module, op: Op) -> tuple[list[Op], str | None]:
