@@ -13,10 +13,11 @@ PORT ?= 8000
 # from the built wheel in a second environment beside it (tests/test_wheel.py calls `make oldest-jax`).
 OLDEST_JAX := $(shell sed -n 's/^ *"jax>=\([0-9.]*\)".*/\1/p' pyproject.toml)
 OLDEST_ENV := build/oldest-jax
-WHEEL_DIR := build/dist
+WHEEL_DIR ?= build/dist
 GPU_ENV := build/gpu
 
-.PHONY: serve install install-dev chromium services lint typecheck docs docs-gen test bench wheel oldest-jax gpu-env
+.PHONY: serve install install-dev chromium services debootstrap lint typecheck docs docs-gen test bench wheel oldest-jax \
+  newest-jax gpu-env
 
 $(UV):
 	$(PYTHON) -m venv .tools
@@ -54,6 +55,13 @@ services:
 	  $$SUDO apt-get update -qq && \
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql caddy >/dev/null; }
 
+# Debian's debootstrap: `make newest-jax` builds its Debian 13 root with it.
+debootstrap:
+	@command -v debootstrap >/dev/null 2>&1 || { \
+	  SUDO=$$(if [ "$$(id -u)" -ne 0 ]; then echo sudo; fi); \
+	  $$SUDO apt-get update -qq && \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }
+
 lint: install-dev
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
@@ -70,6 +78,7 @@ docs: install-dev
 # The reference pages (docs/reference/) from the code that owns each; tests/test_docs.py fails when they drift.
 docs-gen: install-dev
 	.venv/bin/python docs/gen_reference.py
+	.venv/bin/python -m server.vocabulary
 
 # The wheel users install: sharding_core, server, shardscope and the front end inside it.
 wheel: $(UV)
@@ -84,8 +93,32 @@ oldest-jax: wheel
 	$(UV) pip install --quiet --no-config --python $(OLDEST_ENV)/bin/python --reinstall-package shardscope \
 	  "$$(ls $(WHEEL_DIR)/shardscope-*.whl)[notebook]" "jax==$(OLDEST_JAX)" "jaxlib==$(OLDEST_JAX)"
 
-test: install-dev chromium services lint typecheck docs
-	.venv/bin/python -m pytest
+# The newest JAX, jaxlib and libtpu the registry serves (resolved when it runs), on Python 3.13 in a Debian 13
+# root (build/newest-jax-root, made by debootstrap; JAX 0.11+ needs Python 3.12+, which Debian 12 lacks), beside
+# the wheel built now: tests/newest_jax.sh (needs root: chroot and mount) runs the wheel's surface and
+# tests/newest_jax_checks.py there, against the answers the locked JAX gives in .venv. Downloads, the
+# bootstrapped root and uv's cache for it are kept in ~/.cache/shardscope/newest-jax, outside the clone.
+# tests/test_newest_jax.py runs it beside the rest of the suite (docs/compat.md: what it checks, how long).
+NEWEST_DIST := build/newest-jax-dist
+export SHARDSCOPE_CACHE ?= $(HOME)/.cache/shardscope
+NEWEST_CACHE = $(SHARDSCOPE_CACHE)/newest-jax
+newest-jax: install-dev debootstrap
+	@$(MAKE) -s wheel WHEEL_DIR=$(NEWEST_DIST)
+	@# the locked JAX's answers, kept per content of what computes them
+	@key=$$(cat $$(git ls-files --cached --others --exclude-standard sharding_core server | sort) \
+	  tests/newest_jax_checks.py uv.lock | sha256sum | cut -c1-16); \
+	locked=$(NEWEST_CACHE)/locked/$$key.json; \
+	if [ ! -f "$$locked" ]; then mkdir -p $(NEWEST_CACHE)/locked && \
+	  .venv/bin/python tests/newest_jax_checks.py locked "$$locked.tmp" && mv "$$locked.tmp" "$$locked"; fi; \
+	cp "$$locked" build/newest-jax-locked.json; \
+	ls -t $(NEWEST_CACHE)/locked/*.json | tail -n +17 | xargs -r rm -f  # the newest 16 kept
+	@SUDO=$$(if [ "$$(id -u)" -ne 0 ]; then echo sudo; fi); \
+	  $$SUDO env SHARDSCOPE_CACHE="$(SHARDSCOPE_CACHE)" $${SSL_CERT_FILE:+SSL_CERT_FILE="$$SSL_CERT_FILE"} \
+	  tests/newest_jax.sh "$$(ls $(NEWEST_DIST)/shardscope-*.whl)" build/newest-jax-locked.json
+
+# PYTEST_ARGS narrows the run (make test PYTEST_ARGS=tests/test_newest_jax.py); the default is everything.
+test: install-dev chromium services debootstrap lint typecheck docs
+	.venv/bin/python -m pytest $(PYTEST_ARGS)
 
 bench: install-dev
 	.venv/bin/python bench/bench_layout.py

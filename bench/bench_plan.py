@@ -54,7 +54,7 @@ def cpu():
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 sys.path.insert(0, ROOT)
 from examples import llama
-from sharding_core.planning.targets import mesh
+from sharding_core.program.targets import mesh
 case = json.loads(CASE)
 m = mesh(case["devices"], tuple(case["mesh"]), tuple(case["axes"]))
 import dataclasses
@@ -72,7 +72,7 @@ if MODE == "compile":
         out["refused"] = "RESOURCE_EXHAUSTED" in str(e)
         out["message"] = str(e)[:300]
 else:
-    from sharding_core.planning.program import plan
+    from sharding_core.capturing import plan
     snap = plan(step, *args)
     p = snap["plan"]
     out.update(verdict=p["verdict"], refused=p["refusal"] is not None, bound=(p.get("step_time") or {}).get("bound"),

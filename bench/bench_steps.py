@@ -134,7 +134,7 @@ def argument_bytes(args: Any) -> int:
 
 def compile_one(run_id: str, cache: Path, layers: int | None, full: bool) -> None:
     """In this process: compile one run and write its HLO and figures to the cache."""
-    from sharding_core.planning import memory as mem
+    from sharding_core.program import memory as mem
 
     run = R.BY_ID[run_id]
     name = job_name(run, layers, full)

@@ -62,7 +62,7 @@ def _timed(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
 
 def _locate_seconds(snap: dict[str, Any]) -> float:
     """The time inspect_jit spends on its whys: lines and call stacks read from its HLO, then located."""
-    from sharding_core.planning.program import partitioner
+    from sharding_core.program.report import partitioner
     from sharding_core.why import lines
     from sharding_core.why.program import light_whys
 
@@ -148,7 +148,7 @@ def main() -> int:
         )
     if args.llama:
         from examples import llama
-        from sharding_core.planning.targets import mesh
+        from sharding_core.program.targets import mesh
 
         m = mesh("cpu:8", (4, 2), ("fsdp", "tp"))
         row = measure(lambda: llama.tiny_fsdp_tp(m), {}, 1)

@@ -29,7 +29,7 @@ def run_facts(cache: Path, name: str) -> dict[str, Any]:
     from sharding_core.hlo.collectives import read_collectives
     from sharding_core.hlo.program import program_facts
     from sharding_core.hlo.schedule import schedule_of
-    from sharding_core.planning.program import work_facts
+    from sharding_core.program.report import work_facts
 
     meta = json.loads((cache / f"{name}.json").read_text())
     timing = {k: meta.get(k) for k in ("compile_seconds", "cpu_seconds", "peak_rss_bytes")}
@@ -85,9 +85,9 @@ def snapshot(facts: dict[str, Any]) -> dict[str, Any]:
     return {
         "target": {"devices": run.devices, "compile_only": True, "slices": run.slices, "platform": "tpu"},
         "platform": "tpu",
-        "jit": {"memory_per_device": facts.get("memory")},
+        "program": {"work": facts.get("work"), "memory": facts.get("memory")},
         "collectives": collectives,
-        "plan": {"work": facts.get("work"), "schedule": facts.get("schedule"), "refusal": facts.get("refusal")},
+        "plan": {"schedule": facts.get("schedule"), "refusal": facts.get("refusal")},
     }
 
 

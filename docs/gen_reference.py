@@ -325,7 +325,8 @@ def snapshot_page() -> str:
         "`check_snapshot` cross-checks the indexes).",
         "",
     ]
-    for name in ("Snapshot", "SnapshotRun", "SnapshotDevices", "MeshInfo", "SnapshotLeaf", "ArrayLayout", "Shard"):
+    names = ("Snapshot", "SnapshotRun", "SnapshotDevices", "MeshInfo", "SnapshotLeaf", "ArrayLayout", "Shard")
+    for name in (*names, "Finding", "FindingFix"):
         if name in schemas:
             lines += fields_table(schemas, name)
     return "\n".join(lines).rstrip() + "\n"

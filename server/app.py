@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import AsyncIterator, Iterable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI
 from starlette.exceptions import HTTPException
-from starlette.routing import BaseRoute, Match, Mount
+from starlette.routing import BaseRoute, Match, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from server import docs, vendor
@@ -48,11 +49,14 @@ from server.services.jobs import JobBoard
 from server.services.kernels import KernelRuns
 from server.services.snapshots import SnapshotRepository
 from server.settings import Settings
-from server.store import open_store
+from server.store import Store, open_store
 from sharding_core import cache
 from sharding_core.errors import ShardingError
 from sharding_core.kernels import worker
 from shardscope.assets import frontend_dir
+
+Extra = Callable[[], AbstractAsyncContextManager[None]]
+"""An extra route's lifespan: entered when the app starts, left when it stops."""
 
 FRONTEND_DIR = frontend_dir()
 """The static dashboard (no build step), served at ``/``."""
@@ -118,6 +122,7 @@ def create_app(
     token: str | None = None,
     settings: Settings | None = None,
     kernel_pool: WorkerPool | None = None,
+    extra_routes: Sequence[tuple[Route, Extra | None]] = (),
 ) -> FastAPI:
     """The dashboard app.
 
@@ -131,6 +136,8 @@ def create_app(
     ``settings``: the limits (default: every setting's default; ``shardscope serve --setting``).
     ``kernel_pool``: the kernel lab's worker processes (default: a pool with the settings' limits);
     its workers start on first use and stop with the app.
+    ``extra_routes``: routes to answer before the front end's catch-all, each with the lifespan it needs
+    (``shardscope serve --mcp`` adds the Model Context Protocol's ``/mcp``: :func:`shardscope.mcp.http.route`).
     """
     settings = settings if settings is not None else Settings()
     problem = token_problem(token)
@@ -147,6 +154,44 @@ def create_app(
     jobs = JobBoard(store, kernels, settings)
     frontend = Path(frontend_dir) if frontend_dir is not None else FRONTEND_DIR
 
+    app = FastAPI(
+        title="Shardscope",
+        version=version("shardscope"),  # pyproject's, from the installed package's metadata
+        summary="See how JAX arrays are sharded across devices: layouts, meshes, topology, share links.",
+        description='Every 4xx and 5xx has the body `{"error": {"code", "message", "hint"?, ...}}`.',
+        docs_url=None,  # our own /docs (server.docs): FastAPI's uses inline script, which the CSP blocks
+        redoc_url=None,
+        lifespan=_lifespan(store, kernels, jobs, [life for _, life in extra_routes if life is not None]),
+        exception_handlers=EXCEPTION_HANDLERS,
+        default_response_class=OrjsonResponse,
+    )
+    app.state.store = store
+    app.state.kernels = kernels
+    app.state.settings = settings
+    app.state.quota = quota = WriteQuota(settings.max_client_store_bytes_per_hour)
+    app.state.snapshots = SnapshotRepository(store, settings, quota)
+    app.state.jobs = jobs
+    app.state.runs = KernelRuns(kernels, settings, jobs)
+    app.state.sessions = Sessions(settings.max_sessions, settings.max_session_seconds)
+    # The connection layer's limits and what readers hold (server/http.py): `shardscope serve` gives uvicorn
+    # a protocol class on this guard, so what ChunkedSend holds for a reader counts there.
+    app.state.connections = ConnectionGuard.from_settings(settings)
+    for router in ROUTERS:
+        app.include_router(router)
+    app.include_router(docs.router)
+    app.include_router(vendor.router)
+    for route, _ in extra_routes:
+        app.router.routes.append(route)  # before the front end's catch-all mount
+    app.mount("/", FrontendFiles(frontend, app.router.routes), name="frontend")
+
+    _add_middleware(app, settings, token, _allowed_hosts(allowed_hosts, bind_host))
+    return app
+
+
+def _lifespan(store: Store, kernels: WorkerPool, jobs: JobBoard, extra: Sequence[Extra]) -> Callable[[FastAPI], Any]:
+    """What the app opens when it starts and closes when it stops: the store, the worker pool, the job board
+    and the extra routes' lifespans."""
+
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         # The store is already open (so an unwritable path fails here, at start-up, not on the
@@ -159,43 +204,28 @@ def create_app(
         kernels.open()
         jobs.start()
         try:
-            yield
+            async with AsyncExitStack() as stack:
+                for life in extra:
+                    await stack.enter_async_context(life())
+                yield
         finally:
             kernels.close()  # its last jobs' states (shutting down) reach the store before it closes
             jobs.stop()
             store.close()
 
-    app = FastAPI(
-        title="Shardscope",
-        version=version("shardscope"),  # pyproject's, from the installed package's metadata
-        summary="See how JAX arrays are sharded across devices: layouts, meshes, topology, share links.",
-        description='Every 4xx and 5xx has the body `{"error": {"code", "message", "hint"?, ...}}`.',
-        docs_url=None,  # our own /docs (server.docs): FastAPI's uses inline script, which the CSP blocks
-        redoc_url=None,
-        lifespan=lifespan,
-        exception_handlers=EXCEPTION_HANDLERS,
-        default_response_class=OrjsonResponse,
-    )
-    app.state.store = store
-    app.state.kernels = kernels
-    app.state.settings = settings
-    app.state.quota = quota = WriteQuota(settings.max_client_store_bytes_per_hour)
-    app.state.snapshots = SnapshotRepository(store, settings, quota)
-    app.state.jobs = jobs
-    app.state.runs = KernelRuns(kernels, settings, jobs)
-    app.state.sessions = sessions = Sessions(settings.max_sessions, settings.max_session_seconds)
-    # The connection layer's limits and what readers hold (server/http.py): `shardscope serve` gives uvicorn
-    # a protocol class on this guard, so what ChunkedSend holds for a reader counts there.
-    app.state.connections = connections = ConnectionGuard.from_settings(settings)
-    for router in ROUTERS:
-        app.include_router(router)
-    app.include_router(docs.router)
-    app.include_router(vendor.router)
-    app.mount("/", FrontendFiles(frontend, app.router.routes), name="frontend")
+    return lifespan
 
+
+def _allowed_hosts(allowed_hosts: Iterable[str] | None, bind_host: str) -> Iterable[str] | None:
     if allowed_hosts is None and is_loopback(bind_host):
         # The usual loopback names, and the bind address itself (e.g. 127.0.0.2, or [::1]).
-        allowed_hosts = {*LOOPBACK_HOSTS, f"[{bind_host}]" if ":" in bind_host else bind_host}
+        return {*LOOPBACK_HOSTS, f"[{bind_host}]" if ":" in bind_host else bind_host}
+    return allowed_hosts
+
+
+def _add_middleware(app: FastAPI, settings: Settings, token: str | None, allowed_hosts: Iterable[str] | None) -> None:
+    """The middleware stack: each a small pure-ASGI layer (server.middleware), innermost first."""
+    sessions, connections = app.state.sessions, app.state.connections
     # add_middleware puts each new layer outside the previous ones: innermost first.
     app.add_middleware(  # once the body is in: sheds load before the app does any work
         ConcurrencyLimit, max_requests=settings.max_connections, max_client_requests=settings.max_client_requests
@@ -212,7 +242,6 @@ def create_app(
     app.add_middleware(CatchAll)
     app.add_middleware(ChunkedSend, held=connections.held)
     app.add_middleware(SecurityHeaders, csp_overrides={"/docs": docs.DOCS_CSP})
-    return app
 
 
 def kernel_worker_pool(settings: Settings, setup: Sequence[str] = ()) -> WorkerPool:

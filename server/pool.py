@@ -63,7 +63,8 @@ from server.settings import (
     MAX_KERNEL_WORKERS,
 )
 from sharding_core.errors import ShardingError
-from sharding_core.kernels.memory import WORKER_BASELINE_BYTES, fmt_bytes, resident_bytes
+from sharding_core.kernels.memory import WORKER_BASELINE_BYTES, resident_bytes
+from sharding_core.units import fmt_bytes
 
 log = logging.getLogger("shardscope.pool")
 

@@ -23,7 +23,6 @@ from sharding_core.cache import MAX_CACHE_BYTES
 from sharding_core.cost.efficiency import MAX_NCCL_TEXT_CHARS
 from sharding_core.devices import MAX_DEVICES, MAX_SLICES, DeviceSet, parse_devices
 from sharding_core.errors import TOO_LARGE, ShardingError
-from sharding_core.kernels.memory import fmt_bytes
 from sharding_core.kernels.plan import MAX_KERNEL_DEVICES, MAX_KERNEL_ELEMENTS
 from sharding_core.kernels.runner import MAX_TEXT_CHARS as MAX_KERNEL_TEXT_CHARS
 from sharding_core.layout import MAX_ARRAY_ELEMENTS, MAX_RANK
@@ -36,6 +35,7 @@ from sharding_core.snapshot.format import (
     MAX_SNAPSHOT_NAME_CHARS,
 )
 from sharding_core.spec import MAX_SPEC_CHARS
+from sharding_core.units import fmt_bytes
 
 BAD_SETTING = "bad_setting"
 

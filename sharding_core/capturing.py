@@ -17,22 +17,40 @@ Module named ``capturing`` (not ``capture``) so that ``sharding_core.capture`` s
 
 from __future__ import annotations
 
+import functools
+import inspect
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from sharding_core.compat import ambient_mesh, equivalent
+from sharding_core.compat import (
+    ambient_mesh,
+    context_mesh,
+    equivalent,
+    refuses_devices,
+    sharded_type_text,
+    typeof_text,
+)
+from sharding_core.cost.annotate import snapshot_context, snapshot_with_estimates, with_estimates
 from sharding_core.errors import TOO_LARGE, ShardingError
+from sharding_core.findings.mesh_order import mesh_order_findings, user_line
 from sharding_core.layout import Layout
+from sharding_core.planning.program import Planned, explain_planned, plan_program
+from sharding_core.program.report import LOCAL
+from sharding_core.program.targets import target_of
 from sharding_core.snapshot.format import FORMAT, MAX_SNAPSHOT_LEAVES, VERSION
+from sharding_core.snapshot.leaves import ROOT_PATH
+from sharding_core.snapshot.leaves import flax_box_types as _flax_box_types
+from sharding_core.snapshot.leaves import is_capture_leaf as _is_capture_leaf
+from sharding_core.snapshot.leaves import nnx_variable_types as _nnx_variable_types
 from sharding_core.snapshot.rules import Rule, check_rules, logical_to_mesh_axes, rules_json
 from sharding_core.spec import canonical_spec
-
-ROOT_PATH = "(root)"
-"""The path of a tree that is itself one leaf."""
+from sharding_core.why import Budget, lines
+from sharding_core.why.fixes import current_budget
+from sharding_core.why.program import light_whys
 
 
 def capture(tree: Any, name: str | None = None, *, rules: Any = None, mesh: Any = None) -> dict[str, Any]:
@@ -59,10 +77,13 @@ def capture(tree: Any, name: str | None = None, *, rules: Any = None, mesh: Any 
             hint="capture a subtree (e.g. the parameters without the optimizer state)",
             limit=MAX_SNAPSHOT_LEAVES,
         )
-    for path, leaf in flat:
-        text = jax.tree_util.keystr(path, simple=True, separator="/") or ROOT_PATH
+    paths = [jax.tree_util.keystr(path, simple=True, separator="/") or ROOT_PATH for path, _ in flat]
+    for text, (_, leaf) in zip(paths, flat, strict=True):
         builder.add(text, leaf)
-    return builder.snapshot(name if name is not None else "snapshot")
+    snap = builder.snapshot(name if name is not None else "snapshot")
+    # under jax.set_mesh: leaves jit would refuse beside the context mesh (MaxText #2863)
+    snap["findings"] = mesh_order_findings((p, _unboxed(x)) for p, (_, x) in zip(paths, flat, strict=True))
+    return snap
 
 
 def inspect_jit(f: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
@@ -73,15 +94,15 @@ def inspect_jit(f: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, A
     abstract state) sharded over compile-only devices (:func:`shardscope.mesh`: libtpu's topology for
     ``tpu:`` sets, XLA's GPU compiler for ``gpu:`` sets) — nothing is allocated and nothing runs. The
     snapshot's leaves are ``inputs/args/...``, ``inputs/kwargs/...`` and ``outputs/...`` with the
-    compiled executable's shardings; ``target`` says what it was compiled for; ``collectives`` lists
-    every collective in the optimized HLO with its device groups, its estimate on this hardware and how
-    many times it runs per step (``repeat``); ``jit`` carries XLA's ``memory_analysis`` exactly; ``plan``
-    the loop-corrected flops, the step-time band and a verdict (:mod:`sharding_core.planning.program`).
-    When XLA refuses the program for memory, ``plan.refusal`` holds its figures and there are no outputs.
+    compiled executable's shardings; ``program`` is the compiled program's report (:mod:`sharding_core.program`:
+    XLA's ``memory_analysis`` exactly, the work with loops counted, the collectives with repeat counts);
+    ``target`` says what it was compiled for; ``collectives`` lists every collective in the optimized HLO with its
+    device groups, its estimate on this hardware and how many times it runs per step (``repeat``); ``jit``
+    carries XLA's ``memory_analysis`` as ``memory_per_device``; ``plan`` the loop-corrected flops, the step-time
+    band and a verdict (:mod:`sharding_core.planning.program`). When XLA refuses the program for memory,
+    ``plan.refusal`` holds its figures and there are no outputs.
     """
-    from sharding_core.planning.program import inspect_program
-
-    return inspect_program(f, args, kwargs, detailed=False)
+    return _refused_beside_context_mesh(f, args, kwargs) or program_snapshot(f, args, kwargs, detailed=False)
 
 
 def explain(f: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
@@ -95,16 +116,123 @@ def explain(f: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
     program's collectives cheaper (:mod:`sharding_core.why.fixes`). The snapshot's ``fixes`` hold the
     recompiled programs ("try this fix"), ``why_search`` what the search did. The work is bounded:
     :func:`sharding_core.why_budget` (default 8 recompiles and 20 s per call; ``recompiles=0``: explain only)."""
-    from sharding_core.planning.program import inspect_program
-    from sharding_core.why.fixes import current_budget
+    return _refused_beside_context_mesh(f, args, kwargs) or program_snapshot(
+        f, args, kwargs, detailed=False, why=current_budget()
+    )
 
-    return inspect_program(f, args, kwargs, detailed=False, why=current_budget())
+
+def _refused_beside_context_mesh(f: Callable[..., Any], args: Any, kwargs: Any) -> dict[str, Any] | None:
+    """Under ``jax.set_mesh``, arguments committed to other devices (or the same in another order) than the
+    context mesh are refused by JAX before anything compiles ("incompatible devices", MaxText #2863). Then the
+    snapshot is the arguments' capture, whose ``findings`` say what to change, with JAX's own words; None
+    when JAX lowers the program (the usual case: no context mesh, or arguments on it)."""
+    import jax
+
+    if context_mesh() is None:
+        return None
+    inputs = {"inputs": {"args": list(args), "kwargs": dict(kwargs)}}
+    source = user_line()
+    flat, _ = jax.tree_util.tree_flatten_with_path(inputs, is_leaf=_is_capture_leaf)
+    leaves = [(jax.tree_util.keystr(p, simple=True, separator="/"), _unboxed(x)) for p, x in flat]
+    if not mesh_order_findings(leaves, source=source):
+        return None
+    jitted = f if hasattr(f, "lower") else jax.jit(f)
+    try:
+        jitted.lower(*args, **kwargs)
+    except ValueError as e:
+        if not refuses_devices(e):
+            raise
+        name = getattr(f, "__name__", None) or getattr(getattr(f, "__wrapped__", None), "__name__", None) or "jit"
+        snap = capture(inputs, f"jit({name})")
+        for finding in snap["findings"]:
+            finding["source"] = finding["fix"]["line"] = source
+            finding["text"] += f" JAX: {str(e).splitlines()[0][:600]}"
+        return snap
+    return None  # this JAX lowers it after all: nothing to report
+
+
+def plan(f: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """``inspect_jit`` with the details a plan shows: XLA's buffer assignment read for the largest
+    temporaries (with the ops and source lines that make them). Returns the snapshot; ``["plan"]["verdict"]``
+    is the one-line answer."""
+    return program_snapshot(f, args, kwargs, detailed=True)
+
+
+def program_snapshot(
+    f: Callable[..., Any],
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    *,
+    detailed: bool,
+    why: Budget | None = None,
+) -> dict[str, Any]:
+    """What :func:`inspect_jit`, :func:`explain`, :func:`plan` and ``shardscope plan`` return: the program compiled
+    and read once (:func:`sharding_core.planning.program.plan_program`), captured as a snapshot, explained with
+    ``why`` (a budget: fixes compiled within it), and its figures added once, as any reader adds them."""
+    planned = plan_program(f, args, kwargs, detailed=detailed)
+    snap = planned_snapshot(planned, len(args), light=why is None)
+    program = planned.program
+    if why is not None and program is not None and program.executable is not None and snap.get("collectives"):
+        estimate = functools.partial(with_estimates, ctx=snapshot_context(snap))
+        explained = explain_planned(planned, snap["collectives"], why, estimate)
+        snap["plan"].update(why_compile_seconds=explained.compile_seconds, why_seconds=explained.seconds)
+        snap["why_search"] = explained.summary
+        if explained.fixes:
+            snap["fixes"] = [planned_snapshot(p, len(args), light=False) for p in explained.fixes]
+    return snapshot_with_estimates(snap)
+
+
+def planned_snapshot(planned: Planned, nargs: int, *, light: bool) -> dict[str, Any]:
+    """The snapshot of a compiled program: its inputs and outputs as compiled, captured; its report as
+    ``program``; its collectives (each with its ``line``, and ``light``: the op and line that asked for it, as
+    :func:`sharding_core.why.program.light_whys` gives them); ``jit`` and the plan's facts. No figures."""
+    report = planned.report
+    signature = report.signature
+    assert signature is not None
+    inputs = signature.inputs()
+    tree: dict[str, Any] = {"inputs": {"args": list(inputs[0]), "kwargs": inputs[1]}}
+    if signature.out_info is not None:
+        tree["outputs"] = signature.out_info
+    snap = capture(tree, f"jit({planned.name})")
+    if report.target.get("source") != LOCAL:
+        snap["target"] = dict(report.target)  # a set shardscope.mesh made (compile-only, or cpu:N / local)
+    if report.refusal is None and planned.program is not None and planned.program.hlo:
+        snap["collectives"] = report.collectives_json()
+        sources = lines(snap["collectives"], planned.program.hlo)
+        if light:
+            light_whys(snap["collectives"], sources, report.partitioner)
+    elif planned.collectives is not None:
+        snap["collectives"] = [dict(c) for c in planned.collectives]
+    snap["jit"] = _jit_section(planned, nargs, signature.donated)
+    snap["plan"] = dict(planned.plan)
+    snap["program"] = report.json()
+    return snap
+
+
+def _jit_section(planned: Planned, nargs: int, donated: int) -> dict[str, Any]:
+    """``jit``: the function, XLA's memory figures (the report's, by their XLA names) and the loop facts where
+    inspect_jit has carried them (issue 19)."""
+    report = planned.report
+    out: dict[str, Any] = {
+        "function": planned.name,
+        "memory_per_device": report.memory,
+        "donated_inputs": donated,
+        "arguments": argument_names(planned.fn, nargs),
+    }
+    work = report.work
+    if work is not None and work.get("flops_loops_once") is not None:  # the loop reader read this HLO
+        out.update(
+            flops=work["flops_xla"],
+            loop_corrected_flops=work["flops"],
+            loops=work["loops"],
+            unknown_trip_counts=work["unknown_trip_counts"],
+        )
+    return out
 
 
 def argument_names(f: Callable[..., Any], count: int) -> list[str | None]:
     """The names of ``f``'s first ``count`` positional parameters (what ``inputs/args/N`` leaves were passed
     as), None past them or when the signature cannot be read (a builtin, ``*args``)."""
-    import inspect
 
     target = getattr(f, "__wrapped__", f)  # jax.jit keeps the function it wraps here
     try:
@@ -127,29 +255,6 @@ def array_kind(x: Any) -> str:
 
 
 # ---- walking the tree ------------------------------------------------------------------------------
-
-
-def _flax_box_types() -> tuple[type, ...]:
-    meta = sys.modules.get("flax.core.meta")
-    return (meta.AxisMetadata,) if meta is not None else ()
-
-
-def _nnx_variable_types() -> tuple[type, ...]:
-    nnx = sys.modules.get("flax.nnx")
-    if nnx is None:
-        return ()
-    # Only Variable: in Flax 0.12 VariableState is a deprecated alias of it (and warns when looked up).
-    variable = vars(nnx).get("Variable")
-    return (variable,) if variable is not None else ()
-
-
-def _is_capture_leaf(x: Any) -> bool:
-    import jax
-
-    if isinstance(x, (jax.sharding.Sharding, jax.ShapeDtypeStruct, jax.sharding.PartitionSpec)):
-        return True
-    boxes = _flax_box_types() + _nnx_variable_types()
-    return bool(boxes) and isinstance(x, boxes)
 
 
 def _sharded_as_declared(value: Any, declared: Any, rank: int) -> bool:
@@ -206,6 +311,7 @@ class _Builder:
             return self.nnx_variable(path, x)
         if isinstance(x, jax.core.Tracer):
             rec = _record(path, "shape_dtype_struct", _type_name(x), tuple(x.shape), x.dtype)
+            rec["typed"] = typeof_text(x)  # inside jit the type still carries an Explicit sharding
             rec["note"] = "a traced value (captured inside jit): call capture outside the traced function"
             return rec
         if isinstance(x, jax.Array):
@@ -216,6 +322,7 @@ class _Builder:
                 self.fill(rec, x.sharding, tuple(x.shape), x.dtype)
             else:
                 rec["note"] = "no sharding given"
+            rec["typed"] = _typed(x, rec["typed"])
             return rec
         if isinstance(x, jax.sharding.Sharding):
             rec = _record(path, "sharding", _type_name(x), None, None)
@@ -238,6 +345,7 @@ class _Builder:
             return rec
         sharding = x.sharding
         self.fill(rec, sharding, tuple(x.shape), x.dtype)
+        rec["typed"] = _typed(x, rec["typed"])  # the value's own type (a weak type included)
         rec["fully_addressable"] = bool(x.is_fully_addressable)
         rec["array_kind"] = array_kind(x)
         if not rec["fully_addressable"]:
@@ -251,6 +359,8 @@ class _Builder:
         rec["memory_kind"] = getattr(sharding, "memory_kind", None)
         if isinstance(sharding, jax.sharding.NamedSharding):
             rec["spec"] = canonical_spec(sharding.spec)
+            if shape is not None and dtype is not None:
+                rec["typed"] = sharded_type_text(shape, dtype, sharding)
             if not isinstance(sharding.mesh, jax.sharding.Mesh):
                 rec["mesh_axes"] = dict(sharding.mesh.shape)
                 rec["note"] = "an abstract mesh (no devices): the layout needs a concrete mesh"
@@ -387,8 +497,6 @@ class _Builder:
                 self.devices.setdefault(d.id, d)
         devs = [self.devices[i] for i in sorted(self.devices)]
         first = devs[0]
-        from sharding_core.planning.targets import target_of
-
         target = target_of(first)
         coords = [getattr(d, "coords", None) for d in devs]
         # Real TPU devices have 3-D coords; CPU and GPU devices none: one column for all or none.
@@ -434,6 +542,7 @@ def _record(path: str, kind: str, type_name: str, shape: tuple[int, ...] | None,
         "dtype": str(dtype) if dtype is not None else None,
         "sharding": None,
         "spec": None,
+        "typed": None,
         "declared_spec": None,
         "logical_axes": None,
         "rules": None,
@@ -447,6 +556,23 @@ def _record(path: str, kind: str, type_name: str, shape: tuple[int, ...] | None,
         "layout": None,
         "note": None,
     }
+
+
+def _unboxed(x: Any) -> Any:
+    """The value inside a Flax box or nnx variable (what jit is given), else ``x``."""
+    boxes = _flax_box_types() + _nnx_variable_types()
+    if boxes and isinstance(x, boxes):
+        getter = getattr(x, "get_value", None)
+        return getter() if callable(getter) else getattr(x, "value", x)
+    return x
+
+
+def _typed(x: Any, otherwise: str | None) -> str | None:
+    """``x``'s own type as ``jax.typeof`` prints it, else ``otherwise`` (its sharding's)."""
+    try:
+        return typeof_text(x)
+    except (TypeError, ValueError, AttributeError, NotImplementedError, AssertionError):
+        return otherwise
 
 
 def _type_name(x: Any) -> str:

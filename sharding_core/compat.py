@@ -35,6 +35,16 @@ axis type                       (read off a one-device mesh, not a version numbe
                                 ``lax.all_gather_invariant`` in 0.8)
 ``Sharding.is_equivalent_to``   :func:`equivalent`: JAX's own comparison, else the two shardings'
                                 ``devices_indices_map`` (the same answer by definition)
+sharding in types (Explicit     :func:`typeof_text` / :func:`sharded_type_text`: ``str(jax.typeof(x))``,
+axes, ``jax.typeof``)           JAX's own printer (``float32[8@x,16@y]``, ``{U:y}`` / ``{R:y}`` for
+                                unreduced / reduced axes), never re-implemented: its spelling is the
+                                running JAX's; :func:`has_explicit_axes` says where it carries a sharding
+the mesh of ``jax.set_mesh``    :func:`context_mesh` (what jit checks arguments against; the legacy
+(what jit compares)             ``with mesh:`` context is not checked by jit and is left out)
+a sharding's device order       :func:`device_order` (``NamedSharding``: the mesh's devices in mesh
+                                order; one device; else the private ``_device_assignment``)
+an array's committed-ness       :func:`committed` (``committed`` / the private ``_committed``);
+                                :func:`refuses_devices` reads jit's refusal of the others
 ``kept_var_idx`` (private)      :func:`kept_inputs`: the arguments jit kept (Shardy's ``input: N``)
 persistent compilation cache    :func:`compilation_cache_disabled` (a cache hit writes no dumps)
 jaxpr equations' user frame     :func:`equation_frame` (``source_info_util.user_frame``, private)
@@ -95,15 +105,7 @@ def set_mesh(mesh: Any) -> Iterator[Any]:
 
 def ambient_mesh() -> Any:
     """The concrete mesh of ``jax.set_mesh`` / ``with mesh:`` in effect, or None."""
-    import jax
-
-    getter: Callable[[], Any] | None = getattr(jax.sharding, "get_mesh", None)  # public from JAX 0.9
-    if getter is None:
-        with contextlib.suppress(ImportError):
-            from jax._src import mesh as mesh_lib  # JAX 0.8: the same getter, not yet public
-
-            getter = getattr(mesh_lib, "get_concrete_mesh", None)
-    mesh = _nonempty(getter() if getter is not None else None)
+    mesh = context_mesh()
     if mesh is not None:
         return mesh
     try:  # the legacy `with mesh:` context has no public getter
@@ -111,6 +113,29 @@ def ambient_mesh() -> Any:
 
         return _nonempty(thread_resources.env.physical_mesh)
     except (ImportError, AttributeError):
+        return None
+
+
+def context_mesh() -> Any:
+    """The concrete mesh of ``jax.set_mesh`` in effect (``jax.sharding.get_mesh``, public from JAX 0.9; the
+    private ``get_concrete_mesh`` in 0.8), or None. This is the mesh jit compares committed arguments with
+    ("incompatible devices"); the legacy ``with mesh:`` context is not (jit does not check it). Inside a trace
+    (``capture`` called in a jitted function) there is none to read: None.
+
+    Regression: ``capture`` of a traced value raised JAX's "`get_mesh` can only be used outside of `jax.jit`"."""
+    import jax
+
+    getter: Callable[[], Any] | None = getattr(jax.sharding, "get_mesh", None)
+    if getter is None:
+        with contextlib.suppress(ImportError):
+            from jax._src import mesh as mesh_lib
+
+            getter = getattr(mesh_lib, "get_concrete_mesh", None)
+    if getter is None:
+        return None
+    try:
+        return _nonempty(getter())
+    except ValueError:  # inside jit: JAX gives the concrete mesh outside a trace only
         return None
 
 
@@ -206,6 +231,77 @@ def unreduced_kinds() -> dict[str, Any]:
     if enum is None:
         return {"sum": None}
     return {member.name: member for member in enum}
+
+
+# ---- sharding in types ----------------------------------------------------------------------------------
+
+
+def typeof_text(x: Any) -> str:
+    """JAX's type of ``x`` (a ``jax.Array``, a ``ShapeDtypeStruct``, a tracer) as JAX prints it:
+    ``str(jax.typeof(x))``. Where the mesh's axes are Explicit (``jax.make_mesh``'s default from JAX 0.9)
+    the sharding lives in the type: ``float32[8@x,16@y]``, ``float32[8@x,16]{U:y}`` with an unreduced axis,
+    ``{R:y}`` a reduced one, ``~`` before a weak type. Auto and Manual axes are not in the type. The
+    spelling is the running JAX's own (``jax.typeof``, public in every JAX this project declares)."""
+    import jax
+
+    return str(jax.typeof(x))
+
+
+def sharded_type_text(shape: Sequence[int], dtype: Any, sharding: Any) -> str | None:
+    """The type of an array of ``shape`` and ``dtype`` placed by ``sharding``, as :func:`typeof_text` prints
+    it (JAX types a ``ShapeDtypeStruct`` with a sharding as it types the array put there, weak types aside);
+    None where JAX cannot type it (a sharding without a mesh, a spec JAX refuses)."""
+    import jax
+
+    try:
+        return typeof_text(jax.ShapeDtypeStruct(tuple(shape), dtype, sharding=sharding))
+    except (TypeError, ValueError, AttributeError, NotImplementedError, AssertionError):
+        return None
+
+
+def has_explicit_axes(mesh: Any) -> bool:
+    """Whether any axis of ``mesh`` is Explicit: then its arrays' shardings are part of their types."""
+    return "Explicit" in mesh_axis_types(mesh)
+
+
+# ---- devices an argument is committed to -------------------------------------------------------------------
+
+
+def device_order(sharding: Any) -> tuple[int, ...] | None:
+    """The device ids of ``sharding`` in the order jit compares them with a mesh's: a ``NamedSharding``'s
+    mesh devices in mesh order, a single device's id, else JAX's device assignment (the private
+    ``_device_assignment`` every declared JAX has); None where none can be read."""
+    import jax
+
+    mesh = getattr(sharding, "mesh", None)
+    if isinstance(mesh, jax.sharding.Mesh):
+        return tuple(int(i) for i in mesh.device_ids.flat)
+    devices = getattr(sharding, "device_set", None)
+    if devices is not None and len(devices) == 1:
+        return (int(next(iter(devices)).id),)
+    assignment = getattr(sharding, "_device_assignment", None)
+    return tuple(int(d.id) for d in assignment) if assignment is not None else None
+
+
+def refuses_devices(error: Exception) -> bool:
+    """Whether ``error`` is jit's refusal of arguments on other devices than the context mesh's, "Received
+    incompatible devices for jitted computation" (the words of every JAX this project declares)."""
+    return isinstance(error, ValueError) and "incompatible devices" in str(error)
+
+
+def committed(x: Any) -> bool:
+    """Whether ``x`` is committed to its devices (``jax.device_put`` with a device or sharding, a jit's
+    output): jit then keeps it where it is, and refuses it beside a context mesh over other devices.
+    Uncommitted arrays (``jnp.zeros(...)`` without a device) move freely. ``committed`` where JAX makes it
+    public, else the private ``_committed``; a ``ShapeDtypeStruct`` with a sharding is committed to it."""
+    import jax
+
+    if isinstance(x, jax.ShapeDtypeStruct):
+        return getattr(x, "sharding", None) is not None
+    flag = getattr(x, "committed", None)
+    if flag is None:
+        flag = getattr(x, "_committed", True)
+    return bool(flag)
 
 
 # ---- collectives inside shard_map ---------------------------------------------------------------------

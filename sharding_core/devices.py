@@ -391,6 +391,20 @@ def _tpu_set(text: str, rest: str, slices: int, chips_per_host: tuple[int, ...] 
     return DeviceSet(key, "tpu", devices, gen, topo, host, slices)
 
 
+def devices_of_key(key: str) -> DeviceSet:
+    """The device set its canonical :attr:`DeviceSet.key` names (``tpu:v5e:4x4/slices=2/hosts=2x2x1``: the devices
+    string, then its slices and host block when they were given), as :func:`parse_devices` made it."""
+    text, *extras = key.split("/")
+    options = dict(e.split("=", 1) for e in extras if "=" in e)
+    hosts = options.get("hosts")
+    try:
+        slices = int(options.get("slices", "1"))
+        chips = tuple(int(x) for x in hosts.split("x")) if hosts else None
+    except ValueError:
+        raise ShardingError(BAD_DEVICES, f"not a device set's key: {key[:80]!r}") from None
+    return parse_devices(text, slices=slices, chips_per_host=chips)
+
+
 def _tpu_devices(
     gen: TpuGeneration, topo: tuple[int, int, int], host: tuple[int, int, int], slices: int
 ) -> tuple[SimDevice, ...]:

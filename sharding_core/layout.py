@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from sharding_core.cache import bounded_cache
-from sharding_core.compat import spec_entries
+from sharding_core.compat import sharded_type_text, spec_entries
 from sharding_core.devices import DeviceSet
 from sharding_core.errors import (
     BAD_DTYPE,
@@ -112,6 +112,7 @@ class Layout:
     platform: str
     device_kind: str
     spec: str | None  # the PartitionSpec as JAX prints it (None: a sharding without one)
+    typed: str | None  # jax.typeof of such an array as JAX prints it, float32[8@x,16@y] (None: no mesh)
     shape: tuple[int, ...]
     dtype: str
     itemsize: int
@@ -279,6 +280,7 @@ class Layout:
             tiles = "[" + ",".join(_ints(g) for g in groups) + "]"
         head = {
             "spec": self.spec,
+            "typed": self.typed,
             "shape": list(self.shape),
             "dtype": self.dtype,
             "itemsize": self.itemsize,
@@ -307,6 +309,7 @@ class Layout:
 
 ARRAY_FIELDS = (
     "spec",
+    "typed",
     "shape",
     "dtype",
     "itemsize",
@@ -551,6 +554,8 @@ def _build(sharding: Any, shape: tuple[int, ...], dtype: str, itemsize: int, dev
         platform=str(devs[0].platform),
         device_kind=str(devs[0].device_kind),
         spec=canonical_spec(spec) if named else None,
+        # the sharding in the type, from JAX's own printer (unreduced and reduced axes included)
+        typed=sharded_type_text(shape, dtype, sharding) if named else None,
         shape=shape,
         dtype=dtype,
         itemsize=itemsize,

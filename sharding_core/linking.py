@@ -18,11 +18,37 @@ import os
 import urllib.parse
 from typing import Any
 
+from sharding_core.devices import GPU_KINDS, TPU_GENERATIONS
 from sharding_core.errors import BAD_SHAPE, ShardingError
+from sharding_core.spec import canonical_spec
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 URL_ENV = "SHARDSCOPE_URL"
 UNLINKABLE = "unlinkable"
+
+LAYOUT_STATE: dict[str, str | int] = {
+    "devices": "tpu:v5e:4x4",
+    "slices": 1,
+    "mesh": "4x4",
+    "axes": "x,y",
+    "order": "make_mesh",
+    "types": "",
+    "spec": "P('x', None)",
+    "shape": "16,16",
+    "dtype": "float32",
+    "dims": "",
+    "axis": "",
+    "groups": "",
+    "glabel": "",
+    "split": "",
+    "dcn": "",
+    "ids": "",
+    "rules": "",
+    "reshard": "",
+}
+"""The layout explorer's URL state — its query's fields and their defaults — written here once: :func:`link` writes
+it and the page reads it (``frontend/js/model/state.js``, through the generated ``frontend/js/lib/vocabulary.js``);
+``tests/test_linking.py`` checks that the page reads what this writes."""
 
 
 def link(obj: Any, url: str | None = None, *, shape: Any = None, dtype: Any = None) -> Any:
@@ -96,6 +122,7 @@ def layout_state(sharding: Any, shape: tuple[int, ...], dtype: str) -> dict[str,
     state.update(shape=",".join(map(str, shape)), dtype=dtype)
     if slices > 1:
         state["slices"] = str(slices)
+    assert set(state) <= set(LAYOUT_STATE), sorted(set(state) - set(LAYOUT_STATE))
     return state
 
 
@@ -104,8 +131,6 @@ def _address(base: str, sharding: Any, shape: tuple[int, ...], dtype: str) -> st
 
 
 def _spec_text(spec: Any) -> str:
-    from sharding_core.spec import canonical_spec
-
     return str(canonical_spec(spec))
 
 
@@ -113,8 +138,6 @@ def device_set(device: Any, known: list[Any]) -> tuple[str, int]:
     """The device-set string (and slice count) of the program's devices of ``device``'s platform (its
     client's; else ``known``, the devices the mesh was made of): the set ``parse_devices`` builds with the
     same ids (and coordinates, hosts and slices)."""
-    from sharding_core.devices import GPU_KINDS, TPU_GENERATIONS
-
     platform = str(device.platform)
     everything = [d for d in _client_devices(device) or known if d.platform == platform] or [device]
     if platform == "cpu":

@@ -14,6 +14,9 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
+import numpy as np
+
+from sharding_core.capturing import capture
 from sharding_core.errors import ShardingError
 from sharding_core.snapshot.format import FORMAT, RUN_ID_RE
 
@@ -74,8 +77,6 @@ def publish(
     read id, which cannot add parts. Raises :class:`PublishError` when the dashboard cannot be reached or
     refuses the snapshot; :func:`sharding_core.capture` works without a dashboard.
     """
-    from sharding_core.capturing import capture
-
     base = _base_url(url if url is not None else os.environ.get(URL_ENV, DEFAULT_URL))
     if is_snapshot(tree):
         snap = dict(tree)
@@ -156,7 +157,6 @@ def _base_url(url: str) -> str:
 
 def _shared_run_id() -> str:
     """Process 0's fresh run id, broadcast to every process of the job (a collective)."""
-    import numpy as np
     from jax.experimental import multihost_utils
 
     mine = np.frombuffer(new_run_id().encode().ljust(32), dtype=np.uint8)

@@ -153,6 +153,9 @@ def summary_text(layout: Layout) -> str:
         + f" over {layout.devices_key}",
         f"array {list(layout.shape)} {layout.dtype}; shard shape {list(layout.shard_shape)}",
     ]
+    if layout.typed is not None and "Explicit" in layout.axis_types:
+        # Explicit axes: the sharding is part of the array's type, as jax.typeof prints it
+        lines.insert(1, f"type {layout.typed} (jax.typeof: Explicit axes {', '.join(explicit_axes(layout))})")
     lines += [d.describe() for d in layout.dim_splits]
     rep = f"replication factor {layout.replication_factor}"
     if layout.replicated_axes:
@@ -167,4 +170,6 @@ def summary_text(layout: Layout) -> str:
     return "\n".join(lines) + "\n"
 
 
-_fmt_bytes = fmt_bytes  # the notebook's text tables import it by this name
+def explicit_axes(layout: Layout) -> list[str]:
+    """The mesh axes of ``layout`` that are Explicit (their shardings are in the array's type)."""
+    return [n for n, t in zip(layout.axis_names, layout.axis_types, strict=True) if t == "Explicit"]

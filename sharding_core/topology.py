@@ -19,7 +19,9 @@ import numpy as np
 
 from sharding_core.cache import bounded_cache
 from sharding_core.devices import DeviceSet, device_info
+from sharding_core.errors import BAD_DEVICES, ShardingError
 from sharding_core.hardware import wraparound as _wraps
+from sharding_core.mesh import MeshSpec, build_mesh
 
 
 def topology(devset: DeviceSet) -> dict[str, Any]:
@@ -209,8 +211,6 @@ def ring_metrics(
 def groups_on_topology(devset: DeviceSet, groups: list[list[int]], name: str = "groups") -> dict[str, Any]:
     """:func:`ring_metrics` for arbitrary device groups, e.g. a collective's replica groups from the
     compiled HLO, each in the order the collective visits them."""
-    from sharding_core.errors import BAD_DEVICES, ShardingError
-
     if not groups or len({len(g) for g in groups}) != 1 or not groups[0]:
         raise ShardingError(BAD_DEVICES, "groups must be a non-empty list of equally long, non-empty id lists")
     pos, hosts, slices = _columns(devset)
@@ -235,9 +235,6 @@ def _interconnect(devset: DeviceSet, hosts: bool, slices: bool) -> str:
 def compare_orderings(devset: DeviceSet, shape: tuple[int, ...], names: tuple[str, ...]) -> list[dict[str, Any]]:
     """``make_mesh``, ``iota`` and split-physical-axes orderings side by side (each a summary per
     axis, or the error JAX gives), so a user sees why ``jax.make_mesh`` orders devices as it does."""
-    from sharding_core.errors import ShardingError
-    from sharding_core.mesh import MeshSpec, build_mesh
-
     out: list[dict[str, Any]] = []
     for label, spec in (
         ("make_mesh", MeshSpec(shape, names)),

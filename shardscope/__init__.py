@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from sharding_core.linking import link as link
-    from sharding_core.planning.targets import mesh as mesh
+    from sharding_core.program.targets import mesh as mesh
     from shardscope.notebook import show as show
 
     __version__: str
@@ -43,7 +43,7 @@ def __getattr__(name: str) -> Any:
         globals()["show"] = show
         return show
     if name == "mesh":  # shardscope.mesh("tpu:v5p:4x4x4", (16, 4), ("fsdp", "tp")): compile-only devices
-        from sharding_core.planning.targets import mesh as mesh
+        from sharding_core.program.targets import mesh as mesh
 
         return mesh
     if name == "link":  # shardscope.link(x): the layout explorer's address of an array or a tree

@@ -1,6 +1,6 @@
 """The ``shardscope`` command: ``serve`` the dashboard, ``preview`` a layout in the terminal, ``plan`` a program for a
 device set you don't have, list the ``settings``, look after a server's ``store``, ``nccl-fit`` a GPU cost profile to
-your own nccl-tests output."""
+your own nccl-tests output, ``calibrate`` a cost profile on the devices you have."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
@@ -63,6 +64,18 @@ def _parser() -> argparse.ArgumentParser:
         "Loopback binds answer loopback names by default; a non-loopback bind without it answers any Host",
     )
     s.add_argument(
+        "--mcp",
+        action="store_true",
+        help="also answer the Model Context Protocol at /mcp (streamable HTTP; with --token, every MCP request needs "
+        "it as a bearer token): the quick tools and publish; needs the mcp extra",
+    )
+    s.add_argument(
+        "--mcp-allow-code",
+        action="store_true",
+        help="with --mcp, let plan, why, findings and search run the Python callers send (in worker processes "
+        "bounded in time and memory, not sandboxed): for a trusted team's server only",
+    )
+    s.add_argument(
         "--setting",
         nargs=2,
         action="append",
@@ -71,7 +84,10 @@ def _parser() -> argparse.ArgumentParser:
         help="change a limit, e.g. --setting max_kernel_workers 4 (repeatable; `shardscope settings` lists them)",
     )
 
-    sub.add_parser("settings", help="list every setting: name, default, whether --setting can change it, what it does")
+    se = sub.add_parser(
+        "settings", help="list every setting: name, default, whether --setting can change it, what it does"
+    )
+    se.add_argument("--json", action="store_true", help="print the settings as JSON")
 
     st = sub.add_parser("store", help="look after a server's store: what it holds, prune it, delete records")
     actions = st.add_subparsers(dest="action", required=True)
@@ -97,6 +113,21 @@ def _parser() -> argparse.ArgumentParser:
             one.add_argument("--snapshot", metavar="ID", help="a snapshot's id")
             one.add_argument("--link", metavar="ID", help="a share link's id (after /s/): it and what it opens")
 
+    _add_preview(sub)
+    _add_topology(sub)
+    _add_mcp(sub)
+    _add_nccl_fit(sub)
+
+    from shardscope.calibrate_command import add_parser as add_calibrate_parser
+
+    add_calibrate_parser(sub, _ints)
+    from shardscope.plan_command import add_parser as add_plan_parser
+
+    add_plan_parser(sub, _ints)
+    return p
+
+
+def _add_preview(sub: Any) -> None:
     v = sub.add_parser("preview", help="print an array's layout, like jax.debug.visualize_array_sharding, any rank")
     v.add_argument("--devices", required=True, help="cpu:N, gpu:KIND:HxG, tpu:GEN:TOPO or local")
     v.add_argument("--slices", type=int, default=1, help="slices of a tpu: set (multi-slice)")
@@ -111,6 +142,39 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--json", action="store_true", help="print the layout JSON instead of the grid")
     v.add_argument("--width", type=int, default=80, help="maximum line width")
 
+
+def _add_topology(sub: Any) -> None:
+    t = sub.add_parser(
+        "topology", help="a device set's interconnect and, with --mesh, each mesh axis laid on it (the topology tool)"
+    )
+    t.add_argument("--devices", default=None, help="cpu:N, gpu:KIND:HxG or tpu:GEN:TOPO (none: the device sets)")
+    t.add_argument("--slices", type=int, default=1, help="slices of a tpu: set (multi-slice)")
+    t.add_argument("--mesh", type=lambda s: _ints(s.lower(), "x"), default=None, help="mesh shape, e.g. 16x4")
+    t.add_argument("--axes", default=None, help="mesh axis names, e.g. fsdp,tp")
+    t.add_argument("--json", action="store_true", help="print the JSON the MCP topology (or device_sets) tool answers")
+
+
+def _add_mcp(sub: Any) -> None:
+    m = sub.add_parser(
+        "mcp",
+        help="serve the Model Context Protocol over stdio for a coding agent (layout, plan, why, compare, publish ...)",
+        description="Tools, their arguments and when to use which: docs/agents.md. Needs the mcp extra.",
+    )
+    m.add_argument(
+        "--url",
+        default=None,
+        help="the dashboard answers link to and publish goes to (default $SHARDSCOPE_URL; without either, links "
+        "point at http://127.0.0.1:8000 and plans are not published)",
+    )
+    m.add_argument("--token", default=None, help="the dashboard's write token (default $SHARDSCOPE_TOKEN)")
+    m.add_argument("--max-seconds", type=int, default=None, help="a compiling call's time limit (default 600)")
+    m.add_argument(
+        "--max-memory", type=int, default=None, metavar="BYTES", help="a compiling call's memory limit (default 8 GiB)"
+    )
+    m.add_argument("--max-jobs", type=int, default=None, help="compiling calls at once (default 2)")
+
+
+def _add_nccl_fit(sub: Any) -> None:
     n = sub.add_parser(
         "nccl-fit",
         help="refit the GPU cost profile (NVLink for one host, the network for several) to nccl-tests "
@@ -119,11 +183,6 @@ def _parser() -> argparse.ArgumentParser:
     n.add_argument("file", help="a file with all_reduce_perf's output as printed ('-': standard input)")
     n.add_argument("--gpu", default=None, help="the GPU kind (h100, h200, b200, ...) when the output names another")
     n.add_argument("--json", action="store_true", help="print the fit as JSON")
-
-    from shardscope.plan_command import add_parser as add_plan_parser
-
-    add_plan_parser(sub, _ints)
-    return p
 
 
 def nccl_fit(args: argparse.Namespace) -> int:
@@ -180,7 +239,7 @@ def preview(args: argparse.Namespace) -> int:
         mesh = MeshSpec(tuple(args.mesh), tuple(a.strip() for a in args.axes.split(",")), order=args.order)
         layout = Layout.from_named(devset, mesh, args.spec, args.shape, args.dtype)
         if args.json:
-            print(layout.json_text)
+            print(layout.json_text)  # the layout tool's `layout`: POST /api/layout's JSON
         else:
             sys.stdout.write(
                 render_text(layout, dims=args.dims, compact=args.compact, summary=True, max_width=args.width)
@@ -193,6 +252,64 @@ def preview(args: argparse.Namespace) -> int:
         if e.hint:
             print(f"hint: {e.hint}", file=sys.stderr)
         return 2
+    return 0
+
+
+def topology_command(args: argparse.Namespace) -> int:
+    """``shardscope topology``: the MCP ``topology`` tool's answer (``device_sets``' without ``--devices``)."""
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    import orjson
+
+    from sharding_core.errors import ShardingError
+    from sharding_core.linking import DEFAULT_URL, URL_ENV
+    from shardscope.mcp import answers
+
+    try:
+        if args.devices is None:
+            data = answers.device_sets()
+            text = "device sets: " + ", ".join(data["forms"])
+        else:
+            if (args.mesh is None) != (args.axes is None):
+                raise ShardingError("bad_mesh", "--mesh and --axes go together", hint="e.g. --mesh 16x4 --axes fsdp,tp")
+            names = [a.strip() for a in args.axes.split(",")] if args.axes else []
+            mesh = {"shape": list(args.mesh), "axis_names": names} if args.mesh else None
+            url = os.environ.get(URL_ENV, DEFAULT_URL).rstrip("/")
+            data = answers.topology(args.devices, args.slices, mesh, url=url)
+            text = f"{data['text']}\n{data['link']}"
+    except ShardingError as e:
+        return refuse(e)
+    print(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() if args.json else text)
+    return 0
+
+
+def mcp_command(args: argparse.Namespace) -> int:
+    """``shardscope mcp``: the MCP server over stdio (docs/agents.md)."""
+    try:
+        from shardscope.mcp.jobs import Limits
+        from shardscope.mcp.server import Options, run_stdio
+    except ImportError as e:
+        print(f"error [missing_extra]: shardscope mcp needs the mcp extra ({e.name} is not installed)", file=sys.stderr)
+        print("hint: pip install 'shardscope[mcp]'", file=sys.stderr)
+        return 2
+    from sharding_core.errors import ShardingError
+    from sharding_core.publishing import TOKEN_ENV, URL_ENV, _base_url
+
+    url = args.url or os.environ.get(URL_ENV)
+    try:
+        base = _base_url(url) if url else "http://127.0.0.1:8000"
+        limits = Limits()
+        for name, value in (("seconds", args.max_seconds), ("memory", args.max_memory), ("jobs", args.max_jobs)):
+            if value is not None and value < 1:
+                raise ShardingError("bad_option", f"--max-{name} must be at least 1, got {value}")
+        limits = Limits(
+            seconds=args.max_seconds or limits.seconds,
+            memory_bytes=args.max_memory or limits.memory_bytes,
+            max_jobs=args.max_jobs or limits.max_jobs,
+        )
+    except ShardingError as e:
+        return refuse(e)
+    token = args.token or os.environ.get(TOKEN_ENV) or None
+    run_stdio(Options(url=base, publish=url is not None, token=token, limits=limits))
     return 0
 
 
@@ -243,8 +360,16 @@ def store_command(args: argparse.Namespace) -> int:
         return 0 if done.records or args.action == "prune" else 1
 
 
-def settings_table() -> int:
+def settings_table(as_json: bool = False) -> int:
     from server.settings import SETTINGS
+
+    if as_json:
+        import orjson
+
+        rows = [{"name": r.name, "default": r.default, "minimum": r.minimum, "maximum": r.maximum,
+                 "fixed": r.fixed, "help": r.help} for r in SETTINGS]  # fmt: skip
+        print(orjson.dumps({"settings": rows}, option=orjson.OPT_INDENT_2).decode())
+        return 0
 
     width = max(len(s.name) for s in SETTINGS)
     print(f"{'name':<{width}}  {'default':>12}  {'--setting':<12}  what it limits")
@@ -292,9 +417,25 @@ def serve(args: argparse.Namespace) -> int:
         guard = "writes need the token" if args.token else "anyone who can reach it can write: consider --token"
         hosts = ", ".join(args.allowed_host) if args.allowed_host else "any Host (consider --allowed-host)"
         print(f"warning: binding {args.host}: reachable from other machines; {guard}; answers {hosts}", file=sys.stderr)
+    mcp = None
+    if args.mcp or args.mcp_allow_code:
+        try:
+            from shardscope.mcp.http import route as mcp_route
+            from shardscope.mcp.server import Options
+        except ImportError as e:
+            return refuse(ShardingError("missing_extra", f"--mcp needs the mcp extra ({e.name} is not installed)",
+                                        hint="pip install 'shardscope[mcp]'"))  # fmt: skip
+        own = f"http://{'localhost' if is_loopback(args.host) else args.host}:{args.port}"
+        mcp = Options(url=own, publish=True, token=args.token, allow_code=args.mcp_allow_code,
+                      max_devices=settings.max_devices)  # fmt: skip
     try:
         app = create_app(
-            db_path=args.db, bind_host=args.host, token=args.token, settings=settings, allowed_hosts=args.allowed_host
+            db_path=args.db,
+            bind_host=args.host,
+            token=args.token,
+            settings=settings,
+            allowed_hosts=args.allowed_host,
+            extra_routes=[mcp_route(mcp, args.token, settings.max_body_bytes)] if mcp is not None else (),
         )
     except ShardingError as e:  # the store cannot be opened (server.store.StoreUnavailable): one line, no traceback
         return refuse(e)
@@ -341,7 +482,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "preview":
         return preview(args)
     if args.command == "settings":
-        return settings_table()
+        return settings_table(args.json)
+    if args.command == "topology":
+        return topology_command(args)
+    if args.command == "mcp":
+        return mcp_command(args)
     if args.command == "store":
         return store_command(args)
     if args.command == "plan":
@@ -350,4 +495,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return plan(args)
     if args.command == "nccl-fit":
         return nccl_fit(args)
+    if args.command == "calibrate":
+        from shardscope.calibrate_command import run as calibrate
+
+        return calibrate(args)
     return serve(args)

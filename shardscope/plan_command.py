@@ -39,7 +39,13 @@ def add_parser(sub: Any, ints: Any) -> None:
         help="mesh shape, e.g. 16x4 (default: all devices on one axis)",
     )
     p.add_argument("--axes", default=None, help="mesh axis names, e.g. fsdp,tp (default: data)")
-    p.add_argument("--json", default=None, metavar="OUT", help="write the plan (a snapshot with its plan) as JSON")
+    p.add_argument(
+        "--json",
+        default=None,
+        metavar="OUT",
+        help="write the plan (a snapshot with its plan) as JSON to OUT ('-': standard output, the report then goes "
+        "to standard error)",
+    )
     p.add_argument("--publish", default=None, metavar="URL", help="publish the plan to the dashboard at URL")
     p.add_argument("--token", default=None, help="the dashboard's write token (default $SHARDSCOPE_TOKEN)")
     p.add_argument(
@@ -58,6 +64,13 @@ def add_parser(sub: Any, ints: Any) -> None:
         help="baseline threshold: bytes per step new collectives may move (default 1 MiB)",
     )
     p.add_argument("--no-temporaries", action="store_true", help="skip reading XLA's buffer assignment (faster)")
+    p.add_argument(
+        "--profile",
+        default=None,
+        metavar="FILE",
+        help="a cost profile from `shardscope calibrate --json FILE` on the target's hardware: the collectives' "
+        "expected times are its measurements instead of the fit to published measurements",
+    )
     p.add_argument(
         "--why",
         action="store_true",
@@ -109,15 +122,17 @@ def run(args: argparse.Namespace) -> int:
         import jax
 
         jax.config.update("jax_num_cpu_devices", int(count))  # cpu:N runs on N of this process's CPU devices
+    from sharding_core.capturing import program_snapshot
+    from sharding_core.cost.calibrate import apply_profile
     from sharding_core.errors import ShardingError
     from sharding_core.planning import baseline as base
-    from sharding_core.planning.program import inspect_program
     from sharding_core.planning.report import render, render_comparison
-    from sharding_core.planning.targets import compile_target, mesh
+    from sharding_core.program.targets import compile_target, mesh
     from sharding_core.publishing import PublishError, publish
     from sharding_core.why import NO_FIXES, Budget
 
     try:
+        profile = _profile(args) if args.profile else None
         previous = None
         if args.baseline:
             try:
@@ -139,9 +154,11 @@ def run(args: argparse.Namespace) -> int:
         if args.fixes < 0 or args.fix_seconds < 0:
             raise ShardingError("bad_budget", "--fixes and --fix-seconds must be >= 0")
         budget = Budget(args.fixes, args.fix_seconds) if args.fixes else NO_FIXES if args.why else None
-        snap = inspect_program(jitted, pos, kw, detailed=not args.no_temporaries, why=budget)
+        snap = program_snapshot(jitted, pos, kw, detailed=not args.no_temporaries, why=budget)
         file, _, fn_name = args.target.rpartition(":")
         snap["name"] = f"{Path(file).name}:{fn_name}"
+        if profile is not None:
+            snap = apply_profile(snap, profile)
     except ShardingError as e:
         print(f"error [{e.code}]: {e.message}", file=sys.stderr)
         if e.hint:
@@ -151,14 +168,21 @@ def run(args: argparse.Namespace) -> int:
         traceback.print_exc()
         print(f"error [script_failed]: {args.target} raised (traceback above)", file=sys.stderr)
         return EXIT_ERROR
-    sys.stdout.write(render(snap))
-    if args.json:
+    report = sys.stderr if args.json == "-" else sys.stdout  # stdout carries the JSON alone
+    report.write(render(snap))
+    if profile is not None:
+        from sharding_core.cost.calibrate import describe
+
+        print(f"collectives' expected times: {describe(profile)}", file=report)
+    if args.json == "-":
+        sys.stdout.write(json.dumps(snap, allow_nan=False) + "\n")
+    elif args.json:
         Path(args.json).write_text(json.dumps(snap, allow_nan=False))
-        print(f"wrote {args.json}")
+        print(f"wrote {args.json}", file=report)
     if args.publish:
         try:
             link = publish(snap, f"plan {snap['name']} on {args.devices}", args.publish, token=args.token)
-            print(f"published: {link}")
+            print(f"published: {link}", file=report)
         except PublishError as e:
             print(f"error [{e.code}]: {e.message}", file=sys.stderr)
             return EXIT_ERROR
@@ -169,6 +193,17 @@ def run(args: argparse.Namespace) -> int:
         if args.max_new_collective_bytes is not None:
             options["max_new_collective_bytes"] = args.max_new_collective_bytes
         result = base.compare(previous, snap, **options)
-        sys.stdout.write(render_comparison(result))
+        report.write(render_comparison(result))
         return EXIT_REGRESSED if result["regressed"] else 0
     return 0
+
+
+def _profile(args: argparse.Namespace) -> dict[str, Any]:
+    """``--profile FILE``, read and checked against the target's hardware before anything compiles."""
+    from sharding_core.cost.calibrate import check_matches, load_profile
+    from sharding_core.cost.context import context_for
+    from sharding_core.devices import parse_devices
+
+    profile = load_profile(args.profile)
+    check_matches(profile, context_for(parse_devices(args.devices, slices=args.slices)))
+    return profile

@@ -28,7 +28,7 @@ from tests.helpers import BASE
 
 jax.config.update("jax_num_cpu_devices", 8)
 
-pytest_plugins = ["tests.plugins.live", "tests.plugins.browser", "tests.plugins.postgres"]
+pytest_plugins = ["tests.plugins.live", "tests.plugins.browser", "tests.plugins.postgres", "tests.plugins.newest_jax"]
 
 ClientFactory = Callable[..., TestClient]
 TIERS = ("browser", "workers", "live")

@@ -25,6 +25,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import shardscope
+from sharding_core.cost.annotate import result_with_figures
 from sharding_core.kernels import runner
 from sharding_core.kernels.plan import RunInput, plan_run
 from sharding_core.kernels.reshard import plan_reshard, reshard_json
@@ -42,22 +43,22 @@ def direct(f: Any, args: list[jax.ShapeDtypeStruct], out: P | None) -> dict[str,
     return {
         "hlo": compiled.as_text(),
         "memory": {
-            "argument_bytes": stats.argument_size_in_bytes,
-            "output_bytes": stats.output_size_in_bytes,
-            "temp_bytes": stats.temp_size_in_bytes,
-            "peak_bytes": stats.peak_memory_in_bytes,
+            "argument_size_in_bytes": stats.argument_size_in_bytes,
+            "output_size_in_bytes": stats.output_size_in_bytes,
+            "temp_size_in_bytes": stats.temp_size_in_bytes,
+            "peak_memory_in_bytes": stats.peak_memory_in_bytes,
         },
         "assignment": [int(d.id) for d in compiled.input_shardings[0][0]._device_assignment],
     }
 
 
 def slim(result: dict[str, Any]) -> dict[str, Any]:
-    keys = ("executed_on", "compile_only", "figures_from", "communication", "roofline", "memory", "max_abs_error")
+    keys = ("executed_on", "compile_only", "figures_from", "communication", "roofline", "program", "max_abs_error")
     out = {k: result.get(k) for k in keys}
     out["collectives"] = [{k: c.get(k) for k in ("name", "op", "bytes", "groups", "axes", "widened", "estimate")}
                           for c in result["collectives"]]  # fmt: skip
     gpu = result.get("gpu") or {}
-    out["gpu"] = {k: gpu.get(k) for k in ("skipped", "error", "topology", "device_kind", "source", "memory", "cost")}
+    out["gpu"] = {k: gpu.get(k) for k in ("skipped", "error", "topology", "device_kind", "source", "program")}
     out["gpu"]["collectives"] = [{k: c.get(k) for k in ("name", "op", "bytes", "groups", "axes", "estimate")}
                                  for c in gpu.get("collectives") or []]  # fmt: skip
     return out
@@ -70,13 +71,13 @@ def main() -> int:
 
     inputs = [RunInput((512, 2048), "P('data', 'model')"), RunInput((2048, 1024), "P('model', None)")]
     plan = plan_run("matmul_xw", DEVICES, MESH, inputs)
-    out["matmul"] = slim(plan.result(runner.run_job(plan.job)))
+    out["matmul"] = slim(result_with_figures(plan.result(runner.run_job(plan.job))))
     x = jax.ShapeDtypeStruct((512, 2048), jnp.float32, sharding=NamedSharding(m, P("data", "model")))
     w = jax.ShapeDtypeStruct((2048, 1024), jnp.float32, sharding=NamedSharding(m, P("model", None)))
     out["matmul"]["direct"] = direct(lambda a, b: a @ b, [x, w], None)
 
     plan = plan_reshard(DEVICES, MESH, (1024, 4096), "bfloat16", "P('data', 'model')", "P('data', None)")
-    result = plan.result(runner.run_job(plan.job))
+    result = result_with_figures(plan.result(runner.run_job(plan.job)))
     out["reshard"] = slim(result)
     out["reshard"]["answer"] = {k: v for k, v in reshard_json(result).items() if k in ("figures_from", "gpu")}
     y = jax.ShapeDtypeStruct((1024, 4096), jnp.bfloat16, sharding=NamedSharding(m, P("data", "model")))
@@ -84,7 +85,7 @@ def main() -> int:
 
     big = [RunInput((512, 2048), "P('data', 'model')"), RunInput((2048, 1024), "P('model', None)")]
     plan = plan_run("matmul_xw", DEVICES, MESH, big, compile_only=True)
-    out["compile_only"] = slim(plan.result(runner.run_job(plan.job)))
+    out["compile_only"] = slim(result_with_figures(plan.result(runner.run_job(plan.job))))
     print("RESULT " + json.dumps(out))
     return 0
 

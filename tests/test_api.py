@@ -467,9 +467,9 @@ def test_a_billion_devices_is_refused_fast(client: TestClient) -> None:
         ("cpu:1000000000", "too_large"),
         ("cpu:" + "9" * 100_000, "validation_error"),
     ]:
-        start = time.perf_counter()
+        start = time.process_time()  # this process's CPU time: a busy machine does not move it
         assert_error(post(client, "/api/layout", layout_request(devices=devices)), 422, code)
-        assert time.perf_counter() - start < 0.5
+        assert time.process_time() - start < 0.5
 
 
 def test_mesh_axes_limit(client: TestClient) -> None:

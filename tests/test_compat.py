@@ -76,6 +76,35 @@ def test_set_mesh_falls_back_to_the_legacy_with_mesh(monkeypatch: pytest.MonkeyP
     assert compat.ambient_mesh() is None
 
 
+def test_context_mesh_is_set_mesh_s_only_and_none_inside_jit(monkeypatch: pytest.MonkeyPatch) -> None:
+    mesh = mesh_2x4("Explicit")
+    assert compat.context_mesh() is None
+    with compat.set_mesh(mesh):
+        assert compat.context_mesh() == mesh
+        seen = []
+        jax.jit(lambda a: seen.append(compat.context_mesh()) or a)(jnp.ones(4))  # get_mesh refuses in a trace
+        assert seen == [None]
+        monkeypatch.delattr(jax.sharding, "get_mesh")  # JAX 0.8: the private get_concrete_mesh
+        assert compat.context_mesh() == mesh
+    assert compat.context_mesh() is None
+
+
+def test_device_order_and_committed_are_what_jit_compares() -> None:
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[::-1]).reshape(2, 4), ("x", "y"))
+    x = jax.device_put(jnp.ones((8, 8)), NamedSharding(mesh, P("x")))
+    assert compat.device_order(x.sharding) == tuple(range(7, -1, -1))  # mesh order, not sorted
+    one = jax.device_put(jnp.ones(4), jax.devices()[3])
+    assert compat.device_order(one.sharding) == (3,)
+    assert compat.committed(x) and compat.committed(one) and not compat.committed(jnp.ones(4))
+    assert compat.committed(jax.ShapeDtypeStruct((4,), jnp.float32, sharding=x.sharding))
+    assert not compat.committed(jax.ShapeDtypeStruct((4,), jnp.float32))
+
+    class Public:  # a JAX that makes it public: ``committed``
+        committed = False
+
+    assert not compat.committed(Public())
+
+
 # ---- axis types --------------------------------------------------------------------------------------------
 
 

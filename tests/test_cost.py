@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 from sharding_core.cost import collectives as cc
-from sharding_core.cost.collectives import RingAxis, communication, estimate_collective, estimate_dcn_step
+from sharding_core.cost.collectives import RingAxis, communication, estimate_dcn_step, estimate_one
 from sharding_core.cost.compare import compare, kernel_summary, snapshot_summary
 from sharding_core.cost.context import NO_CPU_FIGURES, context_for
 from sharding_core.cost.roofline import roofline
@@ -120,8 +120,8 @@ def test_v5p_axes_with_and_without_wraparound() -> None:
         "all-to-all": (4 * nbytes / (4 * 2 * w), 4 * nbytes / (4 * w)),
     }
     for op, (wrapped, line) in want.items():
-        e_cube = estimate_collective({"op": op, "bytes": nbytes, "groups": z_cube}, cube)
-        e_small = estimate_collective({"op": op, "bytes": nbytes, "groups": z_small}, small)
+        e_cube = estimate_one({"op": op, "bytes": nbytes, "groups": z_cube}, cube)
+        e_small = estimate_one({"op": op, "bytes": nbytes, "groups": z_small}, small)
         assert e_cube["inputs"]["torus"] == [
             {"torus_axis": "z", "members": 4, "wraparound": True, "stride": 1, "steps": 2}
         ]
@@ -154,15 +154,15 @@ def test_doubling_the_bytes_doubles_the_estimate() -> None:
     gpu = context_for(parse_devices("gpu:h100:4x8"))
     row = [list(range(16))]
     for op in ("all-gather", "reduce-scatter", "all-reduce", "all-to-all"):
-        one = estimate_collective({"op": op, "bytes": 1 << 24, "groups": row}, ctx)["seconds"]
-        two = estimate_collective({"op": op, "bytes": 2 << 24, "groups": row}, ctx)["seconds"]
+        one = estimate_one({"op": op, "bytes": 1 << 24, "groups": row}, ctx)["seconds"]
+        two = estimate_one({"op": op, "bytes": 2 << 24, "groups": row}, ctx)["seconds"]
         assert close(two, 2 * one), op
-        g_one = estimate_collective({"op": op, "bytes": 1 << 24, "groups": [list(range(32))]}, gpu)["seconds"]
-        g_two = estimate_collective({"op": op, "bytes": 2 << 24, "groups": [list(range(32))]}, gpu)["seconds"]
+        g_one = estimate_one({"op": op, "bytes": 1 << 24, "groups": [list(range(32))]}, gpu)["seconds"]
+        g_two = estimate_one({"op": op, "bytes": 2 << 24, "groups": [list(range(32))]}, gpu)["seconds"]
         assert close(g_two, 2 * g_one), op
     pairs = [[i, (i + 1) % 16] for i in range(16)]
-    p1 = estimate_collective({"op": "collective-permute", "bytes": 1 << 24, "pairs": pairs}, ctx)["seconds"]
-    p2 = estimate_collective({"op": "collective-permute", "bytes": 2 << 24, "pairs": pairs}, ctx)["seconds"]
+    p1 = estimate_one({"op": "collective-permute", "bytes": 1 << 24, "pairs": pairs}, ctx)["seconds"]
+    p2 = estimate_one({"op": "collective-permute", "bytes": 2 << 24, "pairs": pairs}, ctx)["seconds"]
     assert close(p2, 2 * p1)
 
 
@@ -170,8 +170,8 @@ def test_a_16_chip_v5e_axis_with_wraparound_beats_an_8_chip_one_per_byte() -> No
     nbytes = 1 << 26
     wide = context_for(parse_devices("tpu:v5e:16x16"))  # an axis of 16 wraps
     narrow = context_for(parse_devices("tpu:v5e:8x8"))  # an axis of 8 does not
-    e16 = estimate_collective({"op": "all-gather", "bytes": nbytes, "groups": [list(range(16))]}, wide)
-    e8 = estimate_collective({"op": "all-gather", "bytes": nbytes, "groups": [list(range(8))]}, narrow)
+    e16 = estimate_one({"op": "all-gather", "bytes": nbytes, "groups": [list(range(16))]}, wide)
+    e8 = estimate_one({"op": "all-gather", "bytes": nbytes, "groups": [list(range(8))]}, narrow)
     assert e16["inputs"]["torus"] == [{"torus_axis": "x", "members": 16, "wraparound": True, "stride": 1, "steps": 8}]
     assert e8["inputs"]["torus"][0]["wraparound"] is False
     assert close(e16["seconds"], nbytes / (2 * V5E_LINK))  # ⌊16/2⌋ · (V/16) / W
@@ -184,8 +184,8 @@ def test_a_dcn_step_is_slower_than_the_same_bytes_over_ici() -> None:
     ctx = context_for(two_slices)
     ids = [d.id for d in two_slices.devices]
     nbytes = 1 << 24
-    over_ici = estimate_collective({"op": "all-reduce", "bytes": nbytes, "groups": [ids[:2]]}, ctx)
-    over_dcn = estimate_collective({"op": "all-reduce", "bytes": nbytes, "groups": [[ids[0], ids[4]]]}, ctx)
+    over_ici = estimate_one({"op": "all-reduce", "bytes": nbytes, "groups": [ids[:2]]}, ctx)
+    over_dcn = estimate_one({"op": "all-reduce", "bytes": nbytes, "groups": [[ids[0], ids[4]]]}, ctx)
     assert over_ici["fabric"] == "ici" and over_dcn["fabric"] == "dcn"
     assert over_dcn["seconds"] > 10 * over_ici["seconds"]
     # the DCN step libtpu writes: 2 (S - 1) / S · V / W_dcn, W_dcn = 50 Gbps a chip, or 2 steps of latency
@@ -200,7 +200,7 @@ def test_two_level_all_reduce_inside_then_across_slices() -> None:
     ctx = context_for(devset)
     ids = [d.id for d in devset.devices]
     nbytes = 1 << 24
-    est = estimate_collective({"op": "all-reduce", "bytes": nbytes, "groups": [ids]}, ctx)
+    est = estimate_one({"op": "all-reduce", "bytes": nbytes, "groups": [ids]}, ctx)
     inner = cc.ici_all_reduce(nbytes, [RingAxis(2, False), RingAxis(2, False)], V5E_LINK, HOP).seconds
     # V / n over S = 2, 25 Gbps a chip, and a reduction's two DCN steps of latency
     outer = max(cc.switched_all_reduce(nbytes / 4, 2, 200e9 / 8 / 8), 2 * DCN_STEP_LATENCY.value)
@@ -214,15 +214,15 @@ def test_gpu_hosts_take_the_slower_level() -> None:
     an AllReduce twice that; not the sum of the levels."""
     ctx = context_for(parse_devices("gpu:h100:4x8"))
     nbytes = 1 << 24
-    inside = estimate_collective({"op": "all-gather", "bytes": nbytes, "groups": [list(range(8))]}, ctx)
+    inside = estimate_one({"op": "all-gather", "bytes": nbytes, "groups": [list(range(8))]}, ctx)
     assert inside["fabric"] == "nvlink" and close(inside["seconds"], nbytes * 7 / (8 * 450e9))
-    across = estimate_collective({"op": "all-gather", "bytes": nbytes, "groups": [list(range(32))]}, ctx)
+    across = estimate_one({"op": "all-gather", "bytes": nbytes, "groups": [list(range(32))]}, ctx)
     assert across["fabric"] == "network" and across["inputs"]["combine"] == "max"
     nvlink = nbytes * 7 / (8 * 450e9)
     network = max((nbytes / 8) * 3 / (4 * 50e9), 2 * NETWORK_STEP_LATENCY.value)  # ⌈log2 4⌉ = 2 steps
     assert close(across["seconds"], max(nvlink, network))
     # the L4 has no NVLink figure: no estimate, and why
-    l4 = estimate_collective(
+    l4 = estimate_one(
         {"op": "all-gather", "bytes": nbytes, "groups": [[0, 1]]}, context_for(parse_devices("gpu:l4:1x2"))
     )
     assert l4["seconds"] is None and "NVLink" in l4["why"]
@@ -233,14 +233,14 @@ def test_permute_routes_pairs_on_the_torus() -> None:
     nbytes = 1 << 20
     # a ring shift along a line of 4: the closing pair crosses 3 links, but alone in its direction
     ring = [[i, (i + 1) % 4] for i in range(4)]
-    est = estimate_collective({"op": "collective-permute", "bytes": nbytes, "pairs": ring}, ctx)
+    est = estimate_one({"op": "collective-permute", "bytes": nbytes, "pairs": ring}, ctx)
     assert est["inputs"]["busiest_link"] == 1 and est["inputs"]["hops"] == 3
     assert close(est["seconds"], nbytes / V5E_LINK)
     # everyone sends 2 chips to the right along x: the middle links carry 2 transfers
     shift = [[i, i + 2] for i in range(2)] + [[4 + i, 4 + i + 2] for i in range(2)]
-    two = estimate_collective({"op": "collective-permute", "bytes": nbytes, "pairs": shift}, ctx)
+    two = estimate_one({"op": "collective-permute", "bytes": nbytes, "pairs": shift}, ctx)
     assert two["inputs"]["busiest_link"] == 2 and close(two["seconds"], 2 * nbytes / V5E_LINK)
-    same = estimate_collective({"op": "collective-permute", "bytes": nbytes, "pairs": [[3, 3]]}, ctx)
+    same = estimate_one({"op": "collective-permute", "bytes": nbytes, "pairs": [[3, 3]]}, ctx)
     assert same["seconds"] == 0.0
 
 
@@ -248,26 +248,26 @@ def test_cores_of_one_chip_share_its_links() -> None:
     ctx = context_for(parse_devices("tpu:7x:2x2x1"))  # two devices a chip
     nbytes = 1 << 24
     # devices 0 and 2 are core 0 of chips (0,0) and (1,0); the cores 1 run the same collective at once
-    est = estimate_collective({"op": "all-gather", "bytes": nbytes, "groups": [[0, 2], [1, 3]]}, ctx)
+    est = estimate_one({"op": "all-gather", "bytes": nbytes, "groups": [[0, 2], [1, 3]]}, ctx)
     assert est["inputs"]["share"] == 2
-    on_chip = estimate_collective({"op": "all-gather", "bytes": nbytes, "groups": [[0, 1], [2, 3]]}, ctx)
+    on_chip = estimate_one({"op": "all-gather", "bytes": nbytes, "groups": [[0, 1], [2, 3]]}, ctx)
     assert on_chip["seconds"] == 0.0 and "one chip" in on_chip["formula"]
 
 
 def test_no_figures_say_why() -> None:
     c = {"op": "all-reduce", "bytes": 64, "groups": [[0, 1]]}
-    assert estimate_collective(c, context_for(parse_devices("cpu:8"))) == {"seconds": None, "why": NO_CPU_FIGURES}
-    v2 = estimate_collective(c, context_for(parse_devices("tpu:v2:2x2")))
+    assert estimate_one(c, context_for(parse_devices("cpu:8"))) == {"seconds": None, "why": NO_CPU_FIGURES}
+    v2 = estimate_one(c, context_for(parse_devices("tpu:v2:2x2")))
     assert v2["seconds"] is None and "v2" in v2["why"]
-    unknown = estimate_collective(
+    unknown = estimate_one(
         {"op": "all-reduce", "bytes": 64, "groups": [[0, 99]]}, context_for(parse_devices("tpu:v5e:2x2"))
     )
     assert unknown["seconds"] is None and "not in" in unknown["why"]
-    assert estimate_collective(c, None)["seconds"] is None
+    assert estimate_one(c, None)["seconds"] is None
 
 
 def test_estimate_has_the_contract_shape() -> None:
-    est = estimate_collective({"op": "all-gather", "bytes": 4096, "groups": [[0, 1, 2, 3]]},
+    est = estimate_one({"op": "all-gather", "bytes": 4096, "groups": [[0, 1, 2, 3]]},
                               context_for(parse_devices("tpu:v5p:2x2x1")))  # fmt: skip
     assert set(est) == {"seconds", "bound_seconds", "expected_seconds", "formula", "inputs", "fabric"}
     assert est["fabric"] in cc.FABRICS and isinstance(est["seconds"], float) and est["formula"]
@@ -280,9 +280,9 @@ def test_a_6144_chip_collective_is_estimated_quickly() -> None:
     ctx = context_for(parse_devices("tpu:v5p:16x16x24"))
     ids = np.asarray([d.id for d in parse_devices("tpu:v5p:16x16x24").devices]).reshape(24, 256)
     c = {"op": "all-reduce", "bytes": 1 << 20, "groups": ids.T.tolist()}  # 256 groups of 24 along z
-    t0 = time.perf_counter()
-    est = estimate_collective(c, ctx)
-    assert time.perf_counter() - t0 < 0.5
+    t0 = time.process_time()  # this process's CPU time: a busy machine does not move it
+    est = estimate_one(c, ctx)
+    assert time.process_time() - t0 < 0.5
     assert est["inputs"]["groups"] == 256 and est["seconds"] > 0
 
 
@@ -292,18 +292,19 @@ def test_a_6144_chip_collective_is_estimated_quickly() -> None:
 def test_roofline_bound_and_hbm_fit() -> None:
     ctx = context_for(parse_devices("tpu:v5e:2x2"))
     bandwidth = 800 * GIB  # v5e HBM bandwidth per chip: 800 GiBps (the Cloud TPU v5e page)
-    cost = {"flops": 197e12 * 1e-3, "bytes_accessed": 1e15}  # XLA's bytes accessed is not the HBM traffic
-    memory = {"argument_bytes": int(bandwidth * 1.5e-3), "output_bytes": int(bandwidth * 0.5e-3), "peak_bytes": 1 << 30}
+    work = {"flops": 197e12 * 1e-3, "bytes_accessed": 1e15}  # XLA's bytes accessed is not the HBM traffic
+    memory = {"argument_size_in_bytes": int(bandwidth * 1.5e-3), "output_size_in_bytes": int(bandwidth * 0.5e-3),
+              "peak_memory_in_bytes": 1 << 30}  # fmt: skip
     coll = [{"estimate": {"seconds": 5e-4, "expected_seconds": 6e-4}, "repeat": 2}]
-    r = roofline(cost, memory, coll, ctx, "bfloat16", "test")
+    r = roofline(work, memory, coll, ctx, "bfloat16", "test")
     assert close(r["compute_seconds"], 1e-3) and close(r["memory_seconds"], 2e-3, 1e-6)
     assert r["communication_seconds"] == 1e-3 and r["communication_expected_seconds"] == 1.2e-3  # × repeat 2
     assert r["bound"] == "memory" and r["inputs"]["hbm_traffic_from"] == "arguments + outputs"
     assert close(r["lower_bound_seconds"], 2e-3, 1e-6) and close(r["serial_seconds"], 4e-3, 1e-6)
     assert r["hbm"]["fits"] is True and r["hbm"]["text"].startswith("fits:")
-    over = roofline(cost, {"peak_bytes": 16 * GIB + 3 * 2**30}, coll, ctx, "bfloat16", "test")  # 16 GiB of HBM
+    over = roofline(work, {"peak_memory_in_bytes": 16 * GIB + 3 * 2**30}, coll, ctx, "bfloat16", "test")  # 16 GiB
     assert over["hbm"]["fits"] is False and over["hbm"]["text"].startswith("over by 3.0 GiB")
-    cpu = roofline(cost, {"peak_bytes": 1}, coll, context_for(parse_devices("cpu:4")), "float32", "test")
+    cpu = roofline(work, {"peak_memory_in_bytes": 1}, coll, context_for(parse_devices("cpu:4")), "float32", "test")
     assert cpu["why"] == NO_CPU_FIGURES and cpu["lower_bound_seconds"] is None and cpu["hbm"]["fits"] is None
 
 
@@ -390,7 +391,7 @@ MiB = 1 << 20
 
 
 def est(devices: str, op: str, nbytes: float, groups: list[list[int]], **kw: int) -> dict[str, Any]:
-    return estimate_collective({"op": op, "bytes": nbytes, "groups": groups}, context_for(parse_devices(devices, **kw)))
+    return estimate_one({"op": op, "bytes": nbytes, "groups": groups}, context_for(parse_devices(devices, **kw)))
 
 
 @pytest.mark.parametrize(
@@ -456,7 +457,7 @@ def test_dcn_steps_have_a_latency() -> None:
     tiny = estimate_dcn_step({"op": "collective-permute", "bytes": 32, "pairs": [[100002, 200000], [200000, 100002]]},
                              ctx)  # fmt: skip
     assert tiny["seconds"] == pytest.approx(DCN_STEP_LATENCY.value) and tiny["seconds"] > 1e-6
-    in_slice = estimate_collective({"op": "all-gather", "bytes": 64, "groups": [[100000, 100001]]}, ctx)
+    in_slice = estimate_one({"op": "all-gather", "bytes": 64, "groups": [[100000, 100001]]}, ctx)
     assert in_slice["seconds"] == pytest.approx(HOP) and tiny["seconds"] > in_slice["seconds"]
     assert DCN_STEP_LATENCY.source in SOURCES and NETWORK_STEP_LATENCY.source in SOURCES
 
@@ -466,7 +467,7 @@ def test_inputs_name_mesh_axes_and_torus_dimensions_apart() -> None:
     listed torus ``y``)."""
     ctx = context_for(parse_devices("tpu:v5e:4x4"))
     c = {"op": "all-gather", "bytes": MiB, "groups": [[0, 4, 8, 12]], "axes": ["x"]}  # mesh x runs along torus y
-    e = estimate_collective(c, ctx)
+    e = estimate_one(c, ctx)
     assert e["inputs"]["axes"] == ["x"]
     assert [t["torus_axis"] for t in e["inputs"]["torus"]] == ["y"]
 
@@ -477,7 +478,7 @@ def test_hbm_capacities_and_bandwidth_as_the_sources_print_them() -> None:
     assert TPU_FIGURES["v5e"].hbm_bytes.value == 16 * GIB and TPU_FIGURES["v6e"].hbm_bytes.value == 32 * GIB
     assert TPU_FIGURES["v5e"].hbm_bandwidth.value == 800 * GIB
     ctx = context_for(parse_devices("tpu:v5e:2x2"))
-    near = roofline({}, {"peak_bytes": 16 * 10**9 + 10**9}, [], ctx, "bfloat16", "test")  # 17 GB < 16 GiB
+    near = roofline({}, {"peak_memory_in_bytes": 16 * 10**9 + 10**9}, [], ctx, "bfloat16", "test")  # 17 GB < 16 GiB
     assert near["hbm"]["fits"] is True
 
 

@@ -25,8 +25,8 @@ from sharding_core.cost.context import NO_CPU_FIGURES
 from sharding_core.devices import parse_devices
 from sharding_core.hardware import SOURCES, TPU_FIGURES
 from sharding_core.hlo.collectives import device_assignment, read_collectives
-from sharding_core.kernels.runner import libtpu_available
 from sharding_core.mesh import MeshSpec, build_mesh
+from sharding_core.program.targets import libtpu_available
 from sharding_core.spec import parse_spec
 from tests.conftest import ClientFactory
 from tests.helpers import JSON, assert_error

@@ -22,9 +22,9 @@ from sharding_core.cost.context import context_for
 from sharding_core.cost.roofline import roofline
 from sharding_core.devices import parse_devices
 from sharding_core.hardware import TPU_FIGURES
-from sharding_core.hlo.program import program_facts
-from sharding_core.kernels import runner
-from sharding_core.kernels.runner import libtpu_available
+from sharding_core.program.compile import compile_program
+from sharding_core.program.report import Reading, read_report
+from sharding_core.program.targets import libtpu_available
 
 pytestmark = [pytest.mark.tpu, pytest.mark.skipif(not libtpu_available(), reason="needs the tpu extra (libtpu)")]
 
@@ -45,11 +45,11 @@ def test_layer_jit_bf16_on_v5p_is_compute_bound_by_the_books_rule() -> None:
         return jax.ShapeDtypeStruct(shape, jnp.bfloat16, sharding=NamedSharding(mesh, spec))
 
     layer = jax.jit(lambda x, w, b: jax.nn.sigmoid(x @ w + b))
-    compiled = layer.lower(sds((8 * B, D), P("x")), sds((D, F), P()), sds((F,), P())).compile()
-    facts = program_facts(compiled.as_text())
-    cost = runner._cost(compiled, facts)
-    memory = runner._memory(compiled)
-    r = roofline(cost, memory, [], context_for(devset), "bfloat16", "test")
+    program = compile_program(layer, [sds((8 * B, D), P("x")), sds((D, F), P()), sds((F,), P())])
+    report = read_report(program, Reading(None, ()))
+    work = report.work
+    assert work is not None
+    r = roofline(work, report.memory, [], context_for(devset), "bfloat16", "test")
 
     hw = TPU_FIGURES["v5p"]
     assert hw.peak["bf16"].value is not None and hw.hbm_bandwidth.value is not None
@@ -60,4 +60,4 @@ def test_layer_jit_bf16_on_v5p_is_compute_bound_by_the_books_rule() -> None:
     assert r["inputs"]["intensity"] == pytest.approx(book, rel=0.1)  # the same rule, on XLA's own figures
     assert r["bound"] == "compute" and r["compute_seconds"] > r["memory_seconds"]
     # what the old rule read: XLA's bytes accessed would have made it memory-bound
-    assert cost["bytes_accessed"] / hw.hbm_bandwidth.value > r["compute_seconds"]
+    assert work["bytes_accessed_xla"] / hw.hbm_bandwidth.value > r["compute_seconds"]

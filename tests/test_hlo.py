@@ -27,7 +27,7 @@ from sharding_core.hlo import axes as hlo_axes
 from sharding_core.hlo import origins
 from sharding_core.hlo import text as hlo
 from sharding_core.hlo.collectives import map_to_devices, read_collectives
-from sharding_core.kernels import runner
+from sharding_core.kernels import build
 
 DEVICES = np.array(jax.devices())
 RING = [0, 1, 2, 3, 6, 7, 4, 5]  # a v3 tray's ring order: device ids not in mesh order
@@ -406,7 +406,7 @@ def test_results_name_source_files_relative_to_their_package() -> None:
         '1 "<string>"\n'
         '2 "/srv/app/sharding_core/kernels/worker.py"\n'
     )
-    scrubbed = runner.scrub_paths(text)
+    scrubbed = build.scrub_paths(text)
     assert '"sharding_core/kernels/catalog.py"' in scrubbed and '"site-packages/optax/_src/base.py"' in scrubbed
     assert '"user_script.py"' in scrubbed and "/srv" not in scrubbed and "/home" not in scrubbed
     assert '2 "sharding_core/kernels/worker.py"' in scrubbed and '1 "<string>"' in scrubbed

@@ -28,8 +28,8 @@ from sharding_core.devices import parse_devices
 from sharding_core.hlo.collectives import dcn_steps, device_assignment, read_collectives
 from sharding_core.hlo.megascale import parse_target
 from sharding_core.kernels.reshard import plan_reshard
-from sharding_core.kernels.runner import libtpu_available
 from sharding_core.mesh import MeshSpec
+from sharding_core.program.targets import libtpu_available
 from sharding_core.spec import parse_spec
 
 

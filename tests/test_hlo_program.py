@@ -22,7 +22,8 @@ from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from sharding_core import inspect_jit
-from sharding_core.cost.collectives import communication, estimate_collective
+from sharding_core.cost.annotate import result_with_figures
+from sharding_core.cost.collectives import communication, estimate_one
 from sharding_core.cost.context import context_for
 from sharding_core.cost.roofline import roofline
 from sharding_core.devices import parse_devices
@@ -33,7 +34,7 @@ from sharding_core.kernels import catalog, runner
 from sharding_core.kernels.catalog import Built, Kernel, KernelContext, KernelInput
 from sharding_core.kernels.plan import RunInput, plan_run
 from sharding_core.mesh import MeshSpec
-from sharding_core.planning.targets import mesh
+from sharding_core.program.targets import mesh
 
 MESH = jax.make_mesh((4,), ("x",), axis_types=(AxisType.Auto,), devices=jax.devices()[:4])
 
@@ -101,7 +102,7 @@ def test_nested_loops_multiply() -> None:
 def test_totals_multiply_by_the_repeat_count() -> None:
     ctx = context_for(parse_devices("tpu:v5e:2x2"))
     found = collectives(compiled(scanned, X, W))
-    estimated = [{**x, "estimate": estimate_collective(x, ctx)} for x in found]
+    estimated = [{**x, "estimate": estimate_one(x, ctx)} for x in found]
     one = estimated[0]["estimate"]["seconds"]
     totals = communication(estimated)
     assert totals["count"] == 1 and totals["runs"] == 10
@@ -144,9 +145,9 @@ def test_cpu_widened_bf16_reductions_are_estimated_at_bf16() -> None:
     assert ar["op"] == "all-reduce" and ar["shape"].startswith("f32")  # the CPU program reduces in f32
     assert ar["widened"] == {"dtype": "bf16", "bytes": ar["bytes"] // 2}
     gpu = context_for(parse_devices("gpu:h100:1x4"))
-    est = estimate_collective(ar, gpu)
+    est = estimate_one(ar, gpu)
     assert est["inputs"]["bytes"] == ar["bytes"] // 2 and est["inputs"]["bytes_as_compiled"] == ar["bytes"]
-    plain = estimate_collective({**ar, "widened": None}, gpu)
+    plain = estimate_one({**ar, "widened": None}, gpu)
     assert est["seconds"] == pytest.approx(plain["seconds"] / 2)
     f32 = collectives(compiled(lambda h, w: h @ w, sds((64, 64), P(None, "x")), sds((64, 64), P("x", None))))
     assert f32[0]["widened"] is None
@@ -474,17 +475,18 @@ def test_the_kernel_labs_tpu_compile_counts_a_scanned_layers_collectives_and_flo
     spec = MeshSpec((4,), ("x",), axis_types=("auto",))
     inputs = [RunInput((256, 256), "P(None, 'x')"), RunInput((layers, 256, 256), "P(None, 'x', None)")]
     plan = plan_run(scan_kernel.name, "tpu:v5e:2x2", spec, inputs)
-    result = plan.result(runner.run_job(plan.job))
+    result = result_with_figures(plan.result(runner.run_job(plan.job)))
     tpu = result["tpu"]
     assert tpu.get("error") is None and ":T(" in tpu["hlo"], tpu.get("error")
-    (loop,) = tpu["cost"]["loops"]
+    work = tpu["program"]["work"]
+    (loop,) = work["loops"]
     assert (loop["trip_count"], loop["how"]) == (layers, "condition")
     in_loop = [c for c in tpu["collectives"] if c["loops"]]
     assert in_loop and all(c["repeat"] == layers for c in in_loop)
     assert result["communication"]["runs"] == sum(c["repeat"] for c in tpu["collectives"])  # the TPU headline
     # flops per step: XLA's own count of the unrolled layers, compiled for the same topology
-    assert tpu["cost"]["flops"] < unrolled_tpu_flops("tpu:v5e:2x2", layers) / (layers - 0.5)  # XLA: one body
-    assert tpu["cost"]["loop_corrected_flops"] == pytest.approx(unrolled_tpu_flops("tpu:v5e:2x2", layers), rel=0.05)
+    assert work["flops_xla"] < unrolled_tpu_flops("tpu:v5e:2x2", layers) / (layers - 0.5)  # XLA: one body
+    assert work["flops"] == pytest.approx(unrolled_tpu_flops("tpu:v5e:2x2", layers), rel=0.05)
     # the CPU program's loop carries XLA's annotation: the same counts
     assert [c["repeat"] for c in result["collectives"] if c["loops"]] == [layers]
 

@@ -144,7 +144,7 @@ def tpu_step() -> tuple[str, Any]:
     """The tiny Llama training step, FSDP over libtpu's compile-only v5e 2x4 (its default flags fuse the
     all-gathers into async collective fusions)."""
     from examples import llama
-    from sharding_core.planning.targets import mesh
+    from sharding_core.program.targets import mesh
 
     m = mesh("tpu:v5e:2x4", (8,), ("fsdp",))
     step, args = llama.tiny_fsdp(m)

@@ -177,7 +177,7 @@ def test_kernel_runs_as_jax_runs_it(
             headers=JSON,
         ).json()  # fmt: skip
         assert out["shards"] == layout["shards"] and out["tiles"] == layout["tiles"]
-    assert result["origins"] is not None and result["stablehlo"].startswith("module @")
+    assert result["program"]["origins"] is not None and result["stablehlo"].startswith("module @")
     assert "sdy.sharding" in result["stablehlo"] or body["mesh"]["shape"] == [1]
 
 
@@ -325,8 +325,8 @@ def test_a_compiled_run_reports_what_xlas_figures_say_it_needs() -> None:
     states: list[tuple[str, int | None]] = []
     result = runner.run_job(plan.job, lambda state, needs: states.append((state, needs)))
     assert [state for state, _ in states] == ["compiling", "running"] and states[0][1] is None
-    stats = result["memory"]
-    program = (stats["output_bytes"] + stats["temp_bytes"] - stats["alias_bytes"]) * 8
+    stats = result["program"]["memory"]
+    program = (stats["output_size_in_bytes"] + stats["temp_size_in_bytes"] - stats["alias_size_in_bytes"]) * 8
     parts = dict(plan.job.estimate)
     without_worker = parts["inputs_on_host"] + parts["inputs_on_devices"] + program + parts["reference"]
     needs = states[1][1]

@@ -25,7 +25,8 @@ from sharding_core.kernels import runner
 from sharding_core.kernels.plan import MAX_KERNEL_ELEMENTS, RunInput, plan_run
 from sharding_core.kernels.reshard import plan_reshard
 from sharding_core.mesh import MeshSpec
-from sharding_core.planning.targets import mesh
+from sharding_core.program import targets
+from sharding_core.program.targets import mesh
 from tests.conftest import ClientFactory
 from tests.helpers import JSON
 from tests.test_planning import hlo_collectives, hlo_groups
@@ -93,7 +94,7 @@ def test_a_tpu_run_past_the_budget_by_xlas_figures_compiles_only_instead_of_refu
     result = runner.run_job(plan.job, lambda state, needs: states.append((state, needs)))
     assert states == [("compiling", None)]  # nothing ran or was allocated: no needs to reserve
     assert result["compile_only"] is True and "setting max_worker_memory" in result["executed_on"]
-    assert result["memory"] == result["tpu"]["memory"] and result["outputs"][0]["spec"] == "P()"
+    assert result["program"] == result["tpu"]["program"] and result["outputs"][0]["spec"] == "P()"
     # asked to run on CPU, it is refused with XLA's figures, as before
     cpu = plan_reshard(*move, max_bytes=budget, compile_only=False)
     assert not cpu.job.compile_only_fallback
@@ -106,7 +107,7 @@ def test_compile_only_needs_a_compiler_for_the_set(monkeypatch: pytest.MonkeyPat
     with pytest.raises(ShardingError) as e:
         plan_run("elementwise", "cpu:8", MESH, None, compile_only=True)
     assert e.value.code == "unsupported" and "tpu: and gpu: sets" in e.value.message
-    monkeypatch.setattr(runner, "libtpu_available", lambda: False)
+    monkeypatch.setattr(targets, "libtpu_available", lambda: False)
     with pytest.raises(ShardingError) as e:
         plan_run("elementwise", "tpu:v5e:2x4", MESH, None, compile_only=True)
     assert e.value.code == "unavailable" and "libtpu is not installed" in e.value.message
@@ -151,8 +152,8 @@ def test_a_llama_ffn_weight_reshards_on_v5p_compiled_not_run(client: TestClient)
     gathers = [c for c in got["collectives"] if c["op"] == "all-gather"]
     assert gathers and all(c["axes"] == ["tp"] and c["estimate"]["fabric"] == "ici" for c in gathers)
     stats = compiled.memory_analysis()
-    assert got["memory"]["peak_bytes"] == stats.peak_memory_in_bytes
-    assert got["memory"]["output_bytes"] == stats.output_size_in_bytes
+    assert got["program"]["memory"]["peak_memory_in_bytes"] == stats.peak_memory_in_bytes
+    assert got["program"]["memory"]["output_size_in_bytes"] == stats.output_size_in_bytes
 
 
 def test_a_compile_only_kernel_run_has_layouts_and_no_values(client: TestClient) -> None:

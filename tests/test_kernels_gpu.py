@@ -14,11 +14,13 @@ from typing import Any
 
 import pytest
 
+from sharding_core.cost.annotate import result_with_figures
 from sharding_core.errors import ShardingError
 from sharding_core.kernels import runner
-from sharding_core.kernels.compiled import NO_GPU_COMPILER, gpu_compiler_available
+from sharding_core.kernels.compiled import NO_GPU_COMPILER
 from sharding_core.kernels.plan import plan_run
 from sharding_core.mesh import MeshSpec
+from sharding_core.program.targets import gpu_compiler_available
 from tests.test_planning import hlo_collectives, hlo_groups, run_in_gpu_env
 
 
@@ -48,7 +50,7 @@ def test_gpu_sets_take_collectives_bytes_and_memory_from_the_gpu_compile(gpu_run
         assert run["figures_from"]["program"] == "gpu" and "XLA GPU compiler" in run["figures_from"]["description"]
         _same_collectives(run, want["hlo"], want["assignment"])
         for key, value in want["memory"].items():  # the GPU program's memory, exactly
-            assert run["gpu"]["memory"][key] == value, (name, key)
+            assert run["gpu"]["program"]["memory"][key] == value, (name, key)
         # the headline is the GPU program's: its collectives' bytes, NVLink inside a host
         assert run["communication"]["program"] == "GPU compile-only (1x2x8)"
         assert run["communication"]["bytes"] == sum(c["bytes"] for c in run["gpu"]["collectives"])
@@ -71,7 +73,7 @@ def test_a_compile_only_run_on_a_gpu_set_is_the_gpu_program(gpu_runs: dict[str, 
     assert run["compile_only"] is True and run["max_abs_error"] is None and "not run" in run["executed_on"]
     assert run["figures_from"]["program"] == "gpu"
     assert [c["op"] for c in run["collectives"]] == [c["op"] for c in run["gpu"]["collectives"]] == ["all-reduce"]
-    assert run["memory"] == run["gpu"]["memory"] == gpu_runs["matmul"]["gpu"]["memory"]
+    assert run["program"]["memory"] == run["gpu"]["program"]["memory"] == gpu_runs["matmul"]["gpu"]["program"]["memory"]
 
 
 def test_without_the_gpu_extra_the_figures_are_the_cpu_stand_ins() -> None:
@@ -80,12 +82,12 @@ def test_without_the_gpu_extra_the_figures_are_the_cpu_stand_ins() -> None:
     assert not gpu_compiler_available()
     spec = MeshSpec((2, 4), ("x", "y"), axis_types=("auto", "auto"))
     plan = plan_run("sum_axis0", "gpu:h100:1x8", spec, None)
-    result = plan.result(runner.run_job(plan.job))
+    result = result_with_figures(plan.result(runner.run_job(plan.job)))
     assert result["gpu"] == {"skipped": NO_GPU_COMPILER}
     assert result["figures_from"]["program"] == "cpu" and "the CPU stand-in" in result["figures_from"]["description"]
     assert result["communication"]["program"].startswith("the compiled program")
     cpu = plan_run("sum_axis0", "cpu:8", spec, None)
-    assert cpu.result(runner.run_job(cpu.job))["gpu"] is None  # not a gpu: set: no section at all
+    assert result_with_figures(cpu.result(runner.run_job(cpu.job)))["gpu"] is None  # not a gpu: set: no section at all
     with pytest.raises(ShardingError, match="XLA's GPU compiler is not installed") as e:
         plan_run("sum_axis0", "gpu:h100:1x8", spec, None, compile_only=True)
     assert e.value.code == "unavailable"

@@ -20,7 +20,7 @@ from server.app import kernel_worker_pool
 from server.pool import WorkerPool
 from server.settings import Settings
 from sharding_core.kernels import catalog
-from sharding_core.kernels.memory import fmt_bytes
+from sharding_core.units import fmt_bytes
 from tests.conftest import ClientFactory
 from tests.helpers import assert_error, post, wait_job
 from tests.kernel_hooks import HOOKS, register
@@ -44,7 +44,11 @@ BUDGET = 6 * GIB  # what max_worker_memory's default gives on the 24 GiB machine
 
 @pytest.fixture(scope="module")
 def client(make_client: ClientFactory) -> TestClient:
-    return make_client(settings=Settings().with_values([("max_kernel_workers", 1), ("max_worker_memory", BUDGET)]))
+    # the run limit well past the 64-device train step's ~10 s (about 60 s at load 15): this file tests memory
+    settings = Settings().with_values(
+        [("max_kernel_workers", 1), ("max_worker_memory", BUDGET), ("max_kernel_seconds", 280)]
+    )
+    return make_client(settings=settings)
 
 
 def test_the_issues_runs_are_refused_before_running(client: TestClient) -> None:

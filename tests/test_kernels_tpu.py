@@ -28,6 +28,7 @@ from sharding_core.kernels import catalog, runner
 from sharding_core.kernels.catalog import KernelContext
 from sharding_core.kernels.plan import plan_run
 from sharding_core.mesh import MeshSpec, build_mesh
+from sharding_core.program import targets
 from sharding_core.spec import parse_spec
 from tests.conftest import ClientFactory
 from tests.helpers import JSON, submit_all, wait_job
@@ -118,10 +119,10 @@ def test_tpu_sets_compile_for_libtpu_as_jax_does(
     assert sorted(c["op"] for c in tpu["collectives"]) == kinds(want)
     assert kinds(want), "every case here has collectives"
     mesh_ids = set(np.asarray(result["mesh"]["device_ids"]).reshape(-1).tolist())
-    assert sorted(tpu["device_assignment"]) == sorted(mesh_ids)
+    assert sorted(tpu["program"]["device_assignment"]) == sorted(mesh_ids)
     for c in tpu["collectives"]:
         assert c["groups"] and {d for g in c["groups"] for d in g} <= mesh_ids
-    assert tpu["compile_ms"] > 0 and tpu["memory"]["argument_bytes"] > 0
+    assert tpu["program"]["timings"]["compile_seconds"] > 0 and tpu["program"]["memory"]["argument_size_in_bytes"] > 0
 
 
 def test_non_tpu_sets_and_missing_libtpu_skip_the_tpu_compile(
@@ -133,7 +134,7 @@ def test_non_tpu_sets_and_missing_libtpu_skip_the_tpu_compile(
     assert r.status_code == 200, r.text
     assert set(r.json()["tpu"]) == {"skipped"} and "not a simulated tpu" in r.json()["tpu"]["skipped"]
     # Without libtpu a tpu: set runs on CPU as before and says why there is no TPU compile.
-    monkeypatch.setattr(runner, "libtpu_available", lambda: False)
+    monkeypatch.setattr(targets, "libtpu_available", lambda: False)
     plan = plan_run("sum_axis0", "tpu:v5e:2x4", MeshSpec((2, 4), ("x", "y"), axis_types=("auto", "auto")), None)
     result = runner.run_job(plan.job)
     assert result["tpu"] == {"skipped": "libtpu is not installed (the optional tpu extra: uv sync --extra tpu)"}
@@ -173,7 +174,7 @@ def test_multislice_runs_name_every_slice_and_the_dcn_step(kernel: str) -> None:
     assert tpu.get("error") is None, tpu
     devset = parse_devices("tpu:v5e:2x2", slices=2)
     slices = [[d.id for d in devset.devices if d.slice_index == s] for s in (0, 1)]
-    assert tpu["slices"] == 2 and sorted(tpu["device_assignment"]) == sorted(slices[0] + slices[1])
+    assert tpu["slices"] == 2 and sorted(tpu["program"]["device_assignment"]) == sorted(slices[0] + slices[1])
     for c in tpu["collectives"]:  # ICI: each group inside one slice, every slice's groups listed
         assert all(set(g) <= set(slices[0]) or set(g) <= set(slices[1]) for g in c["groups"]), c
         assert {d for g in c["groups"] for d in g} == set(slices[0] + slices[1]), c

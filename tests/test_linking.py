@@ -17,14 +17,17 @@ import pytest
 from fastapi.testclient import TestClient
 from jax.sharding import AxisType, Mesh, NamedSharding, SingleDeviceSharding
 from jax.sharding import PartitionSpec as P
+from playwright.sync_api import Browser
 
 import shardscope
 from sharding_core.errors import ShardingError
-from sharding_core.linking import link
+from sharding_core.linking import LAYOUT_STATE, link
+from tests.plugins.live import Server
 
 
 def page_request(address: str) -> dict[str, Any]:
-    """The POST /api/layout body the layout explorer makes for an address (model/state.js's meshRequest)."""
+    """The POST /api/layout body the layout explorer makes for an address: the page's own reading (model/state.js's
+    layoutRequest) is checked to be this one in a browser (test_the_page_reads_the_state_link_writes)."""
     q = {k: v[0] for k, v in parse_qs(urlsplit(address).query).items()}
     names = q["axes"].split(",")
     if q["order"] == "single":
@@ -113,3 +116,32 @@ def test_a_tpu_slices_arrays_keep_their_chips(client: TestClient) -> None:
     address = link(x)
     assert parse_qs(urlsplit(address).query)["devices"] == ["tpu:v5e:4x4"]
     assert laid_out(client, address) == jax_shards(x.sharding, x.shape)
+
+
+@pytest.mark.browser  # a real server and a browser
+def test_the_page_reads_the_state_link_writes(server: Server, browser: Browser) -> None:
+    """One owner of the layout explorer's URL state (sharding_core.linking.LAYOUT_STATE, served to the page as
+    lib/vocabulary.js): the request the page's own model/state.js makes from an address link() writes is the one
+    this file's page_request reads from it, for every way link() writes a mesh."""
+    devices = jax.devices()
+    meshes = [
+        NamedSharding(jax.make_mesh((2, 4), ("x", "y"), axis_types=(AxisType.Explicit,) * 2), P("x", "y")),
+        NamedSharding(Mesh(np.array(devices)[[5, 2, 7, 0, 1, 6, 3, 4]].reshape(4, 2), ("a", "b")), P(("a", "b"))),
+        SingleDeviceSharding(devices[3]),
+    ]
+    addresses = [link(s, f"http://127.0.0.1:{server.port}", shape=(8, 16), dtype=jnp.bfloat16) for s in meshes]
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.goto(f"http://127.0.0.1:{server.port}/")
+        for address in addresses:
+            query = urlsplit(address).query
+            got = page.evaluate(
+                "async (q) => { const m = await import('/js/model/state.js');"
+                " return m.layoutRequest(m.fromQuery(new URLSearchParams(q))); }",
+                query,
+            )
+            assert got == page_request(address), address
+            assert set(parse_qs(query)) <= set(LAYOUT_STATE)
+    finally:
+        context.close()

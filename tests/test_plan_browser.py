@@ -34,8 +34,8 @@ from playwright.sync_api import Browser, expect
 
 from examples import llama
 from sharding_core import publish
-from sharding_core.planning.program import plan
-from sharding_core.planning.targets import mesh
+from sharding_core.capturing import plan
+from sharding_core.program.targets import mesh
 from tests.notebooks.hosting import Mounted
 from tests.notebooks.jupyter import Notebook, in_every_size_and_theme, lab_notebook, mounting
 from tests.plugins.browser import SHOTS, Watched, rendered, sized_context

@@ -29,9 +29,10 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from examples import llama
-from sharding_core.planning import baseline, memory
-from sharding_core.planning.program import plan
-from sharding_core.planning.targets import mesh, strip_fields, target_of
+from sharding_core.capturing import plan
+from sharding_core.planning import baseline
+from sharding_core.program import memory
+from sharding_core.program.targets import mesh, strip_fields, target_of
 from sharding_core.snapshot.format import check_snapshot
 from tests.plugins.live import Server
 
@@ -657,11 +658,10 @@ def test_missing_compilers_say_which_extra(monkeypatch: pytest.MonkeyPatch) -> N
     from jax.experimental import topologies
 
     from sharding_core.errors import ShardingError
-    from sharding_core.kernels import runner
-    from sharding_core.planning import targets
+    from sharding_core.program import targets
 
     targets._target.cache_clear()
-    monkeypatch.setattr(runner, "libtpu_available", lambda: False)
+    monkeypatch.setattr(targets, "libtpu_available", lambda: False)
     with pytest.raises(ShardingError, match="libtpu is not installed") as e:
         mesh("tpu:v4:2x2x2", (8,), ("x",))
     assert e.value.code == "unavailable" and "tpu extra" in (e.value.hint or "")
@@ -720,6 +720,7 @@ def test_a_plan_stored_with_old_figures_opens_with_todays(v5p_plan: Any, client:
 
     _, _, _, snap = v5p_plan
     old = copy.deepcopy(snap)
+    del old["program"]  # plans were stored without the program report then
     old["plan"].update(verdict="fits: an old verdict", roofline={"bound": "memory", "memory_seconds": 9.0},
                        step_time={"bound": "memory", "lower_bound_seconds": 9.0}, capacity_bytes=1)  # fmt: skip
     for key in ("matmul_traffic_bytes", "unknown_trip_counts"):

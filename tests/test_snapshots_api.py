@@ -26,11 +26,13 @@ from jax.sharding import PartitionSpec as P
 from pydantic import TypeAdapter
 
 from server.api import snapshots as api
+from server.api.schema import MeshInfo
 from server.middleware import BodyLimit
 from server.services.snapshots import PARSED_PER_JSON_BYTE, SnapshotRepository
 from server.settings import MAX_BODY_BYTES, MAX_SNAPSHOT_BYTES, SETTINGS, Settings
 from server.store import SCHEMA_VERSION
-from sharding_core import capture, new_run_id
+from sharding_core import capture, inspect_jit, new_run_id
+from sharding_core.snapshot import format as fmt
 from sharding_core.snapshot.format import MAX_LEAF_PATH_CHARS, MAX_RULES, MAX_SNAPSHOT_NAME_CHARS
 from tests.conftest import ClientFactory
 from tests.helpers import Inner, assert_error, error_code, post, run, schema_2_store, scope, status
@@ -551,3 +553,27 @@ def test_no_snapshot_causes_a_server_error(
     assert response.status_code in (201, 409, 422), response.text
     if response.status_code != 201:
         assert_error(response, response.status_code, response.json()["error"]["code"])
+
+
+def test_the_request_model_declares_the_formats_fields_and_capture_writes_them() -> None:
+    """One snapshot schema: sharding_core.snapshot.format writes its fields once; the server's request model
+    declares exactly those (nothing the checker does not know of), and capture / inspect_jit write them."""
+
+    def keys(model: Any) -> set[str]:
+        return set(TypeAdapter(model).json_schema()["properties"])
+
+    program = TypeAdapter(api.SnapshotProgram).json_schema()
+    assert set(program["required"]) == set(fmt.SNAPSHOT_FIELDS)
+    assert set(program["properties"]) - set(program["required"]) == set(fmt.PROGRAM_FIELDS)
+    assert keys(api.Snapshot) == {*fmt.SNAPSHOT_FIELDS, *fmt.PROGRAM_FIELDS, *fmt.EXPLAINED_FIELDS}
+    assert keys(api.SnapshotLeaf) == set(fmt.LEAF_FIELDS)
+    assert keys(api.SnapshotDevices) == set(fmt.DEVICE_COLUMNS)
+    assert keys(api.SnapshotRun) == set(fmt.RUN_FIELDS)
+    assert keys(MeshInfo) >= set(fmt.MESH_FIELDS)
+    mesh = jax.make_mesh((2, 4), ("x", "y"))
+    x = jax.device_put(jnp.ones((8, 16)), NamedSharding(mesh, P("x")))
+    snap = capture({"x": x})
+    assert list(snap) == list(fmt.SNAPSHOT_FIELDS) and list(snap["leaves"][0]) == list(fmt.LEAF_FIELDS)
+    assert list(snap["meshes"][0]) == list(fmt.MESH_FIELDS) and list(snap["devices"]) == list(fmt.DEVICE_COLUMNS)
+    # a program on this process's own devices: no target (that is for compile-only devices)
+    assert set(inspect_jit(lambda a: a * 2, x)) == {*fmt.SNAPSHOT_FIELDS, "plan", "program"}

@@ -402,10 +402,10 @@ def test_spec_like_text_is_spec_or_sharding_error(text: str) -> None:
     ids=lambda t: f"{t[:6]!r}x{len(t)}",
 )
 def test_huge_and_deep_inputs_fail_fast_with_a_column(text: str) -> None:
-    start = time.perf_counter()
+    start = time.process_time()
     with pytest.raises(ShardingError) as info:
         parse_spec(text, max_chars=200_000)
-    assert time.perf_counter() - start < 2.0
+    assert time.process_time() - start < 2.0
     column = info.value.details["column"]
     assert type(column) is int and 1 <= column <= len(text) + 1
     assert len(info.value.message) < 300  # long input is clipped, not echoed back
@@ -416,9 +416,9 @@ def test_huge_and_deep_inputs_fail_fast_with_a_column(text: str) -> None:
 
 def test_long_valid_spec_is_linear() -> None:
     text = "P(" + ", ".join(f"'a{i}'" for i in range(20_000)) + ")"
-    start = time.perf_counter()
+    start = time.process_time()
     spec = parse_spec(text, max_chars=len(text))
-    assert time.perf_counter() - start < 2.0
+    assert time.process_time() - start < 2.0
     assert len(spec) == 20_000
 
 

@@ -133,3 +133,11 @@ def test_with_rules_only_a_leaf_that_truly_differs_is_marked() -> None:
     notes = {leaf["path"]: leaf["note"] for leaf in sharding_core.capture(state, rules=RULES)["leaves"]}
     assert notes["params/w1"] is None
     assert notes["params/w2"] == "the value is sharded P(None, 'model'), not as the box declares (P('model', None))"
+
+
+def test_the_front_ends_vocabulary_is_what_its_owners_say() -> None:
+    """The views, the dtypes, the id pattern and the layout explorer's URL state are written once (server.vocabulary
+    from the domain's constants) and served to the front end as a generated module: it must not drift."""
+    from server.vocabulary import COMMAND, MODULE, module_text
+
+    assert MODULE.read_text() == module_text(), f"frontend/js/lib/vocabulary.js is stale: run `{COMMAND}`"

@@ -29,6 +29,7 @@ SURFACE_CHECKS = [
     "Layout.from_sharding",
     "capture",
     "inspect_jit",
+    "typed",
     "show outside a notebook",
     "shardscope preview",
     "shardscope serve",

@@ -25,9 +25,9 @@ from jax.sharding import PartitionSpec as P
 
 import sharding_core
 from sharding_core.errors import ShardingError
+from sharding_core.program.compile import Options, compile_program
 from sharding_core.snapshot.format import check_snapshot
 from sharding_core.why import sdy
-from sharding_core.why.dump import compile_with_dump
 from sharding_core.why.fixes import PEAK_GROWTH, one_step_specs, why_budget
 from sharding_core.why.frames import einsum_ranks, primitive, short_path, stack_tables
 
@@ -104,7 +104,7 @@ def test_explained_tpu_figures_are_the_plain_compiles() -> None:
     XLA:TPU compiles — a llama step's temporaries moved by 32 KiB — so the why is read from a second compile
     and the snapshot's memory stays XLA's memory_analysis of the plain one (tests/test_planning.py checks it
     for plans)."""
-    from sharding_core.planning.targets import mesh
+    from sharding_core.program.targets import mesh
 
     m = mesh("tpu:v5e:2x4", (2, 4), ("data", "model"))
     args = [jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=NamedSharding(m, a.sharding.spec)) for a in block_args()]
@@ -135,7 +135,9 @@ def test_shardy_module_reads_the_shardings_jax_compiled() -> None:
     """Every main argument's sharding in Shardy's module is the one JAX compiled for that input (the oracle:
     ``compiled.input_shardings``), and every op with a rule has one factor list per operand."""
     args = block_args()
-    compiled, dump = compile_with_dump(jax.jit(block).lower(*args))
+    program = compile_program(jax.jit(block), args, options=Options(shardy=True))
+    compiled, dump = program.executable, program.shardy
+    assert dump is not None
     assert dump.partitioner == "shardy" and dump.mlir is not None
     module = sdy.parse_module(dump.mlir)
     assert module.mesh == {"data": 2, "model": 4}

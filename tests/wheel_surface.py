@@ -5,8 +5,9 @@ environment beside the oldest JAX the package declares and runs this file there 
 ``python -I wheel_surface.py`` (isolated: neither the checkout nor the current directory is on the
 path, so every import is the installed wheel's). Each check compares what shardscope reports with
 JAX's own answer: layouts with ``NamedSharding.devices_indices_map``, collective groups with the
-mesh's device array along the reduced axes (what ``psum`` over those axes means), the served
-``jax_version`` with ``jax.__version__``. It prints one ``ok NAME`` line per check and a JSON
+mesh's device array along the reduced axes (what ``psum`` over those axes means), typed shardings with
+``jax.typeof``, the served ``jax_version`` with ``jax.__version__``. ``make newest-jax`` runs it beside the
+newest JAX too (in a Debian 13 root, Python 3.13). It prints one ``ok NAME`` line per check and a JSON
 summary last; any failure raises (non-zero exit, the assertion's message on stderr).
 
 Standard library, JAX and the wheel only: no pytest in that environment.
@@ -147,6 +148,54 @@ def check_inspect_jit() -> None:
     ok("inspect_jit")
 
 
+def check_typed() -> None:
+    """Where axes are Explicit the sharding is in the type: each leaf's and layout's ``typed`` is
+    ``str(jax.typeof(x))`` of the value as this JAX types it (a weak type, unreduced and reduced axes included),
+    ``inspect_jit``'s output leaf is the type the jitted function's real output has, and on Auto axes the
+    type carries no sharding."""
+    from jax.sharding import AxisType
+
+    import sharding_core
+    from sharding_core.layout import Layout
+
+    devices = np.array(jax.devices()[:8]).reshape(2, 4)
+    explicit = jax.sharding.Mesh(devices, ("x", "y"), axis_types=(AxisType.Explicit,) * 2)
+    mixed = jax.sharding.Mesh(devices, ("x", "y"), axis_types=(AxisType.Explicit, AxisType.Auto))
+    auto = jax.sharding.Mesh(devices, ("x", "y"), axis_types=(AxisType.Auto,) * 2)
+
+    def put(mesh: Any, spec: Any, dtype: Any = jnp.float32) -> Any:
+        return jax.device_put(jnp.zeros((8, 16), dtype), NamedSharding(mesh, spec))
+
+    values: dict[str, Any] = {
+        "explicit": put(explicit, P("x", "y")),
+        "tuple": put(explicit, P(("x", "y"), None), jnp.bfloat16),
+        "mixed": put(mixed, P("x", "y")),
+        "auto": put(auto, P("x", "y")),
+        "reduced": put(explicit, P("x", None, reduced={"y"})),
+        "weak": jnp.asarray(1.0),
+        # JAX 0.8 and 0.12 place no unreduced array (device_indices_map): planned, as a ShapeDtypeStruct
+        "unreduced": jax.ShapeDtypeStruct(
+            (8, 16), jnp.float32, sharding=NamedSharding(explicit, P("x", None, unreduced={"y"}))
+        ),
+    }
+    snap = sharding_core.capture(values)
+    for leaf in snap["leaves"]:
+        value = values[leaf["path"]]
+        assert leaf["typed"] == str(jax.typeof(value)), (leaf["path"], leaf["typed"], str(jax.typeof(value)))
+        if isinstance(value, jax.Array) and leaf["path"] != "weak":
+            layout = Layout.from_sharding(value.sharding, value.shape, value.dtype).to_json()
+            assert layout["typed"] == str(jax.typeof(value)), (leaf["path"], layout["typed"])
+    typed = {leaf["path"]: leaf["typed"] for leaf in snap["leaves"]}
+    assert "@" in typed["explicit"] and "@" not in typed["auto"], typed
+    assert typed["unreduced"].endswith("{U:y}") and typed["reduced"].endswith("{R:y}"), typed
+    x = values["explicit"]
+    for f in (lambda a: a * 2, lambda a: a.sum(0)):
+        leaves = {leaf["path"]: leaf for leaf in sharding_core.inspect_jit(jax.jit(f), x)["leaves"]}
+        assert leaves["inputs/args/0"]["typed"] == str(jax.typeof(x))
+        assert leaves["outputs"]["typed"] == str(jax.typeof(jax.jit(f)(x))), leaves["outputs"]["typed"]
+    ok("typed")
+
+
 def check_show_text() -> None:
     import shardscope
 
@@ -260,6 +309,7 @@ def main() -> int:
     check_layouts()
     check_capture()
     check_inspect_jit()
+    check_typed()
     check_show_text()
     check_preview()
     with tempfile.TemporaryDirectory() as tmp:

@@ -10,7 +10,7 @@
 
 import { ApiError } from "../js/lib/api.js";
 import { countOn, markOn } from "../js/hosts/host.js";
-import { VIEWS } from "../js/lib/page.js";
+import { VIEWS } from "../js/lib/vocabulary.js";
 import { memoryBars } from "./memory_bars.js";
 import { isDarkAt, watchTheme } from "./theme.js";
 

@@ -25,13 +25,12 @@ from server.api.schema import (
     Communication,
     ErrorDetail,
     FiguresFrom,
-    KernelCost,
-    KernelMemory,
     KernelRunRequest,
     KernelTiming,
     KernelTpu,
     Layout,
     MeshInfo,
+    ProgramReport,
     Reply,
     Roofline,
     vocab,
@@ -134,24 +133,11 @@ class KernelArray(Layout):
     values: NotRequired[Annotated[KernelValues | None, Field(description="Outputs: the first values, row-major")]]
 
 
-class KernelOrigin(Reply):
-    axis: str
-    origin: str = Field(description="Shardy's text: self, input: N, output: N, constraint_K, mc_K_input: N, ...")
-    meaning: str
+class EstimateOn(Reply):
+    """What a run's figures are for: they are added when the result is read, never stored with it."""
 
-
-class KernelOriginEntry(Reply):
-    value: str
-    op: str
-    sharding: str | None
-    name: str | None
-    origins: list[KernelOrigin]
-
-
-class KernelOrigins(Reply):
-    entries: list[KernelOriginEntry]
-    outputs: list[KernelOriginEntry | None]
-    truncated: bool
+    devices: str = Field(description="The device set's key (with its slices and host block when given)")
+    dtype: str = Field(description="The element type whose peak FLOP/s the compute term reads")
 
 
 class KernelRunResponse(Reply):
@@ -174,17 +160,16 @@ class KernelRunResponse(Reply):
         description="The headline program's collectives in total: the TPU compile's on a tpu: set with libtpu, "
         "else the compiled program's (estimates)"
     )
-    memory: KernelMemory = Field(description="compiled.memory_analysis(), per device")
-    cost: KernelCost = Field(description="compiled.cost_analysis(), per device")
+    program: ProgramReport = Field(
+        description="The compiled program's report (sharding_core.program): XLA's memory_analysis fields by their "
+        "names, the work with loops counted, the collectives' facts, device assignment, origins, compiler log"
+    )
     timing: KernelTiming
-    device_assignment: list[int] = Field(description="Device ids by partition id (what HLO device numbers index)")
     stablehlo: str = Field(description="The lowered StableHLO with its sdy shardings")
     stablehlo_truncated: bool
     hlo: str = Field(description="The compiled (partitioned) HLO")
     hlo_truncated: bool
-    origins: KernelOrigins | None
-    origins_note: str
-    compiler_log: list[str] = Field(description="XLA's warnings while compiling")
+    origins_note: str = Field(description="What program.origins are (Shardy's sharding origins), or why there are none")
     why_search: dict[str, Any] | None = Field(
         None, description="What the worker's search for fixes of the collectives did (sharding_core.why)"
     )
@@ -205,6 +190,7 @@ class KernelRunResponse(Reply):
         description="gpu: sets: the kernel compiled by XLA's GPU compiler (the optional gpu extra), or why not "
         "(null for other sets)",
     )
+    estimate_on: EstimateOn
 
 
 class KernelJobCreated(Reply):

@@ -25,18 +25,10 @@ from server.errors import not_found
 from server.jsonio import OrjsonResponse, OrjsonRoute
 from server.services.links import LINKS, store_link
 from server.settings import MAX_VIEW_CHARS
+from server.vocabulary import VIEW_PAGES
 
 LINKS_PATH = "/api/links"
 MAX_STATE_KEYS = 4096  # the byte limit (max_link_bytes) is the real bound; this stops absurd objects early
-
-VIEW_PAGES: dict[str, str] = {
-    "layout": "/",
-    "topology": "/topology.html",
-    "snapshots": "/snapshots.html",
-    "kernels": "/kernels.html",
-    "compare": "/compare.html",
-}
-"""Which page opens a link of each view (a link of an unknown view opens the layout page)."""
 
 router = APIRouter(route_class=OrjsonRoute, default_response_class=OrjsonResponse)
 

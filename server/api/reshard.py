@@ -19,10 +19,10 @@ from server.api.schema import (
     Collective,
     Communication,
     FiguresFrom,
-    KernelMemory,
     KernelTiming,
     KernelTpu,
     MeshInfo,
+    ProgramReport,
     Reply,
     ReshardRequest,
     Roofline,
@@ -65,9 +65,8 @@ class ReshardResponse(Reply):
     )
     roofline: Roofline
     figures_from: FiguresFrom
-    memory: KernelMemory
+    program: ProgramReport = Field(description="The compiled program's report (its compiler_log: XLA's warnings)")
     timing: KernelTiming
-    compiler_log: list[str] = Field(description="XLA's warnings, e.g. involuntary full rematerialization")
     tpu: ReshardTpu | None = Field(None, description="tpu: sets: the same move compiled for libtpu's topology")
     gpu: ReshardTpu | None = Field(None, description="gpu: sets: the same move compiled by XLA's GPU compiler")
 

@@ -25,7 +25,8 @@ from sharding_core.kernels.catalog import KERNEL_DTYPES
 from sharding_core.kernels.plan import INPUT_DATA
 from sharding_core.layout import DTYPES, MAX_ARRAY_ELEMENTS, MAX_RANK
 from sharding_core.mesh import AXIS_TYPES, MAX_AXIS_NAME_CHARS, MAX_MESH_AXES, ORDERS, MeshSpec
-from sharding_core.snapshot.format import AXIS_TYPE_NAMES, MAX_RUN_PROCESSES
+from sharding_core.program.memory import MEMORY_FIELDS
+from sharding_core.snapshot.format import AXIS_TYPE_NAMES, ID_PATTERN, MAX_LEAF_PATH_CHARS, MAX_RUN_PROCESSES
 from sharding_core.spec import MAX_SPEC_CHARS
 
 
@@ -187,6 +188,17 @@ class ArrayLayout(TypedDict):
     snapshot's ``layouts`` hold."""
 
     spec: Annotated[str | None, Field(max_length=MAX_SPEC_CHARS, description="As JAX prints it, e.g. P('x', None)")]
+    typed: NotRequired[
+        Annotated[
+            str | None,
+            Field(
+                max_length=2 * MAX_SPEC_CHARS,
+                description="The array's type with its sharding, as str(jax.typeof(x)) prints it: float32[8@x,16@y] "
+                "where the mesh's axes are Explicit, {U:y} / {R:y} for unreduced / reduced axes (Auto and Manual "
+                "axes are not in the type); null without a mesh. Absent from layouts stored before it existed",
+            ),
+        ]
+    ]
     shape: Annotated[list[Dim], Field(max_length=MAX_RANK)]
     dtype: Annotated[str, Field(max_length=64)]
     itemsize: Annotated[int, Field(ge=0, le=1024)]
@@ -248,15 +260,30 @@ class Estimate(TypedDict):
     ]
     expected_seconds: NotRequired[
         Annotated[
-            Seconds, Field(description="Expected: each fabric at its efficiency fitted to published measurements")
+            Seconds,
+            Field(
+                description="Expected: each fabric at its efficiency for the operation, latency and size curve fitted "
+                "to published measurements, or measured on the devices (a calibrated profile)"
+            ),
         ]
     ]
     formula: NotRequired[Annotated[str, Field(max_length=4000, description="The formula, as the model uses it")]]
     inputs: NotRequired[
         Annotated[dict[str, Any], Field(description="What went into it: bytes, group size, bandwidth, hops...")]
     ]
-    fabric: NotRequired[Annotated[Fabric, Field(description="What the data crosses: ici, dcn, nvlink or network")]]
+    fabric: NotRequired[
+        Annotated[Fabric, Field(description="What the data crosses: ici, dcn, nvlink or network (cpu: calibrated)")]
+    ]
     why: NotRequired[Annotated[str, Field(max_length=1000, description="Why there is no estimate")]]
+    profile: NotRequired[
+        Annotated[
+            str,
+            Field(max_length=1000, description="The calibrated profile the expected time is from, when one was given"),
+        ]
+    ]
+    why_no_bound: NotRequired[
+        Annotated[str, Field(max_length=1000, description="Why a calibrated estimate has no bound (CPU sets)")]
+    ]
 
 
 @with_config(CLOSED)
@@ -479,11 +506,11 @@ class Collective(TypedDict):
 
 # ---- a reference to a stored snapshot: what diff, what-if and compare take -------------------------------
 
-RecordId = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$", description="An id from this server")]
+RecordId = Annotated[str, Field(pattern=rf"^{ID_PATTERN}$", description="An id from this server")]
 RunId = Annotated[
     str,
     Field(
-        pattern=r"^[A-Za-z0-9_-]{22,64}$",
+        pattern=rf"^{ID_PATTERN}$",
         description="A run's id, at least 128 random bits, URL-safe: in a snapshot's run, the run's secret "
         "(which writes); in a reference, the run's read id (which reads)",
     ),
@@ -505,6 +532,35 @@ class SnapshotRef(TypedDict):
             int, Field(ge=0, le=64, description="The snapshot as its fixes[fix] compiled it (sharding_core.explain)")
         ]
     ]
+
+
+# ---- a finding: what a capture, plan or kernel run should change (sharding_core.findings) ---------------
+
+MAX_FINDINGS = 256
+LineText = Annotated[str, Field(max_length=4096, description="file:line in the user's source")]
+
+
+@with_config(CLOSED)
+class FindingFix(TypedDict):
+    text: Annotated[str, Field(max_length=4000, description="What to change, in words and code")]
+    line: LineText | None
+    leaf: Annotated[str | None, Field(max_length=MAX_LEAF_PATH_CHARS, description="The leaf to change (its path)")]
+    spec: SpecText | None
+    bytes_after: ByteCount
+    expected_seconds_after: Annotated[float | None, Field(ge=0)]
+    peak_after: ByteCount | None
+
+
+@with_config(CLOSED)
+class Finding(TypedDict):
+    """``{"kind", "source", "bytes_per_step", "text", "fix"}``: e.g. ``mesh_device_order`` / ``mesh_devices``,
+    arguments jit refuses beside the mesh of ``jax.set_mesh`` (sharding_core.findings.mesh_order)."""
+
+    kind: Annotated[str, Field(max_length=64)]
+    source: LineText | None
+    bytes_per_step: ByteCount
+    text: Annotated[str, Field(max_length=4000)]
+    fix: FindingFix | None
 
 
 # ---- kernel runs and reshards: what the kernel lab, reshard and compare take and answer ----------------
@@ -559,48 +615,143 @@ class ReshardRequest(Request):
     compile_only: CompileOnly = None
 
 
-class KernelMemory(Reply):
-    argument_bytes: int | None = None
-    output_bytes: int | None = None
-    temp_bytes: int | None = None
-    alias_bytes: int | None = None
-    generated_code_bytes: int | None = None
-    peak_bytes: int | None = None
+# ---- a compiled program's report (sharding_core.program.report): kernel runs, reshards and snapshots ------------
+
+MAX_REPORT_ITEMS = 4096
+Flops = Annotated[float | None, Field(ge=0)]
+
+if TYPE_CHECKING:
+    ProgramMemory = dict[str, int]
+else:
+    # Every Compiled.memory_analysis() field by its XLA name (the domain's list: sharding_core.program.memory).
+    ProgramMemory = with_config(CLOSED)(
+        TypedDict("ProgramMemory", {name: NotRequired[ByteCount] for name in MEMORY_FIELDS})
+    )
 
 
-class KernelLoop(Reply):
-    name: str = Field(description="The while instruction")
-    computation: str = Field(description="The computation holding it")
-    body: str
-    condition: str | None = None
-    trip_count: int | None = Field(description="Runs of its body each time it is reached (null: unknown, counted once)")
-    how: str | None = Field(
-        None,
-        description="Where the trip count comes from: backend_config (XLA's known_trip_count), condition (read "
-        "from the loop's condition, body and start, as XLA's while-loop analysis reads it) or unknown",
-    )
-    source: str | None = Field(None, description="The JAX op that made the loop (metadata op_name)")
-    runs: int = Field(description="Runs of its computation per program run (outer loops multiplied)")
+@with_config(CLOSED)
+class Loop(TypedDict):
+    """A while loop of the program: its trip count and how many times its computation runs per program run."""
+
+    name: ShortText
+    computation: ShortText
+    body: ShortText
+    condition: NotRequired[ShortText | None]
+    trip_count: Annotated[int | None, Field(ge=0, le=2**62, description="Runs of its body each time (null: unknown)")]
+    how: NotRequired[
+        Annotated[
+            str | None,
+            Field(
+                max_length=32,
+                description="Where the trip count comes from: backend_config (XLA's known_trip_count), condition "
+                "(read from the loop's condition, body and start, as XLA's while-loop analysis reads it) or unknown",
+            ),
+        ]
+    ]
+    source: NotRequired[Annotated[str | None, Field(max_length=4096, description="The JAX op that made the loop")]]
+    runs: Annotated[int, Field(ge=0, le=2**62, description="Runs of its computation per program run")]
 
 
-class KernelCost(Reply):
-    flops: float | None = None
-    bytes_accessed: float | None = None
-    transcendentals: float | None = None
-    optimal_seconds: float | None = None
-    loop_corrected_flops: float | None = Field(
-        None,
-        description="flops with every dot and convolution counted as often as its loop runs (XLA counts a body once)",
-    )
-    loop_corrected_bytes_accessed: float | None = Field(
-        None, description="bytes_accessed with every loop body counted per run (the loop reader's count added)"
-    )
-    matmul_traffic_bytes: int | None = Field(None, description="Bytes the dots read and write, per run of each")
-    matmul_flops_by_dtype: dict[str, float] | None = Field(
-        None, description="Dot and convolution flops per step by their operands' element type"
-    )
-    loops: list[KernelLoop] | None = None
-    unknown_trip_counts: list[str] | None = Field(None, description="Loops whose trip count XLA does not know")
+@with_config(CLOSED)
+class ProgramWork(TypedDict, total=False):
+    """The work per device and step, loops counted (sharding_core.program.report.work_facts)."""
+
+    flops: Annotated[Flops, Field(description="XLA's flops with every loop body counted as often as it runs")]
+    transcendentals: Flops
+    bytes_accessed: Annotated[Flops, Field(description="XLA's bytes accessed, loop bodies counted per run")]
+    flops_loops_once: Flops
+    bytes_accessed_loops_once: Flops
+    flops_xla: Annotated[Flops, Field(description="XLA's cost_analysis: each loop body once")]
+    bytes_accessed_xla: Flops
+    matmul_flops_by_dtype: dict[Annotated[str, Field(max_length=16)], float]
+    matmul_traffic_bytes: ByteCount | None
+    loops: Annotated[list[Loop], Field(max_length=MAX_REPORT_ITEMS)]
+    unknown_trip_counts: Annotated[list[ShortText], Field(max_length=MAX_REPORT_ITEMS)]
+    note: Annotated[str, Field(max_length=2000)]
+
+
+@with_config(CLOSED)
+class ProgramTarget(TypedDict, total=False):
+    """What the program was compiled for (sharding_core.program.targets.Target.describe, or the devices it ran on)."""
+
+    devices: Annotated[str | None, Field(max_length=64)]
+    platform: Annotated[str, Field(max_length=64)]
+    device_kind: Annotated[str | None, Field(max_length=256)]
+    compile_only: bool
+    num_devices: Annotated[int, Field(ge=0, le=MAX_DEVICES)]
+    hosts: Annotated[int, Field(ge=1, le=MAX_DEVICES)]
+    slices: Annotated[int, Field(ge=1, le=MAX_SLICES)]
+    topology: Annotated[str | None, Field(max_length=64)]
+    chips_per_host: Annotated[list[Annotated[int, Field(ge=1, le=MAX_DEVICES)]] | None, Field(max_length=3)]
+    source: Annotated[str | None, Field(max_length=512)]
+    dropped_fields: Annotated[list[ShortText], Field(max_length=32)]
+
+
+@with_config(CLOSED)
+class Origin(TypedDict):
+    axis: ShortText
+    origin: Annotated[str, Field(max_length=256, description="Shardy's text: self, input: N, constraint_K, ...")]
+    meaning: Annotated[str, Field(max_length=1024)]
+
+
+@with_config(CLOSED)
+class OriginEntry(TypedDict):
+    value: ShortText
+    op: ShortText
+    sharding: Annotated[str | None, Field(max_length=1024)]
+    name: Annotated[str | None, Field(max_length=256)]
+    origins: Annotated[list[Origin], Field(max_length=64)]
+
+
+@with_config(CLOSED)
+class Origins(TypedDict):
+    """Shardy's sharding origins (sharding_core.hlo.origins): where each value's sharding came from."""
+
+    entries: Annotated[list[OriginEntry], Field(max_length=MAX_REPORT_ITEMS)]
+    outputs: Annotated[list[OriginEntry | None], Field(max_length=MAX_REPORT_ITEMS)]
+    truncated: bool
+
+
+@with_config(CLOSED)
+class DcnStep(TypedDict):
+    """A cross-slice step of a multi-slice program, as libtpu wrote it (a megascale send)."""
+
+    op: ShortText
+    name: Annotated[str, Field(max_length=512, description="The transfer's rendezvous name in the TPU HLO")]
+    transfer_type: Annotated[str, Field(max_length=64, description="ONE_TO_ONE, ALL_GATHER, ALL_REDUCE, ...")]
+    reduce_operation: Annotated[str | None, Field(max_length=64)]
+    target: Annotated[str, Field(max_length=2000, description="_xla_megascale_target as libtpu wrote it")]
+    fabric: Annotated[str, Field(max_length=16, description="dcn")]
+    bytes: Annotated[ByteCount | None, Field(description="The step's result per device (the recv's shape)")]
+    sent_bytes: Annotated[ByteCount | None, Field(description="What each device sends")]
+    shape: Annotated[str | None, Field(max_length=1024)]
+    groups: Annotated[list[list[DeviceId]], Field(description="The global devices of each exchange")]
+    pairs: Annotated[list[list[DeviceId]] | None, Field(description="A permute's source -> target devices")]
+    axes: list[ShortText] | None
+    axes_text: Annotated[str, Field(max_length=1024)]
+    repeat: Annotated[int, Field(ge=0, le=2**62, description="Runs per program run (loops counted)")]
+    loops: list[LoopRef]
+    estimate: NotRequired[Annotated[Estimate, Field(description="Its time over DCN (added when a result is read)")]]
+
+
+@with_config(CLOSED)
+class ProgramReport(TypedDict):
+    """A compiled program's report (sharding_core.program.report.Report.json): facts in XLA's own names, the same
+    shape in kernel runs (and their tpu / gpu sections), reshards and snapshots; figures are never in it."""
+
+    format: Annotated[int, Field(ge=1, le=64, description="The report's shape version")]
+    target: ProgramTarget
+    partitioner: Annotated[str | None, Field(max_length=16, description="shardy or gspmd (null: not recorded)")]
+    memory: Annotated[ProgramMemory | None, Field(description="Every Compiled.memory_analysis() field, per device")]
+    work: Annotated[ProgramWork | None, Field(description="Flops and bytes per device and step, loops counted")]
+    collectives: Annotated[list[Collective], Field(max_length=MAX_COLLECTIVES, description="The HLO reader's facts")]
+    dcn: Annotated[list[DcnStep], Field(max_length=MAX_COLLECTIVES, description="Multi-slice: cross-slice steps")]
+    device_assignment: Annotated[list[DeviceId], Field(max_length=MAX_DEVICES, description="Device ids by partition")]
+    origins: Origins | None
+    timings: dict[Annotated[str, Field(max_length=32)], Annotated[float, Field(ge=0)]]
+    compiler_log: Annotated[list[Annotated[str, Field(max_length=2000)]], Field(max_length=64)]
+    temporaries: dict[str, Any] | None
+    refusal: dict[str, Any] | None
 
 
 class KernelTiming(Reply):
@@ -608,27 +759,6 @@ class KernelTiming(Reply):
     compile_ms: float
     run_ms: float | None = Field(description="null: a compile-only run (nothing ran)")
     reference_ms: float | None = Field(description="null: a compile-only run (no reference)")
-
-
-class DcnStep(Reply):
-    """A cross-slice step of a multi-slice program, as libtpu wrote it (a megascale send)."""
-
-    op: str
-    name: str = Field(description="The transfer's rendezvous name in the TPU HLO")
-    transfer_type: str = Field(description="_xla_megascale_transfer_type: ONE_TO_ONE, ALL_GATHER, ALL_REDUCE, ...")
-    reduce_operation: str | None = None
-    target: str = Field(description="_xla_megascale_target as libtpu wrote it")
-    fabric: str = Field(description="dcn")
-    bytes: int | None = Field(description="The step's result per device (the recv's shape)")
-    sent_bytes: int | None = Field(description="What each device sends")
-    shape: str | None
-    groups: list[list[int]] = Field(description="The global devices of each exchange")
-    pairs: list[list[int]] | None = Field(description="A permute's source -> target devices")
-    axes: list[str] | None
-    axes_text: str
-    repeat: int = Field(description="Runs per program run (loops counted)")
-    loops: list[dict[str, str | int | None]]
-    estimate: Estimate = Field(description="The step's time over DCN (an estimate: formula and inputs)")
 
 
 class FiguresFrom(Reply):
@@ -655,12 +785,9 @@ class KernelTpu(Reply):
     collectives: list[Collective] | None = Field(
         None, description="One per collective in the TPU HLO (ICI), its groups in every slice"
     )
-    dcn: list[DcnStep] | None = Field(None, description="Multi-slice: the cross-slice (DCN) steps")
+    dcn: list[DcnStep] | None = Field(None, description="Multi-slice: the cross-slice (DCN) steps, with estimates")
     dcn_note: str | None = Field(None, description="How the DCN steps are found")
-    device_assignment: list[int] | None = Field(None, description="Device ids by partition id")
-    memory: KernelMemory | None = Field(None, description="compiled.memory_analysis() on TPU, per device")
-    cost: KernelCost | None = Field(None, description="compiled.cost_analysis() on TPU, per device")
-    compile_ms: float | None = None
+    program: ProgramReport | None = Field(None, description="The compiled program's report (memory, work, ...)")
     roofline: Roofline | None = Field(
         None, description="null: a result has one roofline, the headline program's (the TPU compile's), in roofline"
     )

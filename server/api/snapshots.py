@@ -28,6 +28,7 @@ from typing_extensions import TypedDict
 from server.api.deps import STORE_ERRORS, SnapshotsDep, client_of, responses
 from server.api.schema import (
     MAX_COLLECTIVES,
+    MAX_FINDINGS,
     ArrayLayout,
     AxisName,
     AxisSize,
@@ -37,9 +38,11 @@ from server.api.schema import (
     DeviceId,
     Dim,
     ErrorDetail,
+    Finding,
     LogicalRule,
     MeshInfo,
     ProcessIndex,
+    ProgramReport,
     Reply,
     Request,
     RunId,
@@ -103,6 +106,16 @@ class SnapshotLeaf(TypedDict):
     dtype: Annotated[str, Field(max_length=64)] | None
     sharding: ShortText | None
     spec: SpecText | None
+    typed: NotRequired[
+        Annotated[
+            str | None,
+            Field(
+                max_length=1024,
+                description="The leaf's type as str(jax.typeof(x)) prints it: float32[8@x,16@y] where the mesh's axes "
+                "are Explicit (the sharding is in the type), {U:y} / {R:y} for unreduced / reduced axes",
+            ),
+        ]
+    ]
     declared_spec: SpecText | None
     logical_axes: Annotated[list[AxisName | None], Field(max_length=MAX_RANK)] | None
     rules: Annotated[list[LogicalRule], Field(max_length=MAX_RULES)] | None
@@ -155,7 +168,7 @@ class SnapshotJit(TypedDict):
 
 @with_config(_SNAPSHOT_CONFIG)
 class SnapshotTarget(TypedDict):
-    """What an ``inspect_jit`` / plan compiled for (sharding_core.planning.targets.Target.describe)."""
+    """What an ``inspect_jit`` / plan compiled for (sharding_core.program.targets.Target.describe)."""
 
     devices: Annotated[str, Field(max_length=64)]
     platform: Annotated[str, Field(max_length=64)]
@@ -193,11 +206,34 @@ class SnapshotProgram(TypedDict):
     skipped: Annotated[int, Field(ge=0, le=2**40)]
     collectives: Annotated[list[Collective], Field(max_length=MAX_COLLECTIVES)] | None
     jit: SnapshotJit | None
+    findings: NotRequired[
+        Annotated[
+            list[Finding],
+            Field(max_length=MAX_FINDINGS, description="What to change (sharding_core.findings), with its fix"),
+        ]
+    ]
     target: NotRequired[SnapshotTarget]
+    program: NotRequired[
+        Annotated[ProgramReport, Field(description="The compiled program's report (sharding_core.program.report)")]
+    ]
     plan: NotRequired[
         Annotated[
             dict[Annotated[str, Field(max_length=64)], Any],
-            Field(max_length=64, description="A plan's figures (sharding_core.planning.program.plan_section)"),
+            Field(
+                max_length=64,
+                description="A plan's facts (sharding_core.planning.program.plan_facts) and figures "
+                "(sharding_core.cost.annotate.plan_with_figures: added when it is read)",
+            ),
+        ]
+    ]
+    cost_profile: NotRequired[
+        Annotated[
+            dict[Annotated[str, Field(max_length=64)], Any],
+            Field(
+                max_length=16,
+                description="The calibrated profile (shardscope.profile/1, `shardscope calibrate`) the figures are "
+                "from (sharding_core.cost.calibrate.apply_profile)",
+            ),
         ]
     ]
 

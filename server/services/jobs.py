@@ -10,8 +10,10 @@ pool reports them, and beats every :data:`BEAT_S` for the owner's unfinished job
 "running".
 
 Results the pool caches are shared the same way (``kernel_results``, keyed by a digest of the run, the
-versions and the worker options): before a run is queued, a result another replica computed is looked up and
-seeded into the local cache, so it is served from the store instead of being run again.
+versions, the program report's format and the worker options): before a run is queued, a result another replica
+computed is looked up and seeded into the local cache, so it is served from the store instead of being run again.
+What is cached and stored is the run's facts; its figures are added when it is answered (:func:`with_figures`), so
+a store read by a server with an edited hardware table serves today's figures.
 
 Writes go through one thread in the order the pool reported them (a slot thread never waits for the
 database), except that creating a job is waited for before its id is answered, so the id is readable through
@@ -39,7 +41,9 @@ from server.errors import ApiError
 from server.pool import WORKER_CRASHED, Job, WorkerPool, refusal
 from server.settings import Settings
 from server.store import JOB_FINAL, JobRecord, Store
+from sharding_core.cost.annotate import result_with_figures
 from sharding_core.errors import NOT_FOUND, ShardingError
+from sharding_core.program.report import FORMAT as REPORT_FORMAT
 
 BEAT_S: Final = 1.0
 """How often the owner beats for its unfinished jobs (setting max_kernel_job_silence_seconds is the lease)."""
@@ -61,6 +65,13 @@ def lost_failure(silence: int) -> str:
         hint="start the run again: another server takes it",
     )
     return orjson.dumps(error.to_dict()).decode()
+
+
+def with_figures(body: bytes) -> bytes:
+    """A run's result as stored (facts: the pool's cache, the store's rows and job records) as answered: with
+    today's figures (:func:`sharding_core.cost.annotate.result_with_figures`; a result stored before the program
+    report is read into today's shape first)."""
+    return orjson.dumps(result_with_figures(orjson.loads(body)))
 
 
 class JobBoard:
@@ -140,8 +151,10 @@ class JobBoard:
 
     def digest(self, key: object) -> str:
         """A run's key in the shared results: its job (the key's ``repr``: plain data), the worker options and
-        the versions that computed it (replicas of two versions never share)."""
-        text = "|".join((version("shardscope"), jax.__version__, repr(sorted(self.pool.options.items())), repr(key)))
+        the versions that computed it, the program report's format among them (replicas of two versions never
+        share)."""
+        options = repr(sorted(self.pool.options.items()))
+        text = "|".join((version("shardscope"), jax.__version__, f"report-{REPORT_FORMAT}", options, repr(key)))
         return hashlib.sha256(text.encode()).hexdigest()
 
     def share(self, tasks: Iterable[Any]) -> int:
@@ -191,8 +204,9 @@ class JobBoard:
             "peak_memory_bytes": record.peak_memory,
             "failure": orjson.loads(record.failure) if record.failure is not None else None,
         }
-        # The result is stored as encoded bytes: splice it in rather than decode and re-encode.
-        return orjson.dumps(head)[:-1] + b',"result":' + (record.result or b"null") + b"}"
+        # The result is stored as encoded facts: its figures are added here, and spliced in.
+        result = with_figures(record.result) if record.result is not None else b"null"
+        return orjson.dumps(head)[:-1] + b',"result":' + result + b"}"
 
     # ---- the writer -----------------------------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ from starlette.concurrency import run_in_threadpool
 from server.api.schema import KernelRunRequest, ReshardRequest
 from server.errors import ApiError
 from server.pool import BUSY, Busy, Job, WorkerPool
-from server.services.jobs import JobBoard
+from server.services.jobs import JobBoard, with_figures
 from server.settings import Settings
 from sharding_core.errors import ShardingError
 from sharding_core.kernels.catalog import KERNEL_DTYPES, kernels
@@ -103,11 +103,12 @@ class KernelRuns:
             self.pool.withdraw(job)
 
     async def result(self, job: Job) -> bytes:
-        """Waits for a run and answers its response bytes (``{"cached", ...the run}``), or raises its failure."""
+        """Waits for a run and answers its response bytes (``{"cached", ...the run}`` with today's figures: the pool
+        keeps its facts), or raises its failure."""
         await asyncio.wrap_future(job.future)
         if job.result is None:
             raise failure(job.failure)
-        return job.response_bytes()
+        return await run_in_threadpool(with_figures, job.response_bytes())  # megabytes: off the loop
 
     async def share(self, *plans: KernelPlan) -> None:
         """Seeds the pool's cache with what another replica already computed for ``plans`` (from the store)."""

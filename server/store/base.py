@@ -48,10 +48,10 @@ from typing import Any, Final, NamedTuple, Protocol
 
 from server.errors import ApiError
 from sharding_core.errors import ShardingError
+from sharding_core.snapshot.format import ID_PATTERN
 
 ID_BYTES: Final = 16  # 128 bits, the contract's minimum
-# token_urlsafe(16) is 22 characters; accept up to 64 so longer ids can be introduced later.
-_ID_RE: Final = re.compile(r"[A-Za-z0-9_-]{22,64}")
+_ID_RE: Final = re.compile(ID_PATTERN)  # token_urlsafe(16) is 22 characters; up to 64 for longer ids later
 TABLES: Final = ("links", "snapshots")
 SCHEMA_VERSION: Final = 4
 """1 links; 2 snapshots and runs; 3 record sizes, the byte total, retention indexes, run read ids and run keys;

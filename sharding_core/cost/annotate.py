@@ -1,10 +1,12 @@
-"""Estimates added when a result is read: the HLO reader gives facts (collectives, loops, DCN steps, flops),
-and this module puts figures on them once, from the one hardware table, where the result is read — the
-server process for a kernel run or a reshard (never the worker), the caller of ``inspect_jit``, the server
-again for a stored snapshot. Nothing stored holds an estimate: a snapshot's or a cached run's figures are
-always today's table's. A plan (:mod:`sharding_core.planning.program`) is stored with its facts — XLA's
-memory figures or refusal, the work the loop reader counts — and gets its roofline, step-time band and verdict
-here (:func:`plan_with_figures`), so a stored plan opens with today's figures.
+"""Figures added when a result is read: a compiled program's report (:mod:`sharding_core.program.report`) holds
+facts — XLA's memory figures, the work counted through loops, the collectives and DCN steps — and
+:func:`program_figures` turns one report into figures on a cost context, once, from the one hardware table: each
+collective's and DCN step's estimate, the roofline and the step-time band. Where a result is read — the server
+for a kernel run, a reshard or a stored snapshot (never the worker), the caller of ``inspect_jit`` — its
+containers get them: :func:`estimate_run` for kernel results (the headline program's), :func:`snapshot_with_estimates`
+for snapshots (a plan's HBM fit and verdict with :func:`plan_with_figures`). Nothing stored holds an estimate: a
+snapshot's or a run's figures are always today's table's, and a result stored before the report existed is read
+into today's shape first (:mod:`sharding_core.program.upgrade`).
 """
 
 from __future__ import annotations
@@ -13,13 +15,14 @@ import types
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sharding_core.cost.collectives import communication, estimate_collective, estimate_dcn_step, none
+from sharding_core.cost.collectives import communication, estimate_dcn_step, estimate_one, none
 from sharding_core.cost.context import NO_CPU_FIGURES, CostContext, context_for, context_for_devices, no_figures
 from sharding_core.cost.roofline import roofline
 from sharding_core.cost.step import LOWER_WORDS, step_band
-from sharding_core.devices import parse_devices
+from sharding_core.devices import devices_of_key, parse_devices
 from sharding_core.errors import ShardingError
 from sharding_core.hardware import hbm_per_device
+from sharding_core.program.upgrade import upgrade_kernel_result, upgrade_snapshot
 from sharding_core.units import fmt_bytes, fmt_seconds
 
 CPU_ROOFLINE = "the CPU-compiled program (XLA's CPU cost and memory analyses) on the device set's hardware"
@@ -30,13 +33,76 @@ GPU_ROOFLINE = (
 )
 
 
-def with_estimates(collectives: Sequence[Mapping[str, Any]], ctx: CostContext | None) -> list[dict[str, Any]]:
-    """The collectives, each with its ``estimate`` on ``ctx`` (any stored one replaced)."""
-    return [{**c, "estimate": estimate_collective(c, ctx)} for c in collectives]
+def with_estimates(
+    collectives: Sequence[Mapping[str, Any]], ctx: CostContext | None, profile: Mapping[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """The collectives, each with its ``estimate`` on ``ctx`` (any stored one replaced); with a calibrated
+    ``profile`` (:mod:`sharding_core.cost.calibrate`) its measurements, where they apply."""
+    if profile is not None:
+        from sharding_core.cost.calibrate import ProfileError, estimate_with_profile
+
+        try:
+            return [{**c, "estimate": estimate_with_profile(c, ctx, profile)} for c in collectives]
+        except ProfileError as e:  # a stored profile that does not apply: said on every estimate, none invented
+            return [{**c, "estimate": none(e.message)} for c in collectives]
+    return [{**c, "estimate": estimate_one(c, ctx)} for c in collectives]
 
 
 def dcn_with_estimates(steps: Sequence[Mapping[str, Any]], ctx: CostContext | None) -> list[dict[str, Any]]:
     return [{**s, "estimate": estimate_dcn_step(s, ctx)} for s in steps]
+
+
+def program_figures(
+    program: Mapping[str, Any],
+    collectives: Sequence[Mapping[str, Any]],
+    ctx: CostContext,
+    *,
+    source: str,
+    dtype: str | None = None,
+    dcn: Sequence[Mapping[str, Any]] | None = None,
+    schedule: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One program report's figures on ``ctx``: its ``collectives`` (the container's: the report's facts with their
+    ``line`` and ``why``) and ``dcn`` steps each with its ``estimate``, the ``roofline`` (the work counted through
+    loops, XLA's memory figures and the communication term: the collectives and the DCN steps given; ``dtype``: the
+    element type whose peak FLOP/s the compute term reads, by default the one most matmul flops are in), the
+    ``communication`` totals and the ``step_time`` band (with the compiled ``schedule``: the step model's)."""
+    estimated = with_estimates(collectives, ctx)
+    steps = dcn_with_estimates(dcn, ctx) if dcn is not None else None
+    figures = figures_of(program, [*estimated, *(steps or [])], ctx, source=source, dtype=dtype, schedule=schedule)
+    return {"collectives": estimated, "dcn": steps, **figures}
+
+
+def figures_of(
+    program: Mapping[str, Any],
+    estimated: Sequence[Mapping[str, Any]],
+    ctx: CostContext,
+    *,
+    source: str,
+    dtype: str | None = None,
+    schedule: Mapping[str, Any] | None = None,
+    profile: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The ``roofline``, ``communication`` totals and ``step_time`` band of a program report whose communication
+    steps (``estimated``) already carry their estimates: the band's lower bound is the roofline (at 100 % MFU), its
+    expected time the step model's replay of the compiled ``schedule`` (:func:`sharding_core.cost.step.step_band`;
+    ``profile``: a calibrated profile whose matmul efficiency replaces the fitted one), else the roofline's."""
+    work = program.get("work") or {}
+    line = roofline(work, program.get("memory"), estimated, ctx, dtype or _dominant_dtype(work), source)
+    band = step_band(line, schedule, estimated, ctx.hardware, profile)
+    return {"roofline": line, "communication": communication(estimated), "step_time": band}
+
+
+def result_with_figures(result: Mapping[str, Any]) -> dict[str, Any]:
+    """A kernel run's (or a reshard's) result as stored — facts, and where its figures are for (``estimate_on``:
+    the device set and the dtype the compute term reads) — with today's figures (:func:`estimate_run`)."""
+    facts = upgrade_kernel_result(result)
+    on = facts.get("estimate_on") or {}
+    try:
+        ctx = context_for(devices_of_key(str(on.get("devices") or facts.get("devices_key"))))
+    except (ShardingError, TypeError, ValueError) as e:  # a set this server cannot place (another version's)
+        ctx = no_figures(str(facts.get("devices_key") or "run"), str(facts.get("platform") or ""), str(e))
+    return estimate_run(facts, ctx, str(on.get("dtype") or "float32"))
 
 
 def estimate_run(result: Mapping[str, Any], ctx: CostContext, dtype: str) -> dict[str, Any]:
@@ -46,34 +112,32 @@ def estimate_run(result: Mapping[str, Any], ctx: CostContext, dtype: str) -> dic
     compile (XLA's GPU compiler) on a ``gpu:`` set where the gpu extra is installed, else the CPU-compiled
     program (on a ``gpu:`` set without the extra: the CPU stand-in, and it says so)."""
     out = dict(result)
-    out["collectives"] = with_estimates(result.get("collectives") or [], ctx)
     ran = f" ({result['executed_on']})" if result.get("executed_on") else ""
-    headline: tuple[list[dict[str, Any]], Any, Any, str, str] = (
-        out["collectives"], result.get("cost"), result.get("memory"), CPU_ROOFLINE, f"the compiled program{ran}"
-    )  # fmt: skip
+    cpu = program_figures(result.get("program") or {}, result.get("collectives") or [], ctx, source=CPU_ROOFLINE,
+                          dtype=dtype)  # fmt: skip
+    out["collectives"] = cpu["collectives"]
+    headline, program = cpu, f"the compiled program{ran}"
     figures_from = {"program": "cpu", "description": f"the CPU-compiled program{ran}"}
     for kind, source, name in (("tpu", TPU_ROOFLINE, "TPU"), ("gpu", GPU_ROOFLINE, "GPU")):
         section = result.get(kind)
         if section is None or section.get("collectives") is None:
             continue
-        section = dict(section)
-        section["collectives"] = with_estimates(section["collectives"], ctx)
+        found = program_figures(section.get("program") or {}, section["collectives"], ctx, source=source, dtype=dtype,
+                                dcn=section.get("dcn"))  # fmt: skip
+        section = {**section, "collectives": found["collectives"]}
         if section.get("dcn") is not None:
-            section["dcn"] = dcn_with_estimates(section["dcn"], ctx)
-        steps = [*section["collectives"], *(section.get("dcn") or [])]
-        program = f"{name} compile-only ({section.get('topology')})"
-        headline = (steps, section.get("cost"), section.get("memory"), source, program)
-        figures_from = {"program": kind, "description": f"the {name} compile: {section.get('source') or program}"}
+            section["dcn"] = found["dcn"]
         section["roofline"] = None  # one roofline per result: the headline program's, in ``roofline``
         out[kind] = section
+        headline, program = found, f"{name} compile-only ({section.get('topology')})"
+        figures_from = {"program": kind, "description": f"the {name} compile: {section.get('source') or program}"}
         break
     gpu = result.get("gpu")
     if figures_from["program"] == "cpu" and gpu is not None:
         why = gpu.get("skipped") or ((gpu.get("error") or {}).get("message"))
         figures_from["description"] = f"the CPU stand-in: the CPU-compiled program{ran}, not a GPU program ({why})"
-    steps, cost, memory, source, program = headline
-    out["roofline"] = roofline(cost, memory, steps, ctx, dtype, source)
-    out["communication"] = communication(steps, program)
+    out["roofline"] = headline["roofline"]
+    out["communication"] = {**headline["communication"], "program": program}
     out["figures_from"] = figures_from
     return out
 
@@ -124,9 +188,9 @@ def snapshot_with_estimates(snap: Mapping[str, Any]) -> dict[str, Any]:
     """A stored snapshot with today's figures: its ``inspect_jit`` collectives estimated on its own devices and,
     for a plan, the plan's figures (:func:`plan_with_figures`). Any figure it was stored with is replaced:
     snapshots from before estimates existed, or from older figures, open."""
-    out = dict(snap)
-    collectives = snap.get("collectives")
-    plan = snap.get("plan")
+    out = upgrade_snapshot(snap)
+    collectives = out.get("collectives")
+    plan = out.get("plan")
     if not collectives and not isinstance(plan, Mapping):
         return out
     try:
@@ -136,18 +200,18 @@ def snapshot_with_estimates(snap: Mapping[str, Any]) -> dict[str, Any]:
         ctx, why = None, f"the snapshot's devices cannot be placed: {e}"
     if collectives:
         if ctx is not None:
-            out["collectives"] = with_estimates(collectives, ctx)
+            # a calibrated profile the snapshot was made with (``shardscope plan --profile``) stays its figures' source
+            out["collectives"] = with_estimates(collectives, ctx, snap.get("cost_profile"))
         else:
             out["collectives"] = [{**c, "estimate": none(str(why))} for c in collectives]
-    if snap.get("fixes"):
+    if out.get("fixes"):
         # An explained snapshot's fixes are programs of their own: estimated alike, and each fix's seconds
         # before and after follow today's figures (sharding_core.why.fixes).
-        from sharding_core.why import with_fix_seconds
-
-        out["fixes"] = [snapshot_with_estimates(f) for f in snap["fixes"]]
+        out["fixes"] = [snapshot_with_estimates(f) for f in out["fixes"]]
         out["collectives"] = with_fix_seconds(out.get("collectives") or [], out["fixes"])
     if isinstance(plan, Mapping):
-        out["plan"] = plan_with_figures(out, ctx if ctx is not None else no_figures("snapshot", "", str(why)))
+        ctx = ctx if ctx is not None else no_figures("snapshot", "", str(why))
+        out["plan"] = plan_with_figures(out, ctx, snap.get("cost_profile"))
     return out
 
 
@@ -175,10 +239,6 @@ PLAN_ROOFLINE = (
     "traffic: the cost model's rule) on the device set's hardware"
 )
 _HLO_DTYPES = {"bf16": "bfloat16", "f32": "float32", "f16": "float16", "s8": "int8", "u8": "int8", "f64": "float32"}
-# Compiled.memory_analysis() field -> the roofline's memory key.
-_MEMORY_KEYS = {"argument_size_in_bytes": "argument_bytes", "output_size_in_bytes": "output_bytes",
-                "temp_size_in_bytes": "temp_bytes", "alias_size_in_bytes": "alias_bytes",
-                "peak_memory_in_bytes": "peak_bytes"}  # fmt: skip
 
 
 def _dominant_dtype(work: Mapping[str, Any]) -> str:
@@ -192,10 +252,11 @@ def _dominant_dtype(work: Mapping[str, Any]) -> str:
 def plan_with_figures(
     snap: Mapping[str, Any], ctx: CostContext, profile: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
-    """A plan's facts (``plan``: XLA's refusal, the work counted through loops; ``jit.memory_per_device``; the
-    estimated ``collectives``) with today's figures on ``ctx``: HBM capacity and fit, the roofline (the cost
-    model's one rule for each term), the communication totals, the step-time band (:func:`sharding_core.cost.step.
-    step_band`; ``profile``: a calibrate profile whose matmul efficiency replaces the fitted one) and the verdict."""
+    """A plan's facts (``plan``: XLA's refusal with what to change, the compiled schedule; ``program``: the report,
+    with the work counted through loops and XLA's memory figures; the estimated ``collectives``) with today's figures
+    on ``ctx``: HBM capacity and fit, the roofline (:func:`figures_of`: the cost model's one rule for each term), the
+    communication totals, the step-time band (the step model's replay of the schedule; ``profile``: a calibrated
+    profile) and the verdict line."""
     plan = {k: v for k, v in (snap.get("plan") or {}).items() if k not in PLAN_FIGURES}
     capacity = None
     if ctx.hardware is not None:
@@ -210,19 +271,12 @@ def plan_with_figures(
         out["refusal"] = r
         out.update(fits=False, over_bytes=r.get("over_bytes"), step_time=None, verdict=refusal_verdict(r))
         return out
-    work = plan.get("work") or {}
-    stats = (snap.get("jit") or {}).get("memory_per_device") or {}
-    memory = {key: stats[field] for field, key in _MEMORY_KEYS.items() if stats.get(field) is not None}
+    program = snap.get("program") or {}
     collectives = snap.get("collectives") or []
-    cost = {
-        "flops": work.get("flops_xla"),
-        "loop_corrected_flops": work.get("flops"),
-        "matmul_traffic_bytes": work.get("matmul_traffic_bytes"),
-        "bytes_accessed": work.get("bytes_accessed"),
-        "loops": work.get("loops") or [],
-        "unknown_trip_counts": work.get("unknown_trip_counts") or [],
-    }
-    line = roofline(cost, memory or None, collectives, ctx, _dominant_dtype(work), PLAN_ROOFLINE)
+    figures = figures_of(
+        program, collectives, ctx, source=PLAN_ROOFLINE, schedule=plan.get("schedule"), profile=profile
+    )
+    line = figures["roofline"]
     out["roofline"] = line
     out["communication"] = {
         "collectives": len(collectives),
@@ -230,13 +284,40 @@ def plan_with_figures(
         "bytes_per_step": sum(int(c.get("bytes") or 0) * int(c.get("repeat", 1)) for c in collectives),
         "seconds_per_step": line.get("communication_seconds"),
     }
-    # the step-time band: the roofline at 100 % MFU, the schedule replayed at fitted efficiencies, nothing overlapped
-    out["step_time"] = step_band(line, plan.get("schedule"), collectives, ctx.hardware, profile)
+    out["step_time"] = figures["step_time"]
     hbm = line.get("hbm") or {}
     out["fits"] = hbm.get("fits")
     out["over_bytes"] = hbm.get("over_bytes")
-    out["verdict"] = verdict(out, hbm, stats.get("peak_memory_in_bytes"))
+    out["verdict"] = verdict(out, hbm, (program.get("memory") or {}).get("peak_memory_in_bytes"))
     return out
+
+
+def with_fix_seconds(
+    collectives: Sequence[Mapping[str, Any]], fixes: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """The collectives with each fix's ``seconds_before`` / ``seconds_after`` taken from the estimates they and
+    the fix's compiled program (``fixes[result]``) carry now: figures follow the hardware table, never the
+    day the snapshot was made."""
+    before = _seconds(collectives)
+    out: list[dict[str, Any]] = []
+    for c in collectives:
+        why = c.get("why")
+        if not why or not why.get("fixes"):
+            out.append(dict(c))
+            continue
+        refreshed = []
+        for fix in why["fixes"]:
+            r = fix.get("result")
+            after = _seconds(fixes[r].get("collectives") or []) if r is not None and r < len(fixes) else None
+            refreshed.append({**fix, "seconds_before": before, "seconds_after": after})
+        out.append({**c, "why": {**why, "fixes": refreshed}})
+    return out
+
+
+def _seconds(collectives: Sequence[Mapping[str, Any]]) -> float | None:
+    """A program's collectives' estimated seconds per step, None unless every one has an estimate (why's totals)."""
+    totals = communication(collectives)
+    return float(totals["seconds"]) if totals["without_estimate"] == 0 and totals["seconds"] is not None else None
 
 
 def refusal_verdict(r: Mapping[str, Any]) -> str:

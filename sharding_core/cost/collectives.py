@@ -64,10 +64,10 @@ from typing import Any
 import numpy as np
 
 from sharding_core.cost.context import CostContext
-from sharding_core.cost.efficiency import PROFILES, FabricProfile, profile_key
+from sharding_core.cost.efficiency import PROFILES, FabricProfile, phases_of, profile_key
 from sharding_core.hardware import GpuFigures, TpuFigures
 
-FABRICS = ("ici", "dcn", "nvlink", "network")
+FABRICS = ("ici", "dcn", "nvlink", "network", "cpu")  # "cpu": a calibrated profile's measurement on CPU devices
 TORUS_AXES = ("x", "y", "z")
 ON_CHIP = "on one chip: no ICI link is used (the model counts copies between a chip's cores as free)"
 Profiles = Mapping[str, FabricProfile]
@@ -108,13 +108,20 @@ class RingAxis:
 @dataclasses.dataclass(frozen=True)
 class Part:
     """One fabric's share of a collective: its bandwidth term, its latency term (``steps`` of ``step_latency``)
-    and what it is, for the expected time (:mod:`.efficiency` fits one profile per ``key``)."""
+    and what it is, for the expected time (:mod:`.efficiency` fits one profile per ``key``: an efficiency per
+    operation ``kind``, a latency per phase and a size curve). ``ring_factor``: the bytes NCCL's ring moves
+    over this fabric relative to the bound's (across GPU hosts the bound takes the book's hierarchical
+    algorithm; NCCL's ring sends ``(N − 1) / N`` of the data through each host's NICs, not ``(M − 1) / M``)."""
 
     fabric: str  # "ici", "dcn", "nvlink", "network"
     bandwidth_seconds: float
     steps: int
     step_latency: float
     wraparound: bool = False  # ICI: every axis the group spans wraps
+    kind: str = "all-gather"  # the operation, as KIND names it
+    ring_factor: float = 1.0
+    size: float = 0.0  # the per-rank buffer (bytes): what the expected time's size curve reads
+    latency_steps: int = 1  # latency steps of the expected time (expected_steps)
 
     @property
     def latency_seconds(self) -> float:
@@ -129,16 +136,15 @@ class Part:
     def key(self) -> str:
         return profile_key(self.fabric, self.wraparound)
 
-    def expected(self, profiles: Profiles) -> float:
-        """The bandwidth term at the fabric's fitted efficiency plus its fitted latency per step (the α–β model
-        nccl-tests' PERFORMANCE.md describes: time ≈ overhead + size / bandwidth)."""
-        p = profiles[self.key]
-        return self.bandwidth_seconds / p.efficiency + self.steps * p.step_latency
+    @property
+    def expected_bandwidth_seconds(self) -> float:
+        return self.bandwidth_seconds * self.ring_factor
 
-    def scaled(self, factor: float, steps: int | None = None) -> Part:
-        return dataclasses.replace(
-            self, bandwidth_seconds=self.bandwidth_seconds * factor, steps=self.steps if steps is None else steps
-        )
+    def expected(self, profiles: Profiles) -> float:
+        """The fitted latency (at least the bound's) plus the bandwidth term at the operation's fitted efficiency
+        on the fabric's size curve (:class:`sharding_core.cost.efficiency.FabricProfile`)."""
+        p = profiles[self.key]
+        return p.term(self.kind, self.expected_bandwidth_seconds, self.size, self.latency_steps, self.latency_seconds)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -290,6 +296,23 @@ def switched_steps(kind: str, members: int) -> int:
     return 1
 
 
+def expected_steps(kind: str, ranks: int) -> int:
+    """Latency steps of the expected time over a switched fabric of ``ranks``: per phase the fewer of a ring's
+    ``ranks − 1`` and a tree's ``2⌈log₂ ranks⌉`` (NCCL picks the faster algorithm; its tuning model,
+    ``src/graph/tuning.cc``, charges a ring ``nranks − 1`` latency steps per phase); one for a permute."""
+    if ranks <= 1:
+        return 0
+    if kind == "permute":
+        return 1
+    return phases_of(kind) * min(ranks - 1, 2 * max(1, math.ceil(math.log2(ranks))))
+
+
+def buffer_bytes(kind: str, nbytes: float, group_size: int) -> float:
+    """The per-rank buffer a collective moves, as nccl-tests sizes it (what the size curve reads): a
+    reduce-scatter's input (``group_size`` results), any other operation's bytes per device."""
+    return nbytes * group_size if kind == "reduce-scatter" else nbytes
+
+
 # How each op reads (ragged all-to-all: its output buffer is the upper bound; a broadcast moves V like
 # an all-gather).
 KIND = {
@@ -401,14 +424,18 @@ def finish(
     expected = float(join(p.expected(profiles) for p in parts)) if parts else 0.0
     inputs = dict(inputs)
     inputs["terms"] = [
-        {"key": p.key, "bandwidth_seconds": p.bandwidth_seconds, "steps": p.steps, "step_latency": p.step_latency,
-         "seconds": p.seconds, "expected_seconds": p.expected(profiles)}
+        {"key": p.key, "kind": p.kind, "bandwidth_seconds": p.bandwidth_seconds,
+         "expected_bandwidth_seconds": p.expected_bandwidth_seconds, "size": p.size, "steps": p.steps,
+         "expected_steps": p.latency_steps, "step_latency": p.step_latency,
+         "latency_seconds": p.latency_seconds, "seconds": p.seconds, "expected_seconds": p.expected(profiles)}
         for p in parts
     ]  # fmt: skip
     inputs["combine"] = combine
     if parts:
-        inputs["efficiency"] = {p.key: profiles[p.key].efficiency for p in parts}
-        inputs["expected_step_latency"] = {p.key: profiles[p.key].step_latency for p in parts}
+        inputs["efficiency"] = {p.key: profiles[p.key].efficiency_of(p.kind) for p in parts}
+        inputs["expected_latency"] = {p.key: max(profiles[p.key].step_latency * p.latency_steps, p.latency_seconds)
+                                      for p in parts}  # fmt: skip
+        inputs["profiles"] = {p.key: profiles[p.key].source for p in parts}
         if len(parts) > 1:
             inputs["parts"] = {p.fabric: p.seconds for p in parts}
     return {
@@ -431,10 +458,9 @@ def _effective_bytes(c: Mapping[str, Any]) -> tuple[float | None, str | None]:
     return (float(nbytes), None) if nbytes is not None else (None, None)
 
 
-def estimate_collective(
-    c: Mapping[str, Any], ctx: CostContext | None, profiles: Profiles | None = None
-) -> dict[str, Any]:
-    """The estimate of one collective (the reader's dict: ``op``, ``bytes``, ``groups``, ``pairs``, ``axes``)."""
+def estimate_one(c: Mapping[str, Any], ctx: CostContext | None, profiles: Profiles | None = None) -> dict[str, Any]:
+    """The estimate of one collective as the HLO reader gives it (``op``, ``bytes``, ``groups``, ``pairs``,
+    ``axes``) on ``ctx`` (the public one, by device set and size: :func:`sharding_core.estimate_collective`)."""
     if ctx is None:
         return none("no device set to estimate on")
     if ctx.why is not None or ctx.hardware is None:
@@ -585,7 +611,18 @@ def _tpu_group(
             bound=t.bound,
         )
         steps = t.hops * (2 if kind == "all-reduce" else 1)
-        parts.append(Part("ici", t.bandwidth_seconds, steps, t_hop, all(r.wraparound for r in rings)))
+        parts.append(
+            Part(
+                "ici",
+                t.bandwidth_seconds,
+                steps,
+                t_hop,
+                all(r.wraparound for r in rings),
+                kind,
+                size=buffer_bytes(kind, nbytes, size),
+                latency_steps=phases_of(kind),
+            )
+        )
         inner_formula = f"{ICI_FORMULAS[kind]}; {RING_NOTE}"
     else:
         inner_formula = ON_CHIP if members > 1 else "one device per slice: nothing moves inside it"
@@ -598,7 +635,17 @@ def _tpu_group(
     w_dev = w_out / hw.devices_per_chip
     n = size / islands
     outer = outer_seconds(kind, nbytes, n, islands, size, w_dev)
-    parts.append(Part("dcn", outer, switched_steps(kind, islands), t_dcn))
+    parts.append(
+        Part(
+            "dcn",
+            outer,
+            switched_steps(kind, islands),
+            t_dcn,
+            kind=kind,
+            size=buffer_bytes(kind, nbytes, size),
+            latency_steps=expected_steps(kind, islands),
+        )
+    )
     inputs.update(islands=islands, per_island=n, network_bandwidth=w_dev, dcn_step_latency=t_dcn)
     formula = (
         f"inside each of the slices (ici): {inner_formula}; plus across S = {islands} slices (dcn, n = {n:g} per "
@@ -628,7 +675,17 @@ def _gpu_group(
         else:
             inner = switched_seconds(kind, _inner_bytes(kind, nbytes, islands), members, w_in)
         # no spec sheet gives an NVLink latency: the bound has none; the expected time fits one per step
-        parts.append(Part("nvlink", inner, switched_steps(kind, members), 0.0))
+        parts.append(
+            Part(
+                "nvlink",
+                inner,
+                switched_steps(kind, members),
+                0.0,
+                kind=kind,
+                size=buffer_bytes(kind, nbytes, size),
+                latency_steps=expected_steps(kind, members),
+            )
+        )
         inner_formula = SWITCHED_FORMULAS[kind].replace("W", "W_nvlink")
         inputs.update(members=members, nvlink_bandwidth=w_in)
     if islands == 1:
@@ -639,7 +696,19 @@ def _gpu_group(
         return none(f"no network bandwidth for {hw.title}: {hw.network_bandwidth.note}")
     n = size / islands
     outer = outer_seconds(kind, nbytes, n, islands, size, w_out)
-    parts.append(Part("network", outer, switched_steps(kind, islands), t_net))
+    ring = (size - 1) / size / ((islands - 1) / islands) if kind != "all-to-all" else 1.0
+    parts.append(
+        Part(
+            "network",
+            outer,
+            switched_steps(kind, islands),
+            t_net,
+            kind=kind,
+            ring_factor=ring,
+            size=buffer_bytes(kind, nbytes, size),
+            latency_steps=expected_steps(kind, size),
+        )
+    )
     inputs.update(islands=islands, per_island=n, network_bandwidth=w_out, network_step_latency=t_net)
     if kind == "all-to-all":
         formula = (
@@ -681,7 +750,9 @@ def _permute(nbytes: float, pairs: Sequence[Sequence[int]], ctx: CostContext, pr
             hops, load = link_load(ctx.coords[src[inside]], ctx.coords[tgt[inside]], ctx.sizes, ctx.wraps)
             if hops:
                 t = ici_permute(nbytes, load, hops, w, t_hop)
-                parts.append(Part("ici", t.bandwidth_seconds, hops, t_hop, bool(ctx.wraps.all())))
+                parts.append(
+                    Part("ici", t.bandwidth_seconds, hops, t_hop, bool(ctx.wraps.all()), "permute", size=nbytes)
+                )
         inputs.update(hops=hops, busiest_link=load, link_bandwidth=w, hop_latency=t_hop)
         if not crossing.any():
             formula = ICI_FORMULAS["permute"] if hops else ON_CHIP
@@ -691,7 +762,7 @@ def _permute(nbytes: float, pairs: Sequence[Sequence[int]], ctx: CostContext, pr
             return none(f"no DCN bandwidth for {hw.title}: {hw.dcn_bandwidth.note}")
         w_dev = w_out / hw.devices_per_chip
         sends = int(np.bincount(ctx.chip[src[crossing]]).max())  # a chip's NIC carries its cores' sends
-        parts.append(Part("dcn", nbytes * sends / (w_dev * hw.devices_per_chip), 1, t_dcn))
+        parts.append(Part("dcn", nbytes * sends / (w_dev * hw.devices_per_chip), 1, t_dcn, kind="permute", size=nbytes))
         inputs.update(network_bandwidth=w_dev, dcn_step_latency=t_dcn, sends_per_chip=sends)
         formula = (
             f"the slower of the pairs: ICI {ICI_FORMULAS['permute']}; across slices (DCN) "
@@ -706,7 +777,7 @@ def _permute(nbytes: float, pairs: Sequence[Sequence[int]], ctx: CostContext, pr
     fabric = "network" if across else "nvlink"
     latency = (hw.network_latency.value or 0.0) if across else 0.0
     inputs.update(bandwidth=w_fig.value)
-    part = Part(fabric, switched_permute(nbytes, w_fig.value), 1, latency)
+    part = Part(fabric, switched_permute(nbytes, w_fig.value), 1, latency, kind="permute", size=nbytes)
     return finish([part], "max", f"b / W_{fabric}" + (" + t_net" if across else ""), inputs, fabric, profiles)
 
 
@@ -737,7 +808,9 @@ def estimate_dcn_step(
             return none("the step names no source → target pairs in the device set")
         sends = int(np.bincount(ctx.chip[rows[:, 0]]).max())
         inputs.update(pairs=len(pairs), sends_per_chip=sends)
-        part = Part("dcn", float(nbytes) * sends / (w_dev * hw.devices_per_chip), 1, t_dcn)
+        part = Part(
+            "dcn", float(nbytes) * sends / (w_dev * hw.devices_per_chip), 1, t_dcn, kind="permute", size=float(nbytes)
+        )
         formula = "b · sends per chip / W_dcn per chip + t_dcn (each pair one DCN transfer)"
         return finish([part], "sum", formula, inputs, "dcn", profiles)
     groups = step.get("groups") or []
@@ -749,7 +822,15 @@ def estimate_dcn_step(
     n = size / islands
     seconds = outer_seconds(kind, float(nbytes), n, islands, size, w_dev)
     inputs.update(islands=islands, per_island=n, group_size=size, groups=len(groups))
-    part = Part("dcn", seconds, switched_steps(kind, islands), t_dcn)
+    part = Part(
+        "dcn",
+        seconds,
+        switched_steps(kind, islands),
+        t_dcn,
+        kind=kind,
+        size=buffer_bytes(kind, float(nbytes), size),
+        latency_steps=expected_steps(kind, islands),
+    )
     formula = f"across S = {islands} slices (DCN, n = {n:g} per slice): {OUTER_FORMULAS[kind]} + steps · t_dcn"
     return finish([part], "sum", formula, inputs, "dcn", profiles)
 

@@ -19,6 +19,7 @@ from sharding_core.cost.collectives import communication, repeat_of
 from sharding_core.cost.context import NO_CPU_FIGURES, figures_only
 from sharding_core.cost.roofline import hbm_fit
 from sharding_core.hardware import figures_for_kind
+from sharding_core.snapshot.memory import memory
 from sharding_core.units import fmt_bytes, fmt_seconds
 
 TIE = 0.01
@@ -93,8 +94,7 @@ def snapshot_summary(snap: Mapping[str, Any], label: str) -> dict[str, Any]:
     """
     read = snapshot_with_estimates(snap)  # today's figures, not stored ones (a plan's roofline included)
     collectives = list(read.get("collectives") or [])
-    jit = snap.get("jit") or {}
-    per_device = jit.get("memory_per_device") or None
+    per_device = (read.get("program") or {}).get("memory") or None
     nbytes = None
     if per_device:
         nbytes = int(
@@ -103,8 +103,6 @@ def snapshot_summary(snap: Mapping[str, Any], label: str) -> dict[str, Any]:
             - int(per_device.get("alias_size_in_bytes") or 0)
         )  # fmt: skip
     elif snap.get("leaves"):
-        from sharding_core.snapshot.memory import memory
-
         nbytes = int(memory(snap)["max_bytes"])  # the arrays the snapshot holds, on the busiest device
     platform, kind = str(snap.get("platform") or ""), str(snap.get("device_kind") or "")
     hw = figures_for_kind(platform, kind)

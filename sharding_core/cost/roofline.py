@@ -40,16 +40,17 @@ FORMULA = (
 
 
 def program_bytes(memory: Mapping[str, Any] | None) -> int | None:
-    """A program's memory per device: XLA's peak, else arguments + outputs + temporaries − aliased."""
+    """A program's memory per device (``memory``: ``Compiled.memory_analysis()``'s fields by their XLA names): XLA's
+    peak, else arguments + outputs + temporaries − aliased."""
     if not memory:
         return None
-    peak = memory.get("peak_bytes")
+    peak = memory.get("peak_memory_in_bytes")
     if peak is not None:
         return int(peak)
-    parts = [memory.get(k) for k in ("argument_bytes", "output_bytes", "temp_bytes")]
+    parts = [memory.get(f"{k}_size_in_bytes") for k in ("argument", "output", "temp")]
     if all(p is None for p in parts):
         return None
-    return int(sum(p or 0 for p in parts) - (memory.get("alias_bytes") or 0))
+    return int(sum(p or 0 for p in parts) - (memory.get("alias_size_in_bytes") or 0))
 
 
 def hbm_fit(nbytes: int | None, ctx: CostContext) -> dict[str, Any]:
@@ -78,38 +79,40 @@ def hbm_fit(nbytes: int | None, ctx: CostContext) -> dict[str, Any]:
     return out
 
 
-def hbm_traffic(cost: Mapping[str, Any] | None, memory: Mapping[str, Any] | None) -> tuple[float | None, str]:
+def hbm_traffic(work: Mapping[str, Any] | None, memory: Mapping[str, Any] | None) -> tuple[float | None, str]:
     """The program's HBM traffic per device and where it came from (see the module docstring)."""
-    cost = cost or {}
+    work = work or {}
     memory = memory or {}
-    parts = [memory.get("argument_bytes"), memory.get("output_bytes")]
+    parts = [memory.get("argument_size_in_bytes"), memory.get("output_size_in_bytes")]
     io = float(sum(p or 0 for p in parts)) if any(p is not None for p in parts) else None
-    matmul = cost.get("matmul_traffic_bytes")
+    matmul = work.get("matmul_traffic_bytes")
     candidates = [(v, name) for v, name in ((io, "arguments + outputs"), (matmul, "matmul operands + results"))
                   if v is not None]  # fmt: skip
     if candidates:
         value, name = max(candidates, key=lambda c: float(c[0]))
         return float(value), name
-    accessed = cost.get("bytes_accessed")
+    accessed = work.get("bytes_accessed")
     if accessed is not None:
         return float(accessed), "XLA's bytes accessed (no memory analysis)"
     return None, "no figure"
 
 
 def roofline(
-    cost: Mapping[str, Any] | None,
+    work: Mapping[str, Any] | None,
     memory: Mapping[str, Any] | None,
     collectives: Sequence[Mapping[str, Any]],
     ctx: CostContext,
     dtype: str,
     source: str,
 ) -> dict[str, Any]:
-    """The roofline of one compiled program (``source`` says which: the CPU run's or the TPU compile)."""
+    """The roofline of one compiled program (``source`` says which: the CPU run's or the TPU compile) from its report
+    (:mod:`sharding_core.program.report`): ``work`` (flops and bytes with loops counted) and ``memory`` (XLA's
+    ``memory_analysis`` fields), with its ``collectives``' estimates."""
     comm, missing = total_seconds(collectives)
     comm_expected, _ = total_seconds(collectives, "expected_seconds")
-    cost = cost or {}
-    flops = cost.get("loop_corrected_flops", cost.get("flops"))
-    traffic, traffic_from = hbm_traffic(cost, memory)
+    work = work or {}
+    flops = work.get("flops")
+    traffic, traffic_from = hbm_traffic(work, memory)
     out: dict[str, Any] = {
         "source": source,
         "hardware": ctx.hardware.title if ctx.hardware is not None else None,
@@ -124,11 +127,11 @@ def roofline(
         "formula": FORMULA,
         "inputs": {
             "flops": flops,
-            "flops_xla": cost.get("flops"),
+            "flops_xla": work.get("flops_xla"),
             "hbm_traffic_bytes": traffic,
             "hbm_traffic_from": traffic_from,
-            "bytes_accessed": cost.get("bytes_accessed"),
-            "loops": len(cost.get("loops") or []),
+            "bytes_accessed": work.get("bytes_accessed"),
+            "loops": len(work.get("loops") or []),
             "collectives": len(collectives),
             "collectives_without_estimate": missing,
         },
@@ -139,6 +142,31 @@ def roofline(
     if hw is None:
         out["why"] = ctx.why or "no hardware figures"
         return out
+    notes = _compute_and_memory(out, hw, dtype, flops, traffic)
+    if missing:
+        notes.append(f"{missing} of {len(collectives)} collectives have no estimate; the sum leaves them out")
+    unknown = work.get("unknown_trip_counts") or []
+    if unknown:
+        notes.append(f"{len(unknown)} loop(s) without a known trip count are counted once ({', '.join(unknown[:3])})")
+    if len(collectives) > missing or not collectives:
+        out["communication_seconds"] = comm
+        out["communication_expected_seconds"] = comm_expected
+    terms = {k: out[f"{k}_seconds"] for k in ("compute", "memory", "communication")}
+    known = {k: v for k, v in terms.items() if v is not None}
+    if known:
+        out["bound"] = max(known, key=lambda k: known[k])
+        out["lower_bound_seconds"] = max(known.values())
+        out["serial_seconds"] = sum(known.values())
+    if flops is None:
+        notes.append("XLA reported no flops for this program")
+    out["why"] = "; ".join(notes) or None
+    return out
+
+
+def _compute_and_memory(
+    out: dict[str, Any], hw: Any, dtype: str, flops: float | None, traffic: float | None
+) -> list[str]:
+    """The compute and memory terms on ``hw`` (written into ``out``), and what the hardware table lacks for them."""
     notes: list[str] = []
     peak, peak_note = peak_flops(hw, dtype)
     if peak is not None and peak.value:
@@ -158,21 +186,4 @@ def roofline(
                 out["inputs"]["intensity"] = float(flops) / traffic
     else:
         notes.append(f"memory: {bandwidth.note}")
-    if missing:
-        notes.append(f"{missing} of {len(collectives)} collectives have no estimate; the sum leaves them out")
-    unknown = cost.get("unknown_trip_counts") or []
-    if unknown:
-        notes.append(f"{len(unknown)} loop(s) without a known trip count are counted once ({', '.join(unknown[:3])})")
-    if len(collectives) > missing or not collectives:
-        out["communication_seconds"] = comm
-        out["communication_expected_seconds"] = comm_expected
-    terms = {k: out[f"{k}_seconds"] for k in ("compute", "memory", "communication")}
-    known = {k: v for k, v in terms.items() if v is not None}
-    if known:
-        out["bound"] = max(known, key=lambda k: known[k])
-        out["lower_bound_seconds"] = max(known.values())
-        out["serial_seconds"] = sum(known.values())
-    if flops is None:
-        notes.append("XLA reported no flops for this program")
-    out["why"] = "; ".join(notes) or None
-    return out
+    return notes

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sharding_core.hlo.axes import AxesReport, group_axes, mesh_coords, pair_axes
+from sharding_core.hlo.megascale import megascale_steps
 from sharding_core.hlo.program import ProgramFacts, program_facts
 from sharding_core.hlo.text import Collective, HloParseError, parse_collectives
 
@@ -177,8 +178,6 @@ def dcn_steps(
 ) -> list[dict[str, Any]]:
     """The cross-slice steps of a libtpu multi-slice module (:func:`sharding_core.hlo.megascale.megascale_steps`)
     with their mesh axes and loop facts."""
-    from sharding_core.hlo.megascale import megascale_steps
-
     facts = facts if facts is not None else program_facts(hlo_text)
     coords = mesh_coords(id_grid) if id_grid is not None else None
     out = []

@@ -51,18 +51,31 @@ class OriginEntry:
     name: str | None = None  # sdy.sharding_origin_name of a constraint or shard_map
 
 
-def _balanced(text: str, start: int, open_ch: str, close_ch: str) -> int:
-    """hlo's bracket matcher, but lenient: an unclosed bracket runs to the end of the text (a
-    truncated dump still yields what it has)."""
+def balanced(text: str, start: int, open_ch: str, close_ch: str) -> int:
+    """Index just past the bracket closing ``text[start]``; lenient: an unclosed bracket runs to the end of the text
+    (a truncated dump still yields what it has), and the ``->`` of a sharding rule is no ``>``."""
+    if open_ch == "<":
+        depth = 0
+        for i in range(start, len(text)):
+            c = text[i]
+            if c == "<":
+                depth += 1
+            elif c == ">" and text[i - 1] != "-":  # the "->" of a sharding rule is no bracket
+                depth -= 1
+                if depth == 0:
+                    return i + 1
+        return len(text)
     try:
         return hlo.balanced_end(text, start, open_ch, close_ch)
     except hlo.HloParseError:
         return len(text)
 
 
-def _attr(text: str, name: str) -> str | None:
-    """The value of attribute ``name = ...`` in an MLIR attribute dictionary, brackets balanced."""
-    m = re.search(rf"(?<![\w.]){re.escape(name)} = ", text)
+def attribute(text: str, name: str) -> str | None:
+    """The value of ``name = ...`` in an MLIR attribute dictionary, brackets balanced (``[...]``, ``{...}``,
+    ``#dialect<...>``, ``<...>``, a quoted string, or a bare word); None when absent or an unclosed quote. The one
+    reader of Shardy's attributes (:mod:`sharding_core.why.sdy` reads the module with it too)."""
+    m = re.search(rf"(?<![\w.]){re.escape(name)}\s*=\s*", text)
     if not m:
         return None
     i = m.end()
@@ -70,13 +83,16 @@ def _attr(text: str, name: str) -> str | None:
         return None
     c = text[i]
     if c in "[{":
-        return text[i : _balanced(text, i, c, "]" if c == "[" else "}")]
+        return text[i : balanced(text, i, c, "]" if c == "[" else "}")]
     if c == "#":
         lt = text.find("<", i)
-        return text[i : _balanced(text, lt, "<", ">")]
+        return text[i : balanced(text, lt, "<", ">")] if lt >= 0 else None
+    if c == "<":
+        return text[i : balanced(text, i, "<", ">")]
     if c == '"':
-        return text[i : text.index('"', i + 1) + 1]
-    end = re.search(r"[,}]", text[i:])
+        close = text.find('"', i + 1)
+        return text[i : close + 1] if close > i else None
+    end = re.search(r"[,}\s]", text[i:])
     return text[i : i + end.start()] if end else text[i:]
 
 
@@ -90,7 +106,7 @@ def _dicts(text: str) -> list[list[tuple[str, str]]]:
             j = t.find("{", i)
             if j < 0:
                 break
-            k = _balanced(t, j, "{", "}")
+            k = balanced(t, j, "{", "}")
             out.append(pairs(t[j:k]))
             i = k
         return out
@@ -109,7 +125,7 @@ def sharding_to_spec(text: str | None) -> str | None:
     lb = text.find("[")
     if lb < 0:
         return None
-    dims_text = text[lb : _balanced(text, lb, "[", "]")]
+    dims_text = text[lb : balanced(text, lb, "[", "]")]
     entries: list[str] = []
     for dim in _DIM.findall(dims_text):
         axes = [a + (sub or "") for a, sub in _AXIS.findall(dim)]
@@ -137,7 +153,7 @@ def _per_value(text: str | None) -> list[str | None]:
             j = inner.find("<", i)
             if j < 0:
                 break
-            k = _balanced(inner, j, "<", ">")
+            k = balanced(inner, j, "<", ">")
             out.append(sharding_to_spec(inner[j:k]))
             i = k
         return out
@@ -195,15 +211,15 @@ def parse_origins(mlir: str, input_names: Sequence[str] = ()) -> OriginsReport:
         vm = _VALUE.match(line)
         if vm:
             value, op = vm.group("value").split(":")[0], vm.group("op").strip('"')
-            origins_text = _attr(line, "sdy.sharding_origins")
-            name_text = _attr(line, "sdy.sharding_origin_name")
+            origins_text = attribute(line, "sdy.sharding_origins")
+            name_text = attribute(line, "sdy.sharding_origin_name")
             name = name_text.strip('"') if name_text else None
             if origins_text is not None:
-                shardings = _per_value(_attr(line, "sdy.sharding"))
+                shardings = _per_value(attribute(line, "sdy.sharding"))
                 if not shardings and op in ("sdy.reshard", "sdy.sharding_constraint") and "<@" in line:
                     # These carry their sharding as an operand: `sdy.reshard %1 <@mesh, [{"x"}, {}]>`.
                     start = line.index("<@")
-                    shardings = [sharding_to_spec(line[start : _balanced(line, start, "<", ">")])]
+                    shardings = [sharding_to_spec(line[start : balanced(line, start, "<", ">")])]
                 per = _dicts(origins_text)
                 for k, pairs in enumerate(per):
                     label = value if len(per) == 1 else f"{value}#{k}"
@@ -221,10 +237,10 @@ def parse_origins(mlir: str, input_names: Sequence[str] = ()) -> OriginsReport:
             continue
         if line.startswith("}") and stack and "sdy." in line:
             value, op = stack.pop()
-            name_text = _attr(line, "sdy.sharding_origin_name")
+            name_text = attribute(line, "sdy.sharding_origin_name")
             name = name_text.strip('"') if name_text else None
             for key, what in (("sdy.block_arg_sharding_origins", "in"), ("sdy.result_sharding_origins", "out")):
-                text = _attr(line, key)
+                text = attribute(line, key)
                 if text is None:
                     continue
                 for k, pairs in enumerate(_dicts(text)):
@@ -255,13 +271,13 @@ def parse_origins(mlir: str, input_names: Sequence[str] = ()) -> OriginsReport:
 def _func_params(line: str) -> tuple[str, str]:
     """The argument list and the result list of a ``func.func`` line."""
     open_paren = line.index("(")
-    close = _balanced(line, open_paren, "(", ")")
+    close = balanced(line, open_paren, "(", ")")
     args = line[open_paren + 1 : close - 1]
     rest = line[close:].strip()
     results = ""
     if rest.startswith("-> ("):
         start = rest.index("(")
-        results = rest[start + 1 : _balanced(rest, start, "(", ")") - 1]
+        results = rest[start + 1 : balanced(rest, start, "(", ")") - 1]
     return args, results
 
 
@@ -294,7 +310,7 @@ def _arguments(line: str, input_names: Sequence[str]) -> list[OriginEntry]:
         m = _ARG.match(item)
         if not m:
             continue
-        origins_text = _attr(item, "sdy.sharding_origins")
+        origins_text = attribute(item, "sdy.sharding_origins")
         if origins_text is None:
             continue
         i = int(m.group(1))
@@ -303,7 +319,7 @@ def _arguments(line: str, input_names: Sequence[str]) -> list[OriginEntry]:
             OriginEntry(
                 label,
                 "argument",
-                sharding_to_spec(_attr(item, "sdy.sharding")),
+                sharding_to_spec(attribute(item, "sdy.sharding")),
                 _origins(_dicts(origins_text)[0], input_names),
             )
         )
@@ -314,7 +330,7 @@ def _results(line: str, input_names: Sequence[str]) -> list[OriginEntry | None]:
     _, results = _func_params(line)
     out: list[OriginEntry | None] = []
     for k, item in enumerate(split_values(results)):
-        origins_text = _attr(item, "sdy.sharding_origins")
+        origins_text = attribute(item, "sdy.sharding_origins")
         if origins_text is None:
             out.append(None)
             continue
@@ -322,7 +338,7 @@ def _results(line: str, input_names: Sequence[str]) -> list[OriginEntry | None]:
             OriginEntry(
                 f"result {k}",
                 "result",
-                sharding_to_spec(_attr(item, "sdy.sharding")),
+                sharding_to_spec(attribute(item, "sdy.sharding")),
                 _origins(_dicts(origins_text)[0], input_names),
             )
         )

@@ -25,7 +25,6 @@ import dataclasses
 import math
 import re
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 import numpy as np
 
@@ -528,38 +527,5 @@ def parse_collectives(hlo: str) -> list[Collective]:
                 source=src.group(1) if src else None,
                 computation=computation,
             )
-        )
-    return out
-
-
-_MEGASCALE = re.compile(r'_xla_megascale_transfer_type="(?P<type>[A-Z_]+)"')
-_RENDEZVOUS = re.compile(r'_xla_host_transfer_rendezvous="(?P<name>[^"]*)"')
-
-
-def megascale_transfers(hlo: str) -> list[dict[str, Any]]:
-    """The cross-slice (DCN) transfers of a libtpu multi-slice program: its megascale host ``send``s.
-
-    libtpu writes what crosses slices as ``send``/``recv`` pairs handled by the megascale runtime,
-    with the collective in ``_xla_megascale_transfer_type`` (``ALL_REDUCE``, ``ALL_GATHER``, ...);
-    they name no devices. One entry per ``send``: the collective, the rendezvous name and the bytes
-    this device sends.
-    """
-    out: list[dict[str, Any]] = []
-    for line in hlo.splitlines():
-        m = _INSTRUCTION.match(line)
-        if not m or "_xla_megascale_transfer_type" not in line:
-            continue
-        parsed = _op_and_rest(line, m.end())
-        if parsed is None or parsed[1] != "send":
-            continue
-        kind = _MEGASCALE.search(line)
-        name = _RENDEZVOUS.search(line)
-        shapes = _shapes(parsed[0])
-        out.append(
-            {
-                "op": kind.group("type").lower().replace("_", "-") if kind else "transfer",
-                "rendezvous": name.group("name") if name else None,
-                "bytes": shapes[0].bytes if shapes else None,
-            }
         )
     return out

@@ -4,9 +4,10 @@
   ``jax.experimental.topologies.get_topology_desc(platform="tpu", ...)``, with libtpu's devices at the simulated
   mesh's positions (same ids).
 * ``gpu:`` sets (the optional ``gpu`` extra: XLA's CUDA compiler plugin, no NVIDIA libraries): XLA's GPU compiler
-  with the target config XLA ships for that GPU (:func:`sharding_core.planning.targets.compile_target`).
+  with the target config XLA ships for that GPU (:func:`sharding_core.program.targets.compile_target`).
 
-One compile, three uses (:mod:`sharding_core.kernels.runner` calls them):
+One compile through the one pipeline (:mod:`sharding_core.program`), read into its report, two uses
+(:mod:`sharding_core.kernels.runner` calls them):
 
 * :func:`section` — the ``tpu`` (or ``gpu``) section of every run on such a set, beside the CPU run: the program
   the hardware would run, whose collectives, bytes and memory are the result's headline figures
@@ -21,45 +22,39 @@ One compile, three uses (:mod:`sharding_core.kernels.runner` calls them):
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import os
-import tempfile
-import time
 from typing import Any
 
-from sharding_core.compat import set_mesh
-from sharding_core.hlo import origins
-from sharding_core.hlo.collectives import DCN_NOTE, dcn_steps, device_assignment, read_collectives
-from sharding_core.hlo.program import program_facts
-from sharding_core.kernels import runner
+from sharding_core.compat import set_mesh, typeof_text
+from sharding_core.devices import devices_of_key
+from sharding_core.hlo.collectives import DCN_NOTE
+from sharding_core.kernels.build import (
+    KernelRunError,
+    extra_leaves,
+    jit_kernel,
+    job_mesh,
+    kernel_context,
+    leaves,
+    program_texts,
+    recompiler,
+    refusal,
+    spec_text,
+    timing_ms,
+)
 from sharding_core.kernels.catalog import Built, Kernel
 from sharding_core.kernels.plan import KernelJob
-from sharding_core.kernels.runner import (
-    KernelRunError,
-    _clip,
-    _context,
-    _cost,
-    _jit,
-    _leaves,
-    _memory,
-    _mesh,
-    _spec_text,
-    captured_stderr,
-    refusal,
-    scrub_paths,
-)
+from sharding_core.program import targets
+from sharding_core.program.compile import PLAIN, Options, Program, lower
+from sharding_core.program.report import Reading, Report, read_report
+from sharding_core.program.shardy import Dump
 from sharding_core.spec import parse_spec
+from sharding_core.why import Budget
+from sharding_core.why.kernel import explain_run
 
 NO_LIBTPU = "libtpu is not installed (the optional tpu extra: uv sync --extra tpu)"
 NO_GPU_COMPILER = (
     "XLA's GPU compiler is not installed (the optional gpu extra: jax-cuda12-plugin and jax-cuda12-pjrt, no NVIDIA "
     "libraries needed): the figures are the CPU stand-in's"
 )
-
-
-def gpu_compiler_available() -> bool:
-    """Whether XLA's CUDA compiler plugin (the optional ``gpu`` extra) is importable."""
-    return importlib.util.find_spec("jax_cuda12_plugin") is not None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,26 +68,29 @@ class Target:
 
 
 def _target(job: KernelJob) -> Target:
+    """The set's compile-only devices (:func:`sharding_core.program.targets.compile_target`: libtpu's topology, or
+    XLA's GPU topology from the shipped target config)."""
+    found = targets.set_target(devices_of_key(job.devices_key))
     if job.tpu is not None:
-        os.environ["TPU_SKIP_MDS_QUERY"] = "1"  # libtpu must never query a cloud metadata server
-        # Several workers (and a test process) load libtpu at once, compile-only: no device to guard.
-        os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
-        from jax.experimental import topologies
-
-        devices = {int(d.id): d for d in topologies.get_topology_desc(**job.tpu.describe()).devices}
-        source = f"libtpu compile-only topology {job.tpu.topology_name}"
-        if job.tpu.slices > 1:
-            source += f" x {job.tpu.slices} slices"
-        return Target("tpu", devices, job.tpu.topology_name, source)
-    from sharding_core.planning.targets import compile_target
-
-    target = compile_target(job.devices_key)  # XLA's GPU topology from the shipped target config
-    topology = target.source.split("topology ", 1)[-1].split(",", 1)[0]
-    return Target("gpu", target.by_id, topology, target.source)
+        return Target("tpu", found.by_id, job.tpu.topology_name, found.source)
+    topology = found.source.split("topology ", 1)[-1].split(",", 1)[0]
+    return Target("gpu", found.by_id, topology, found.source)
 
 
-def _compile(job: KernelJob, kernel: Kernel, built: Built, target: Target, dump: str | None) -> dict[str, Any]:
-    """Lowers and compiles the built kernel for ``target`` on abstract inputs (nothing allocated)."""
+@dataclasses.dataclass(frozen=True)
+class _Compiled:
+    """The kernel compiled for a target: the program and what built it (for the why's recompiles)."""
+
+    program: Program
+    report: Report
+    mesh: Any
+    structs: list[Any]
+    extra: list[Any]
+    abstract: Any
+
+
+def _compile(job: KernelJob, kernel: Kernel, built: Built, target: Target, options: Options) -> _Compiled:
+    """Lowers and compiles the built kernel for ``target`` on abstract inputs (nothing allocated) and reads it."""
     import jax
     from jax.sharding import NamedSharding
 
@@ -101,7 +99,7 @@ def _compile(job: KernelJob, kernel: Kernel, built: Built, target: Target, dump:
         raise KernelRunError(
             "worker_error", f"the {target.kind.upper()} compiler's topology has no device {missing[0]} of the mesh"
         )
-    mesh = _mesh(job, [target.devices[i] for i in job.device_ids])
+    mesh = job_mesh(job, [target.devices[i] for i in job.device_ids])
     in_specs = tuple(parse_spec(i.spec) for i in job.inputs)
 
     def abstract(leaf: Any) -> Any:
@@ -113,84 +111,59 @@ def _compile(job: KernelJob, kernel: Kernel, built: Built, target: Target, dump:
     with set_mesh(mesh):
         if kernel.mode == "shard_map":
             # shard_map holds the mesh it was built with: build the kernel again over the target's mesh.
-            built = kernel.build(_context(job, kernel, mesh, in_specs))
-        jitted, structs = _jit(job, kernel, built, mesh, in_specs)
+            built = kernel.build(kernel_context(job, kernel, mesh, in_specs))
+        jitted, structs = jit_kernel(job, kernel, built, mesh, in_specs)
         extra = [jax.tree.map(abstract, arg) for arg in built.extra_args]
-        t0 = time.perf_counter()
-        lowered = jitted.lower(*structs, *extra)
-        t1 = time.perf_counter()
-        options = {"xla_dump_to": dump, "xla_dump_hlo_pass_re": "shardy-verbose"} if dump else None
-        compiled = lowered.compile(compiler_options=options) if options else lowered.compile()
-        t2 = time.perf_counter()
-    return {"mesh": mesh, "structs": structs, "extra": extra, "abstract": abstract, "lowered": lowered,
-            "compiled": compiled, "lower_ms": (t1 - t0) * 1e3, "compile_ms": (t2 - t1) * 1e3}  # fmt: skip
+        program = lower(jitted, [*structs, *extra]).compile(options)
+    names = tuple(i.name for i in job.inputs) + tuple(name for name, _ in extra_leaves(built))
+    report = read_report(program, Reading(job.id_grid, job.axis_names, input_names=names))
+    return _Compiled(program, report, mesh, structs, extra, abstract)
 
 
-def _explain(
-    job: KernelJob, kernel: Kernel, program: dict[str, Any], section: dict[str, Any], mlir: str | None
-) -> None:
+def _explain(job: KernelJob, kernel: Kernel, done: _Compiled, section: dict[str, Any]) -> None:
     """Gives the target program's collectives their why and, within the job's budget, fixes compiled for the same
     target (:mod:`sharding_core.why`); ``section["why_search"]`` says what the search did. Shardy's origins come
-    from the compile with the dump (``mlir``) or, where the figures' compile was a plain one, from a second
-    compile: the option that writes them changes what XLA:TPU compiles (its memory figures)."""
-    from sharding_core.why import Budget
-    from sharding_core.why.dump import Dump, compile_with_dump
-    from sharding_core.why.kernel import explain_run
-
-    lowered, compiled, mesh = program["lowered"], program["compiled"], program["mesh"]
-    if mlir is None:
+    from the compile that wrote them or, where the figures' compile was a plain one, from a second compile: the
+    option that writes them changes what XLA:TPU compiles (its memory figures)."""
+    program, mesh = done.program, done.mesh
+    dump = program.shardy
+    if dump is None:
         with set_mesh(mesh):
-            _, dump = compile_with_dump(lowered)
-    else:
-        dump = Dump(mlir, "shardy")
+            dump = program.again(Options(shardy=True, echo=False)).shardy
     section["why_search"] = explain_run(
         section["collectives"],
-        hlo=compiled.as_text(),
-        dump=dump,
-        lowered=lowered,
-        arg_leaves=[*program["structs"], *program["extra"]],
+        hlo=program.hlo or "",
+        dump=dump or Dump(None, "gspmd"),
+        lowered=program.lowered,
+        arg_leaves=[*done.structs, *done.extra],
         mesh_axes=dict(zip(job.axis_names, job.mesh_shape, strict=True)),
         input_specs=tuple(i.spec for i in job.inputs),
         out_specs=job.out_specs,
         outputs_fixable=kernel.mode == "jit",
-        compile_job=runner._compile_job(
-            job, kernel, mesh, lambda d: int(d.id), per_slice=int(section["slices"]), abstract_extra=program["abstract"]
-        ),
+        compile_job=recompiler(job, kernel, mesh, Reading(job.id_grid, job.axis_names), done.abstract),
         budget=Budget(job.why_recompiles, job.why_seconds),
-        peak=_memory(compiled).get("peak_bytes"),
+        peak=done.report.peak,
     )
 
 
-def _facts(job: KernelJob, target: Target, program: dict[str, Any], max_text_chars: int) -> dict[str, Any]:
-    """The section: the compiled program's collectives, memory, cost and HLO (facts; estimates come when read)."""
-    compiled, mesh = program["compiled"], program["mesh"]
-    placed = device_assignment(compiled)
-    hlo_text = compiled.as_text()
-    facts = program_facts(hlo_text)
-    hlo_clip, hlo_cut = _clip(scrub_paths(hlo_text), max_text_chars)
+def _section(job: KernelJob, target: Target, done: _Compiled, max_text_chars: int) -> dict[str, Any]:
+    """The section: the compiled program's report, its collectives and DCN steps (facts; estimates come when read)
+    and its HLO."""
+    texts = program_texts(done.program, max_text_chars)
+    report = done.report
     slices = job.tpu.slices if job.tpu is not None else 1
-    # libtpu compiles one slice's program (num_partitions = devices per slice) and every slice runs
-    # it on its own devices: partition p of slice s is the p-th device of slice s in the assignment.
-    per_slice = [[int(d.id) for d in placed if int(getattr(d, "slice_index", 0) or 0) == s] for s in range(slices)]
-    section: dict[str, Any] = {
+    return {
         "topology": target.topology,
-        "device_kind": mesh.devices.flat[0].device_kind,
+        "device_kind": done.mesh.devices.flat[0].device_kind,
         "source": target.source,
         "slices": slices,
-        "hlo": hlo_clip,
-        "hlo_truncated": hlo_cut,
-        "collectives": read_collectives(hlo_text, per_slice, job.id_grid, job.axis_names, facts),
-        "device_assignment": [int(d.id) for d in placed],
-        "memory": _memory(compiled),
-        "cost": _cost(compiled, facts),
-        "dcn": None,
-        "dcn_note": None,
-        "compile_ms": program["compile_ms"],
+        "hlo": texts["hlo"],
+        "hlo_truncated": texts["hlo_truncated"],
+        "collectives": report.collectives_json(),
+        "dcn": [dict(s) for s in report.dcn] if slices > 1 else None,
+        "dcn_note": DCN_NOTE if slices > 1 else None,
+        "program": report.json(),
     }
-    if slices > 1:
-        section["dcn"] = dcn_steps(hlo_text, job.id_grid, job.axis_names, facts)
-        section["dcn_note"] = DCN_NOTE
-    return section
 
 
 def section(job: KernelJob, kernel: Kernel, built: Built, max_text_chars: int) -> dict[str, Any] | None:
@@ -199,17 +172,17 @@ def section(job: KernelJob, kernel: Kernel, built: Built, max_text_chars: int) -
     (``cpu:`` sets)."""
     if job.tpu is None and job.platform != "gpu":
         return None
-    if job.tpu is not None and not runner.libtpu_available():
+    if job.tpu is not None and not targets.libtpu_available():
         return {"skipped": NO_LIBTPU}
-    if job.tpu is None and not gpu_compiler_available():
+    if job.tpu is None and not targets.gpu_compiler_available():
         return {"skipped": NO_GPU_COMPILER}
     what = "compiling for TPU" if job.tpu is not None else "compiling for GPU"
     try:
         target = _target(job)
-        program = _compile(job, kernel, built, target, None)
-        found = _facts(job, target, program, max_text_chars)
+        done = _compile(job, kernel, built, target, PLAIN)
+        found = _section(job, target, done, max_text_chars)
         if target.kind == "tpu":  # a TPU set's fixes are compiled for its TPU program (the CPU run's note says so)
-            _explain(job, kernel, program, found, None)
+            _explain(job, kernel, done, found)
         return found
     except KernelRunError as e:
         return {"error": e.to_dict()}
@@ -229,60 +202,45 @@ def compile_only(
     """A compile-only run: the kernel (already built: the arrays it creates are real, bounded as in any run) lowered
     and compiled for the set's hardware on abstract inputs. The result has the run's shape: the inputs as placed,
     the outputs with the shardings the compiler gave them (no values, no ``max_abs_error``), the target program's
-    collectives, memory and cost (also in its ``tpu`` / ``gpu`` section), its HLO and Shardy's origins, and
+    report and collectives (also in its ``tpu`` / ``gpu`` section), its HLO and Shardy's origins, and
     ``compile_only: true``. Raises :class:`KernelRunError` for a refusal (it is the whole result)."""
     import jax
 
     target = _target(job)
-    with captured_stderr() as log, tempfile.TemporaryDirectory(prefix="shardscope-sdy-") as dump:
-        program = _compile(job, kernel, built, target, dump)
-        mlir = origins.read_dump(dump)
-    section = _facts(job, target, program, max_text_chars)
-    _explain(job, kernel, program, section, mlir)
-    lowered, compiled = program["lowered"], program["compiled"]
-    input_names = [i.name for i in job.inputs] + [name for name, _ in extra]
-    origin_report = origins.report_json(origins.parse_origins(mlir, input_names)) if mlir else None
-
-    def described(name: str, leaf: Any) -> dict[str, Any]:
-        return {
-            "name": name,
-            "shape": list(leaf.shape),
-            "dtype": str(leaf.dtype),
-            "spec": _spec_text(leaf.sharding),
-            "typeof": str(jax.typeof(leaf)),
-        }
-
-    shardings = jax.tree.leaves(compiled.output_shardings)
+    done = _compile(job, kernel, built, target, Options(shardy=True))
+    found = _section(job, target, done, max_text_chars)
+    _explain(job, kernel, done, found)
+    program = done.program
+    assert program.executable is not None
+    shardings = jax.tree.leaves(program.executable.output_shardings)
     outputs = [
         (name, jax.ShapeDtypeStruct(info.shape, info.dtype, sharding=sharding))
-        for (name, info), sharding in zip(_leaves(lowered.out_info), shardings, strict=True)
+        for (name, info), sharding in zip(leaves(program.lowered.out_info), shardings, strict=True)
     ]
     if kernel.outputs is not None and len(kernel.outputs) == len(outputs):
         outputs = [(name, leaf) for name, (_, leaf) in zip(kernel.outputs, outputs, strict=True)]
-    stablehlo_text, stablehlo_cut = _clip(scrub_paths(lowered.as_text()), max_text_chars)
+    inputs = [_described(i.name, s) for i, s in zip(job.inputs, done.structs, strict=True)]
     return {
-        "inputs": [described(i.name, s) for i, s in zip(job.inputs, program["structs"], strict=True)]
-        + [described(name, leaf) for name, leaf in extra],
-        "outputs": [described(name, leaf) for name, leaf in outputs],
-        "collectives": section["collectives"],
-        "memory": section["memory"],
-        "cost": section["cost"],
-        "timing": {
-            "lower_ms": program["lower_ms"],
-            "compile_ms": program["compile_ms"],
-            "run_ms": None,
-            "reference_ms": None,
-        },
-        "device_assignment": section["device_assignment"],
-        "stablehlo": stablehlo_text,
-        "stablehlo_truncated": stablehlo_cut,
-        "hlo": section["hlo"],
-        "hlo_truncated": section["hlo_truncated"],
-        "origins": origin_report,
-        "compiler_log": log,
-        "why_search": section["why_search"],
+        **program_texts(program, max_text_chars),
+        "inputs": inputs + [_described(name, leaf) for name, leaf in extra],
+        "outputs": [_described(name, leaf) for name, leaf in outputs],
+        "collectives": found["collectives"],
+        "program": found["program"],
+        "timing": {**timing_ms(program), "run_ms": None, "reference_ms": None},
+        "why_search": found["why_search"],
         "reference": "none: a compile-only run computes nothing to compare",
-        "executed_on": describe_target(target, job, str(section["device_kind"])),
+        "executed_on": describe_target(target, job, str(found["device_kind"])),
         "compile_only": True,
-        target.kind: section,
+        target.kind: found,
+    }
+
+
+def _described(name: str, leaf: Any) -> dict[str, Any]:
+
+    return {
+        "name": name,
+        "shape": list(leaf.shape),
+        "dtype": str(leaf.dtype),
+        "spec": spec_text(leaf.sharding),
+        "typeof": typeof_text(leaf),
     }

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 
 from sharding_core.units import fmt_bytes
 
-__all__ = ["Estimate", "estimate", "fmt_bytes", "peak_resident_bytes", "physical_ram", "resident_bytes"]
+__all__ = ["Estimate", "estimate", "peak_resident_bytes", "physical_ram", "resident_bytes"]
 
 MIB = 1024 * 1024
 WORKER_BASELINE_BYTES = 320 * MIB

@@ -21,8 +21,6 @@ from typing import Any
 
 import numpy as np
 
-from sharding_core.cost.annotate import estimate_run
-from sharding_core.cost.context import context_for
 from sharding_core.devices import DeviceSet, parse_devices
 from sharding_core.errors import (
     BAD_DTYPE,
@@ -37,10 +35,13 @@ from sharding_core.errors import (
     ShardingError,
 )
 from sharding_core.kernels.catalog import KERNEL_DTYPES, Footing, Kernel, default_footprint, get_kernel, kernels
-from sharding_core.kernels.memory import Estimate, estimate, fmt_bytes
+from sharding_core.kernels.memory import Estimate, estimate
 from sharding_core.layout import INVALID_SPEC, Layout, check_dtype
 from sharding_core.mesh import MeshSpec, build_mesh
+from sharding_core.program import targets
+from sharding_core.program.targets import GPU_TARGET_FILES, TpuTarget
 from sharding_core.spec import canonical_spec, parse_spec, spec_axes
+from sharding_core.units import fmt_bytes
 
 MAX_KERNEL_DEVICES = 2048
 """Largest mesh a kernel runs on: XLA's CPU client compiles for at most 2048 devices."""
@@ -59,29 +60,6 @@ class JobInput:
     shape: tuple[int, ...]
     spec: str  # canonical repr
     dtype: str
-
-
-@dataclasses.dataclass(frozen=True)
-class TpuTarget:
-    """A ``tpu:`` set as libtpu's compile-only topology (``get_topology_desc`` arguments)."""
-
-    topology_name: str  # e.g. "v5e:2x4" with libtpu's generation name
-    chips_per_host: tuple[int, ...]
-    chip_config: str | None = None
-    slices: int = 1
-
-    def describe(self) -> dict[str, Any]:
-        """Keyword arguments for ``jax.experimental.topologies.get_topology_desc``."""
-        kwargs: dict[str, Any] = {
-            "platform": "tpu",
-            "topology_name": self.topology_name,
-            "chips_per_host_bounds": self.chips_per_host,
-        }
-        if self.chip_config:
-            kwargs["chip_config_name"] = self.chip_config
-        if self.slices > 1:
-            kwargs["num_slices"] = self.slices
-        return kwargs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,6 +135,8 @@ class KernelPlan:
         return sum(value for _, value in self.job.estimate)
 
     def result(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        """The run's result as facts (what the pool caches and the store keeps; figures come when it is read:
+        :func:`sharding_core.cost.annotate.result_with_figures`)."""
         return result_json(self, raw)
 
 
@@ -384,18 +364,13 @@ def _tpu_target(devset: DeviceSet) -> TpuTarget | None:
 def compiler_for(devset: DeviceSet) -> str | None:
     """Why a compile-only run of this set cannot be made (``None``: it can): libtpu for ``tpu:`` sets, XLA's GPU
     compiler (the gpu extra) with a target config for ``gpu:`` sets; nothing for the rest."""
-    from sharding_core.kernels.runner import libtpu_available
-
     if devset.platform == "tpu" and devset.simulated:
-        return None if libtpu_available() else "libtpu is not installed (the tpu extra)"
+        return None if targets.libtpu_available() else "libtpu is not installed (the tpu extra)"
     if devset.platform == "gpu" and devset.simulated:
-        from sharding_core.kernels.compiled import gpu_compiler_available
-        from sharding_core.planning.targets import GPU_TARGET_FILES
-
         kind = devset.key.split(":")[1]
         if kind not in GPU_TARGET_FILES:
             return f"XLA ships no GPU target config for {kind!r}"
-        return None if gpu_compiler_available() else "XLA's GPU compiler is not installed (the gpu extra)"
+        return None if targets.gpu_compiler_available() else "XLA's GPU compiler is not installed (the gpu extra)"
     return f"{devset.key} is compiled by the CPU run itself (compile-only runs are for tpu: and gpu: sets)"
 
 
@@ -434,6 +409,31 @@ def _check_run_size(total: int, memory: Estimate, max_elements: int, max_bytes: 
             limit=max_bytes,
             parts=dict(memory.parts),
         )
+
+
+def _sized(
+    kernel: Kernel,
+    devset: DeviceSet,
+    footing: Footing,
+    layouts: Sequence[Layout],
+    compile_only: bool | None,
+    max_elements: int,
+    max_bytes: int | None,
+) -> tuple[bool, Estimate]:
+    """Whether the run compiles only, and its memory estimate, checked against the limits (a run past them on a
+    set whose compiler is installed compiles only when the request did not say)."""
+    footprint = (kernel.footprint or functools.partial(default_footprint, kernel))(footing)
+    size = footing.devices
+    total = sum(math.prod(shape) for shape in footing.shapes)
+    run = estimate(size, footing.inputs_logical, sum(layout.total_bytes for layout in layouts), footprint.created,
+                   footprint.reference)  # fmt: skip
+    past = total > max_elements or (max_bytes is not None and run.total > max_bytes)
+    only = _compile_only(devset, compile_only, past)
+    # A compile-only run holds no inputs and runs no reference: only what the kernel creates while it is built.
+    memory = estimate(size, 0, 0, footprint.created, 0) if only else run
+    hint = SMALLER + (COMPILE_ONLY_HINT if compiler_for(devset) is None else "")
+    _check_run_size(0 if only else total, memory, max_elements, max_bytes, hint)
+    return only, memory
 
 
 SMALLER = "use smaller shapes: the shardings and collectives are the same at any multiple"
@@ -495,21 +495,7 @@ def plan_run(
         dict(resolved),
         explicit="Explicit" in types,
     )
-    footprint = (kernel.footprint or functools.partial(default_footprint, kernel))(footing)
-    total = sum(math.prod(i.shape) for i in job_inputs)
-    run = estimate(
-        mesh_spec.size,
-        footing.inputs_logical,
-        sum(layout.total_bytes for layout in layouts),
-        footprint.created,
-        footprint.reference,
-    )
-    past = total > max_elements or (max_bytes is not None and run.total > max_bytes)
-    only = _compile_only(devset, compile_only, past)
-    # A compile-only run holds no inputs and runs no reference: only what the kernel creates while it is built.
-    memory = estimate(mesh_spec.size, 0, 0, footprint.created, 0) if only else run
-    hint = SMALLER + (COMPILE_ONLY_HINT if compiler_for(devset) is None else "")
-    _check_run_size(0 if only else total, memory, max_elements, max_bytes, hint)
+    only, memory = _sized(kernel, devset, footing, layouts, compile_only, max_elements, max_bytes)
     job = KernelJob(
         kernel=kernel.name,
         devices_key=devset.key,
@@ -557,7 +543,10 @@ _NUMPY_DTYPE = {"bfloat16": "float16"}  # same itemsize; NumPy has no bfloat16
 
 
 def result_json(plan: KernelPlan, raw: Mapping[str, Any]) -> dict[str, Any]:
-    """The run response: a worker's result with every array's layout exactly as ``/api/layout`` gives it.
+    """The run's result as facts: a worker's result with every array's layout exactly as ``/api/layout`` gives it,
+    and what its figures are for (``estimate_on``: the device set and the dtype whose peak FLOP/s the compute term
+    reads). The estimates are added when it is read (:func:`sharding_core.cost.annotate.result_with_figures`), so a
+    stored result never freezes old figures.
 
     The worker reports each array's spec as JAX printed it (``out.sharding.spec``); the layout is
     computed here on the simulated devices with the same mesh, so the shards carry simulated ids.
@@ -579,8 +568,7 @@ def result_json(plan: KernelPlan, raw: Mapping[str, Any]) -> dict[str, Any]:
     outputs = [array(e) for e in raw["outputs"]]
     errors = [float(o["max_abs_error"]) for o in outputs if o.get("max_abs_error") is not None]
     job = plan.job
-    # The worker reports facts; the estimates are added here, once, from the device set the parent holds.
-    estimated = estimate_run(raw, context_for(plan.devset), dominant_dtype(job.inputs))
+    devset = plan.devset
     return {
         "kernel": plan.kernel.name,
         "title": plan.kernel.title,
@@ -600,23 +588,19 @@ def result_json(plan: KernelPlan, raw: Mapping[str, Any]) -> dict[str, Any]:
         "outputs": outputs,
         "max_abs_error": max(errors) if errors else None,
         "reference": raw["reference"],
-        "collectives": estimated["collectives"],
-        "communication": estimated["communication"],
-        "memory": raw["memory"],
-        "cost": raw["cost"],
+        "collectives": raw["collectives"],
+        "program": raw["program"],
         "timing": raw["timing"],
-        "device_assignment": raw["device_assignment"],
         "stablehlo": raw["stablehlo"],
         "stablehlo_truncated": raw["stablehlo_truncated"],
         "hlo": raw["hlo"],
         "hlo_truncated": raw["hlo_truncated"],
-        "origins": raw["origins"],
-        "origins_note": ORIGINS_NOTE if raw["origins"] is not None else "Shardy wrote no propagation dump",
-        "compiler_log": raw["compiler_log"],
+        "origins_note": ORIGINS_NOTE
+        if raw["program"].get("origins") is not None
+        else "Shardy wrote no propagation dump",
         "why_search": raw.get("why_search"),
-        "roofline": estimated["roofline"],
-        "figures_from": estimated["figures_from"],
         "compile_only": bool(raw.get("compile_only", False)),
-        "tpu": estimated.get("tpu"),
-        "gpu": estimated.get("gpu"),
+        "tpu": raw.get("tpu"),
+        "gpu": raw.get("gpu"),
+        "estimate_on": {"devices": devset.key, "dtype": dominant_dtype(job.inputs)},
     }

@@ -19,7 +19,7 @@ from sharding_core.mesh import MeshSpec
 RESHARD_KERNEL = "reshard"
 
 TPU_KEYS = ("skipped", "error", "topology", "device_kind", "source", "slices", "collectives", "dcn", "dcn_note",
-            "memory", "cost", "compile_ms")  # fmt: skip
+            "program")  # fmt: skip
 
 
 class RunOptions(TypedDict, total=False):
@@ -75,9 +75,8 @@ def reshard_json(result: Mapping[str, Any]) -> dict[str, Any]:
         "communication": result["communication"],
         "roofline": result["roofline"],
         "figures_from": result.get("figures_from"),
-        "memory": result["memory"],
+        "program": result["program"],
         "timing": result["timing"],
-        "compiler_log": result["compiler_log"],
         "tpu": sections["tpu"],
         "gpu": sections["gpu"],
     }

@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from sharding_core.errors import ShardingError
-from sharding_core.kernels.memory import fmt_bytes
 from sharding_core.snapshot.format import FORMAT
+from sharding_core.units import fmt_bytes
 
 DEFAULT_MAX_PEAK_GROWTH = 0.02
 DEFAULT_MAX_NEW_COLLECTIVE_BYTES = 1 << 20

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sharding_core.kernels.memory import fmt_bytes
-from sharding_core.units import fmt_seconds
+from sharding_core.units import fmt_bytes, fmt_seconds
 
 MAX_COLLECTIVE_ROWS = 40
 _MEMORY_ROWS = (

@@ -12,13 +12,15 @@ A snapshot (``"version": 1``)::
      "rules": [[logical, mesh axis | [mesh axes] | null], ...] | null,
      "layouts": [layout, ...], "leaves": [leaf, ...], "skipped": int,
      "collectives": [...] | null, "jit": {...} | null,
-     "target": {...}, "plan": {...},   (both optional: inspect_jit and plans, sharding_core.planning)
+     "target": {...}, "plan": {...}, "program": {...},   (optional: inspect_jit and plans; program: the compiled
+                                                          program's report, sharding_core.program.report)
      "fixes": [snapshot, ...], "why_search": {...}}   (optional: sharding_core.explain, sharding_core.why)
 
 and a leaf::
 
     {"path", "kind" (array | shape_dtype_struct | sharding | partition_spec | host), "type", "box",
-     "shape", "dtype", "sharding", "spec", "logical_axes", "rules", "mesh" (index into meshes),
+     "shape", "dtype", "sharding", "spec", "typed" (jax.typeof as JAX prints it), "logical_axes", "rules",
+     "mesh" (index into meshes),
      "memory_kind", "array_kind" (single_device | sharded | global), "fully_addressable",
      "num_devices", "addressable_devices", "layout" (index into layouts), "note"}
 
@@ -41,6 +43,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from sharding_core.devices import MAX_DEVICES
 from sharding_core.errors import ShardingError
 
 FORMAT = "shardscope.snapshot"
@@ -64,7 +67,28 @@ ARRAY_KINDS = ("single_device", "sharded", "global")
 AXIS_TYPE_NAMES = ("Auto", "Explicit", "Manual")
 """Mesh axis types as JAX names them (``AxisType.<name>``), in the snapshot's ``meshes``."""
 
-RUN_ID_RE = re.compile(r"[A-Za-z0-9_-]{22,64}")
+SNAPSHOT_FIELDS = ("format", "version", "name", "created", "jax_version", "process_index", "process_count", "run",
+                   "platform", "device_kind", "devices", "meshes", "rules", "layouts", "leaves", "skipped",
+                   "collectives", "jit")  # fmt: skip
+"""Every snapshot's fields (what :func:`sharding_core.capture` writes)."""
+PROGRAM_FIELDS = ("target", "plan", "program")
+"""What ``inspect_jit``, ``explain`` and plans add (:mod:`sharding_core.capturing`); a fix's snapshot has them too."""
+EXPLAINED_FIELDS = ("fixes", "why_search")
+"""What ``explain`` adds besides (its fixes' snapshots carry none of these two)."""
+DEVICE_COLUMNS = ("id", "process_index", "core_on_chip", "coords")
+MESH_FIELDS = ("shape", "axis_names", "axis_types", "device_ids")
+RUN_FIELDS = ("id", "process_index", "process_count")
+LEAF_FIELDS = ("path", "kind", "type", "box", "shape", "dtype", "sharding", "spec", "declared_spec", "logical_axes",
+               "rules", "mesh", "mesh_axes", "memory_kind", "array_kind", "fully_addressable", "num_devices",
+               "addressable_devices", "layout", "note")  # fmt: skip
+"""The format's fields, written once: the server's request model (``server/api/snapshots.py``) declares exactly
+these (``tests/test_snapshots_api.py`` checks it) and :func:`check_snapshot` cross-checks what they point at."""
+
+ID_PATTERN = r"[A-Za-z0-9_-]{22,64}"
+"""Every id the dashboard makes and takes — share links, snapshots, runs (their secret and their read id), kernel
+jobs: ``secrets.token_urlsafe(16)`` (128 random bits, 22 characters; up to 64 so longer ids can come later). The
+one pattern: the store, the request models and the front end (a generated module) read it from here."""
+RUN_ID_RE = re.compile(ID_PATTERN)
 """Run ids are secrets shared by a job's processes (``secrets.token_urlsafe(16)``: 128 random bits)."""
 
 
@@ -81,8 +105,27 @@ def check_snapshot(snap: Mapping[str, Any]) -> None:
     """
     if snap.get("version") != VERSION:
         raise bad(f"snapshot version {snap.get('version')!r} is not supported; this server reads version {VERSION}")
-    from sharding_core.devices import MAX_DEVICES
+    n, known = _check_devices(snap)
+    _check_meshes(snap["meshes"], n, known)
+    run = snap.get("run")
+    if run is not None:
+        if not RUN_ID_RE.fullmatch(run["id"]):
+            raise bad("run.id must be 22 to 64 characters of A-Z a-z 0-9 _ - (at least 128 random bits)")
+        if run["process_index"] != snap["process_index"] or run["process_count"] != snap["process_count"]:
+            raise bad("run.process_index and run.process_count must equal the snapshot's own")
+    for k, layout in enumerate(snap["layouts"]):
+        _check_layout(k, layout, known)
+    _check_collectives("collectives", snap.get("collectives") or (), n, known)
+    program = snap.get("program")
+    if program is not None:
+        _check_collectives("program.collectives", program.get("collectives") or (), n, known)
+    for i, leaf in enumerate(snap["leaves"]):
+        _check_leaf(i, leaf, snap, known)
+    _check_fixes(snap)
 
+
+def _check_devices(snap: Mapping[str, Any]) -> tuple[int, set[int]]:
+    """The devices table's columns agree and its processes (or a compile-only target's hosts) are in range."""
     devices = snap["devices"]
     ids = devices["id"]
     n = len(ids)
@@ -111,7 +154,10 @@ def check_snapshot(snap: Mapping[str, Any]) -> None:
             hint="a program compiled for devices of other hosts (a TPU slice planned from a laptop) carries a "
             "target with compile_only true and the slice's hosts (sharding_core.inspect_jit adds it)",
         )
-    meshes = snap["meshes"]
+    return n, known
+
+
+def _check_meshes(meshes: Sequence[Mapping[str, Any]], n: int, known: set[int]) -> None:
     for m, mesh in enumerate(meshes):
         shape = mesh["shape"]
         if len(mesh["axis_names"]) != len(shape) or len(mesh["axis_types"]) != len(shape):
@@ -124,31 +170,28 @@ def check_snapshot(snap: Mapping[str, Any]) -> None:
         missing = [d for d in flat if d not in known]
         if missing:
             raise bad(f"meshes[{m}] uses devices {missing[:8]} that are not in the devices table")
-    run = snap.get("run")
-    if run is not None:
-        if not RUN_ID_RE.fullmatch(run["id"]):
-            raise bad("run.id must be 22 to 64 characters of A-Z a-z 0-9 _ - (at least 128 random bits)")
-        if run["process_index"] != snap["process_index"] or run["process_count"] != snap["process_count"]:
-            raise bad("run.process_index and run.process_count must equal the snapshot's own")
-    for k, layout in enumerate(snap["layouts"]):
-        _check_layout(k, layout, known)
-    for c, coll in enumerate(snap.get("collectives") or ()):
+
+
+def _check_collectives(where: str, collectives: Sequence[Mapping[str, Any]], n: int, known: set[int]) -> None:
+    for c, coll in enumerate(collectives):
         # Groups list each device at most once (a full ring permute: all n); pairs at most one per source
         # (n pairs, 2n members). Both bounded by the devices table before anything is walked.
         groups = coll["groups"] or ()
         pairs = coll["pairs"] or ()
         if sum(len(g) for g in groups) > n or len(pairs) > n:
             raise bad(
-                f"collectives[{c}] lists more group members ({sum(len(g) for g in groups)}) or pairs "
+                f"{where}[{c}] lists more group members ({sum(len(g) for g in groups)}) or pairs "
                 f"({len(pairs)}) than the {n} devices of the devices table"
             )
         if any(d not in known for table in (groups, pairs) for row in table for d in row):
-            raise bad(f"collectives[{c}] names devices that are not in the devices table")
-    for i, leaf in enumerate(snap["leaves"]):
-        _check_leaf(i, leaf, snap, known)
+            raise bad(f"{where}[{c}] names devices that are not in the devices table")
+
+
+def _check_fixes(snap: Mapping[str, Any]) -> None:
+    """Each fix's program is a snapshot of its own (sharding_core.explain), never with fixes of its own, and every
+    fix a collective's why lists points at one."""
     fixes = snap.get("fixes") or ()
     for k, fixed in enumerate(fixes):
-        # A fix's program is a snapshot of its own (sharding_core.explain), never with fixes of its own.
         if fixed.get("fixes"):
             raise bad(f"fixes[{k}] carries fixes of its own: a fix's snapshot is one program")
         try:

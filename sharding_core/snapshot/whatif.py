@@ -6,10 +6,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from sharding_core.cache import bounded_cache
+from sharding_core.devices import DeviceSet, SimDevice
 from sharding_core.errors import ShardingError
+from sharding_core.layout import Layout
+from sharding_core.mesh import MeshSpec
 from sharding_core.snapshot.format import blocks, flatten_ids, layout_of
 from sharding_core.snapshot.memory import memory
 from sharding_core.snapshot.rules import check_rules, logical_to_mesh_axes, rules_json
+from sharding_core.spec import canonical_spec
 
 
 def whatif(snap: Mapping[str, Any], rules: Any) -> dict[str, Any]:
@@ -22,10 +26,6 @@ def whatif(snap: Mapping[str, Any], rules: Any) -> dict[str, Any]:
     and keeps its captured layout in the memory sums. Layouts are listed once and referred to by index.
     """
     from jax.sharding import PartitionSpec
-
-    from sharding_core.layout import Layout
-    from sharding_core.mesh import MeshSpec
-    from sharding_core.spec import canonical_spec
 
     checked = check_rules(rules)
     devset = _devset(snap)
@@ -88,8 +88,6 @@ def _devset(snap: Mapping[str, Any]) -> Any:
 @bounded_cache("device_sets", lambda devset: 1024 + 360 * len(devset))  # devices (as devices.py) and the key
 def _devset_cached(key: tuple[Any, ...]) -> Any:
     """Simulated devices with a snapshot's ids, hosts and coords (cached, so JAX's caches hit)."""
-    from sharding_core.devices import DeviceSet, SimDevice
-
     platform, kind, ids, procs, cores, coords = key
     devices = tuple(
         SimDevice(i, platform, kind, p, tuple(coords[k]) if coords else None, c)

@@ -23,7 +23,7 @@ from typing import Any
 
 from sharding_core.cost.collectives import repeat_of
 from sharding_core.why.explain import Leaf, View, explain
-from sharding_core.why.fixes import NO_FIXES, Budget, Candidate, Outcome, Recompile, Search, candidates
+from sharding_core.why.fixes import NO_FIXES, Budget, Candidate, Estimator, Outcome, Recompile, Search, candidates
 from sharding_core.why.frames import instruction_sources
 from sharding_core.why.sdy import Dims
 
@@ -31,13 +31,13 @@ __all__ = [
     "NO_FIXES",
     "Budget",
     "Candidate",
+    "Estimator",
     "Leaf",
     "Outcome",
     "Recompile",
     "View",
     "attach",
     "lines",
-    "with_fix_seconds",
 ]
 
 EquationLookup = Callable[[str | None, str | None], str | None]
@@ -55,16 +55,18 @@ def lines(collectives: Sequence[dict[str, Any]], hlo: str, root: str | None = No
     return sources
 
 
-def _ranked(collectives: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Costliest first: by estimated seconds per step when every collective has an estimate, else by bytes."""
-    timed = all((c.get("estimate") or {}).get("seconds") is not None for c in collectives)
+def _ranked(collectives: Sequence[dict[str, Any]], estimated: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Costliest first: by estimated seconds per step when every collective has an estimate (``estimated``: the same
+    collectives, each with its ``estimate`` where the caller estimates), else by bytes."""
+    timed = all((c.get("estimate") or {}).get("seconds") is not None for c in estimated)
 
-    def cost(c: Mapping[str, Any]) -> float:
+    def cost(k: int) -> float:
+        c = estimated[k]
         if timed:
             return float(c["estimate"]["seconds"]) * repeat_of(c)
         return float(c.get("bytes") or 0) * repeat_of(c)
 
-    return sorted(collectives, key=cost, reverse=True)
+    return [collectives[k] for k in sorted(range(len(collectives)), key=cost, reverse=True)]
 
 
 def attach(
@@ -78,9 +80,12 @@ def attach(
     outputs_fixable: bool = True,
     equation: EquationLookup | None = None,
     note: str | None = None,
+    estimate: Estimator | None = None,
 ) -> dict[str, Any]:
-    """Every collective gets ``line`` and ``why``; with a budget and ``recompile``, fixes. Returns the search's
-    summary and the results of the fixes kept (``results``: what each fix's ``result`` index points at)."""
+    """Every collective gets ``line`` and ``why``; with a budget and ``recompile``, fixes, ranked by the seconds
+    ``estimate`` puts on a program's collectives (the cost model's, where the caller has hardware figures; else by
+    bytes). Returns the search's summary and the results of the fixes kept (``results``: what each fix's ``result``
+    index points at)."""
     t0 = time.perf_counter()
     sources = lines(collectives, view.hlo, view.root)
     taken: dict[tuple[str, str | None, str | None], list[tuple[int, int | None]]] = {}
@@ -109,47 +114,57 @@ def attach(
         for c in collectives:
             c["why"].setdefault("fixes_note", "fixes not searched (explain with a recompile budget to find them)")
         return {"summary": summary, "results": results}
-    search = Search(recompile, collectives, peak, budget)
+    search = Search(recompile, collectives, peak, budget, estimate)
     index: dict[tuple[str, str | None, str | None], int] = {}
-    for c in _ranked(collectives):
-        why = c["why"]
-        cands = candidates(why, c, fixable, view.mesh, outputs_fixable)
-        if not cands:
-            why["fixes_note"] = "no candidate: " + (
-                "the program asks for this collective itself"
-                if why.get("kind") == "explicit"
-                else "no input or output leaf of this program decided it"
-            )
-            continue
-        before = search.skipped
-        found = search.fixes_for(why, c, cands)
-        fixes = []
-        for t in found:
-            fix = search.fix_json(t, c, c.get("line"))
-            if t.outcome.result is not None:
-                key = t.candidate.key
-                if key not in index:
-                    index[key] = len(results)
-                    results.append(t.outcome.result)
-                fix["result"] = index[key]
-            fixes.append(fix)
-        why["fixes"] = fixes
-        tried = sum(1 for k in (x.key for x in cands) if k in search.tried)
-        refused = [
-            search.tried[x.key].outcome.error
-            for x in cands
-            if x.key in search.tried and search.tried[x.key].outcome.error
-        ]
-        why["tried"] = {"candidates": len(cands), "compiled": tried, "refused": len(refused), "improving": len(fixes)}
-        if search.skipped > before:
-            why["fixes_note"] = (
-                f"{search.skipped - before} candidate(s) not compiled: the budget "
-                f"({budget.recompiles} recompiles, {budget.seconds:g} s) was spent"
-            )
-        elif not fixes:
-            why["fixes_note"] = f"none of the {len(cands)} candidates made the program's collectives cheaper"
+    for c in _ranked(collectives, search.estimate(collectives)):
+        _fix(c, search, candidates(c["why"], c, fixable, view.mesh, outputs_fixable), index, results)
     summary.update(recompiles=len(search.tried), search_seconds=search.spent, not_tried=search.skipped)
     return {"summary": summary, "results": results}
+
+
+def _fix(
+    c: dict[str, Any],
+    search: Search,
+    cands: Sequence[Candidate],
+    index: dict[tuple[str, str | None, str | None], int],
+    results: list[Any],
+) -> None:
+    """One collective's fixes: its candidates compiled within what is left of the budget, the cheaper kept (each
+    fix's ``result`` an index into ``results``, the programs the fixes compiled), and what the search did."""
+    why = c["why"]
+    budget = search.budget
+    if not cands:
+        why["fixes_note"] = "no candidate: " + (
+            "the program asks for this collective itself"
+            if why.get("kind") == "explicit"
+            else "no input or output leaf of this program decided it"
+        )
+        return
+    before = search.skipped
+    found = search.fixes_for(why, c, cands)
+    fixes = []
+    for t in found:
+        fix = search.fix_json(t, c, c.get("line"))
+        if t.outcome.result is not None:
+            key = t.candidate.key
+            if key not in index:
+                index[key] = len(results)
+                results.append(t.outcome.result)
+            fix["result"] = index[key]
+        fixes.append(fix)
+    why["fixes"] = fixes
+    tried = sum(1 for k in (x.key for x in cands) if k in search.tried)
+    refused = [
+        search.tried[x.key].outcome.error for x in cands if x.key in search.tried and search.tried[x.key].outcome.error
+    ]
+    why["tried"] = {"candidates": len(cands), "compiled": tried, "refused": len(refused), "improving": len(fixes)}
+    if search.skipped > before:
+        why["fixes_note"] = (
+            f"{search.skipped - before} candidate(s) not compiled: the budget "
+            f"({budget.recompiles} recompiles, {budget.seconds:g} s) was spent"
+        )
+    elif not fixes:
+        why["fixes_note"] = f"none of the {len(cands)} candidates made the program's collectives cheaper"
 
 
 def outcome_of(
@@ -158,27 +173,3 @@ def outcome_of(
     """A recompile's :class:`~.fixes.Outcome`: its collectives with their ``line``."""
     lines(collectives, hlo, root)
     return Outcome(collectives, peak, result)
-
-
-def with_fix_seconds(
-    collectives: Sequence[Mapping[str, Any]], fixes: Sequence[Mapping[str, Any]]
-) -> list[dict[str, Any]]:
-    """The collectives with each fix's ``seconds_before`` / ``seconds_after`` taken from the estimates they and
-    the fix's compiled program (``fixes[result]``) carry now: figures follow the hardware table, never the
-    day the snapshot was made."""
-    from sharding_core.why.fixes import Totals
-
-    before = Totals.of(collectives).seconds
-    out: list[dict[str, Any]] = []
-    for c in collectives:
-        why = c.get("why")
-        if not why or not why.get("fixes"):
-            out.append(dict(c))
-            continue
-        refreshed = []
-        for fix in why["fixes"]:
-            r = fix.get("result")
-            after = Totals.of(fixes[r].get("collectives") or []).seconds if r is not None and r < len(fixes) else None
-            refreshed.append({**fix, "seconds_before": before, "seconds_after": after})
-        out.append({**c, "why": {**why, "fixes": refreshed}})
-    return out

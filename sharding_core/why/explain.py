@@ -1,7 +1,7 @@
 """Why one collective is in the compiled program: the op that asked for it, the operand it moves, the
 shardings before and after, the input leaves that decided them, and one sentence built from those facts.
 
-The facts come from two places XLA writes in one compile (:mod:`sharding_core.why.dump`):
+The facts come from two places XLA writes in one compile (:mod:`sharding_core.program.shardy`):
 
 * the optimized HLO — the collective, its bytes and mesh axes (:mod:`sharding_core.hlo`), and the metadata
   XLA copies from the op it partitioned: ``op_name`` (``jit(f)/dot_general``) and the user's call stack
@@ -27,8 +27,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import sharding_core.why.sdy as sdy
 from sharding_core.units import fmt_bytes
-from sharding_core.why import sdy
 from sharding_core.why.frames import InstructionSource, einsum_ranks, frames_json, primitive
 
 # The Shardy op kinds a JAX primitive lowers to (stablehlo.<primitive> when not listed).

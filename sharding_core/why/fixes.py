@@ -107,6 +107,12 @@ class Outcome:
 
 
 Recompile = Callable[[Candidate], Outcome]
+Estimator = Callable[[Sequence[Mapping[str, Any]]], list[dict[str, Any]]]
+"""A program's collectives -> the same with each one's ``estimate`` (the cost model's, on the caller's hardware)."""
+
+
+def _as_is(collectives: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    return [dict(c) for c in collectives]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -236,9 +242,17 @@ class Tried:
 class Search:
     """Compiles candidates within a budget, each once, and ranks them for each collective."""
 
-    def __init__(self, recompile: Recompile, baseline: Sequence[Mapping[str, Any]], peak: int | None, budget: Budget):
+    def __init__(
+        self,
+        recompile: Recompile,
+        baseline: Sequence[Mapping[str, Any]],
+        peak: int | None,
+        budget: Budget,
+        estimate: Estimator | None = None,
+    ):
         self.recompile = recompile
-        self.baseline = Totals.of(baseline)
+        self.estimate: Estimator = estimate or _as_is
+        self.baseline = Totals.of(self.estimate(baseline))
         self.baseline_collectives = list(baseline)
         self.peak = peak
         self.budget = budget
@@ -264,7 +278,7 @@ class Search:
             outcome = self.recompile(candidate)
         except Exception as e:  # noqa: BLE001 - JAX refuses a spec in many ways (types, divisibility, ...)
             outcome = Outcome([], None, None, _first_line(e))
-        totals = Totals.of(outcome.collectives) if outcome.error is None else None
+        totals = Totals.of(self.estimate(outcome.collectives)) if outcome.error is None else None
         tried = Tried(candidate, outcome, totals)
         self.tried[candidate.key] = tried
         return tried

@@ -9,14 +9,20 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import sharding_core.why.sdy as sdy_module
+from sharding_core.compat import kept_inputs
+from sharding_core.program.compile import Program
+from sharding_core.program.report import Report
+from sharding_core.program.shardy import Dump
+from sharding_core.snapshot.leaves import paths
+from sharding_core.spec import parse_spec
 from sharding_core.why import NO_FIXES, Budget, Candidate, Outcome, View, attach, outcome_of
-from sharding_core.why import sdy as sdy_module
-from sharding_core.why.dump import Dump
 from sharding_core.why.explain import Leaf
+from sharding_core.why.program import spec_dims
 from sharding_core.why.sdy import Dims
 
-CompileJob = Callable[[tuple[str, ...], tuple[str, ...] | None], tuple[list[dict[str, Any]], str, int | None]]
-"""(input specs, out_specs) -> (the compiled program's collectives, its HLO text, its peak bytes)."""
+CompileJob = Callable[[tuple[str, ...], tuple[str, ...] | None], tuple[Program, Report]]
+"""(input specs, out_specs) -> the candidate compiled and read (:func:`sharding_core.program.recompile.recompile`)."""
 
 
 def explain_run(
@@ -39,29 +45,15 @@ def explain_run(
     lowered with (its inputs as abstract arrays, then its extra arguments). Returns the search's summary."""
     import jax
 
-    from sharding_core.compat import kept_inputs
-    from sharding_core.why.program import paths, spec_dims
-
     tree = {"inputs": {"args": list(arg_leaves)}, "outputs": lowered.out_info}
     all_paths = paths(tree)
     in_paths = [p for p in all_paths if p.startswith("inputs/")]
     out_paths = [p for p in all_paths if p == "outputs" or p.startswith("outputs/")]
     flat_in = jax.tree.leaves(list(arg_leaves))
 
-    def leaf(path: str, x: Any) -> Leaf:
-        sharding = getattr(x, "sharding", None)
-        spec = getattr(sharding, "spec", None)
-        shape = tuple(int(s) for s in getattr(x, "shape", ()))
-        text = sdy_module.spec_text(spec_dims(spec, len(shape))) if spec is not None else None
-        return Leaf(path, shape, str(getattr(x, "dtype", "")), text)
-
-    inputs = [leaf(p, x) for p, x in zip(in_paths, flat_in, strict=False)]
-    out_avals = jax.tree.leaves(lowered.out_info)
-    outputs = [leaf(p, x) for p, x in zip(out_paths, out_avals, strict=False)]
-    module = sdy_module.parse_module(dump.mlir) if dump.mlir else None
-    kept = kept_inputs(lowered, len(inputs), len(module.args)) if module is not None else list(range(len(inputs)))
-    view = View(hlo, module, dump.partitioner, tuple(inputs[i] for i in kept if i < len(inputs)), tuple(outputs),
-                dict(module.mesh) if module is not None and module.mesh else mesh_axes)  # fmt: skip
+    inputs = [_leaf(p, x) for p, x in zip(in_paths, flat_in, strict=False)]
+    outputs = [_leaf(p, x) for p, x in zip(out_paths, jax.tree.leaves(lowered.out_info), strict=False)]
+    view = _view(hlo, dump, lowered, inputs, outputs, mesh_axes)
     # Fixable: the run's own inputs (the kernel's extra arguments are the kernel's) and, for a jit kernel, its
     # outputs' out_specs — what a kernel-lab request can change.
     fixable: dict[str, tuple[Dims, tuple[int, ...]]] = {}
@@ -85,8 +77,12 @@ def explain_run(
         else:
             raise ValueError("the kernel lab changes specs only: a JAX option is the user's own program's fix")
         assert compile_job is not None
-        colls, text, fixed_peak = compile_job(tuple(specs), tuple(outs) if outs is not None else None)
-        return outcome_of(colls, text, fixed_peak, {"inputs": specs, "out_specs": outs})
+        program, report = compile_job(tuple(specs), tuple(outs) if outs is not None else None)
+        outcome = outcome_of(
+            report.collectives_json(), program.hlo or "", report.peak, {"inputs": specs, "out_specs": outs}
+        )
+        outcome.log = list(report.compiler_log)
+        return outcome
 
     searching = compile_job is not None and budget.recompiles > 0
     found = attach(
@@ -109,10 +105,25 @@ def explain_run(
     return summary
 
 
+def _leaf(path: str, x: Any) -> Leaf:
+    sharding = getattr(x, "sharding", None)
+    spec = getattr(sharding, "spec", None)
+    shape = tuple(int(s) for s in getattr(x, "shape", ()))
+    text = sdy_module.spec_text(spec_dims(spec, len(shape))) if spec is not None else None
+    return Leaf(path, shape, str(getattr(x, "dtype", "")), text)
+
+
+def _view(
+    hlo: str, dump: Dump, lowered: Any, inputs: list[Leaf], outputs: list[Leaf], mesh_axes: dict[str, int]
+) -> View:
+    """What the explainer reads of the run's program: its HLO, Shardy's module, the kept inputs and the outputs."""
+    module = sdy_module.parse_module(dump.mlir) if dump.mlir else None
+    kept = kept_inputs(lowered, len(inputs), len(module.args)) if module is not None else list(range(len(inputs)))
+    mesh = dict(module.mesh) if module is not None and module.mesh else mesh_axes
+    return View(hlo, module, dump.partitioner, tuple(inputs[i] for i in kept if i < len(inputs)), tuple(outputs), mesh)
+
+
 def _dims(spec: str | None, rank: int) -> Dims:
     if not spec:
         return ((),) * rank
-    from sharding_core.spec import parse_spec
-    from sharding_core.why.program import spec_dims
-
     return spec_dims(parse_spec(spec), rank)

@@ -25,8 +25,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from sharding_core.hlo.origins import pairs, split_values
-from sharding_core.hlo.text import HloParseError, balanced_end
+from sharding_core.hlo.origins import attribute, balanced, pairs, split_values
 
 Dims = tuple[tuple[str, ...], ...]
 """Mesh axes per dimension, major first: ``P('x', ('y', 'z'), None)`` is ``(('x',), ('y', 'z'), ())``."""
@@ -184,48 +183,6 @@ class Module:
 # ----------------------------------------------------------------------------------------------- pieces
 
 
-def _end(text: str, start: int, open_ch: str, close_ch: str) -> int:
-    """Index just past the bracket closing ``text[start]``; the end of the text when it is not closed."""
-    if open_ch == "<":
-        depth = 0
-        for i in range(start, len(text)):
-            c = text[i]
-            if c == "<":
-                depth += 1
-            elif c == ">" and text[i - 1] != "-":  # the "->" of a sharding rule is no bracket
-                depth -= 1
-                if depth == 0:
-                    return i + 1
-        return len(text)
-    try:
-        return balanced_end(text, start, open_ch, close_ch)
-    except HloParseError:
-        return len(text)
-
-
-def attribute(text: str, name: str) -> str | None:
-    """The value of ``name = ...`` in an MLIR attribute dictionary, brackets balanced."""
-    m = re.search(rf"(?<![\w.]){re.escape(name)}\s*=\s*", text)
-    if not m:
-        return None
-    i = m.end()
-    if i >= len(text):
-        return None
-    c = text[i]
-    if c in "[{":
-        return text[i : _end(text, i, c, "]" if c == "[" else "}")]
-    if c == "#":
-        lt = text.find("<", i)
-        return text[i : _end(text, lt, "<", ">")] if lt >= 0 else None
-    if c == "<":
-        return text[i : _end(text, i, "<", ">")]
-    if c == '"':
-        close = text.find('"', i + 1)
-        return text[i : close + 1] if close > i else None
-    end = re.search(r"[,}\s]", text[i:])
-    return text[i : i + end.start()] if end else text[i:]
-
-
 def tensor_type(text: str) -> TensorType | None:
     """``64x1024xf32`` -> shape (64, 1024), dtype f32; ``f32`` -> a scalar."""
     parts = text.split(",")[0].strip().split("x")
@@ -247,7 +204,7 @@ def dims_of(sharding: str | None) -> Dims | None:
     lb = sharding.find("[")
     if lb < 0:
         return None
-    body = sharding[lb : _end(sharding, lb, "[", "]")]
+    body = sharding[lb : balanced(sharding, lb, "[", "]")]
     dims: list[tuple[str, ...]] = []
     for dim in re.findall(r"\{([^{}]*)\}", body):
         dims.append(tuple(a + (f":({pre}){size}" if pre else "") for a, pre, size in _AXIS.findall(dim)))
@@ -260,7 +217,7 @@ def _per_value(text: str | None) -> tuple[Dims | None, ...]:
         return ()
     if text.startswith("#sdy.sharding_per_value"):
         lb = text.index("[")
-        return shardings_list(text[lb : _end(text, lb, "[", "]")])
+        return shardings_list(text[lb : balanced(text, lb, "[", "]")])
     return (dims_of(text),)
 
 
@@ -274,7 +231,7 @@ def shardings_list(text: str | None) -> tuple[Dims | None, ...]:
         j = text.find("<", i)
         if j < 0:
             break
-        k = _end(text, j, "<", ">")
+        k = balanced(text, j, "<", ">")
         out.append(dims_of(text[j:k]))
         i = k
     return tuple(out)
@@ -293,7 +250,7 @@ def origin_dicts(text: str | None) -> tuple[dict[str, str], ...]:
         j = t.find("{", i)
         if j < 0:
             break
-        k = _end(t, j, "{", "}")
+        k = balanced(t, j, "{", "}")
         out.append(dict(pairs(t[j:k])))
         i = k
     return tuple(out)
@@ -306,7 +263,7 @@ def edges_of(text: str | None) -> tuple[Edge, ...]:
     out: list[Edge] = []
     for m in _EDGE_STEP.finditer(text):
         start = m.end() - 1
-        body = text[start : _end(text, start, "[", "]")]
+        body = text[start : balanced(text, start, "[", "]")]
         for e in _EDGE.finditer(body):
             targets = tuple(t.strip() for t in e.group(3).split(",") if t.strip())
             out.append(Edge(int(m.group(1)), e.group(1), e.group(2), targets))
@@ -357,14 +314,14 @@ def _value(item: str) -> Value:
 def _signature(line: str) -> tuple[list[Value], list[Value]]:
     """The arguments and results of a ``func.func`` line."""
     open_paren = line.index("(")
-    close = _end(line, open_paren, "(", ")")
+    close = balanced(line, open_paren, "(", ")")
     args = [_value(item) for item in split_values(line[open_paren + 1 : close - 1]) if item.startswith("%arg")]
     rest = line[close:].strip()
     results: list[Value] = []
     if rest.startswith("->"):
         rest = rest[2:].strip()
         if rest.startswith("("):
-            inner = rest[1 : _end(rest, 0, "(", ")") - 1]
+            inner = rest[1 : balanced(rest, 0, "(", ")") - 1]
             results = [_value(item) for item in split_values(inner)]
         else:
             results = [_value(rest.rsplit("{", 1)[0] if rest.endswith("{") else rest)]
@@ -390,7 +347,7 @@ def _fill(op: Op, text: str) -> None:
     shardings = _per_value(attribute(text, "sdy.sharding"))
     if not shardings and op.kind in ("sdy.reshard", "sdy.sharding_constraint") and "<@" in text:
         start = text.index("<@")  # these take their sharding as an operand: `sdy.reshard %1 <@mesh, [...]>`
-        shardings = (dims_of(text[start : _end(text, start, "<", ">")]),)
+        shardings = (dims_of(text[start : balanced(text, start, "<", ">")]),)
     if shardings:
         op.shardings = shardings
     origins = origin_dicts(attribute(text, "sdy.sharding_origins"))
@@ -420,10 +377,10 @@ def _header(op: Op, rest: str) -> None:
         return
     ins = re.search(r"in_shardings=(\[)", rest)
     if ins:
-        op.in_shardings = shardings_list(rest[ins.start(1) : _end(rest, ins.start(1), "[", "]")])
+        op.in_shardings = shardings_list(rest[ins.start(1) : balanced(rest, ins.start(1), "[", "]")])
     outs = re.search(r"out_shardings=(\[)", rest)
     if outs:
-        op.out_shardings = shardings_list(rest[outs.start(1) : _end(rest, outs.start(1), "[", "]")])
+        op.out_shardings = shardings_list(rest[outs.start(1) : balanced(rest, outs.start(1), "[", "]")])
     manual = re.search(r"manual_axes=\{([^}]*)\}", rest)
     if manual:
         op.manual_axes = tuple(a for a in re.findall(r"\"([^\"]+)\"", manual.group(1)))
@@ -432,7 +389,7 @@ def _header(op: Op, rest: str) -> None:
 def _operands(kind: str, rest: str) -> tuple[str, ...]:
     r = rest.lstrip()
     if r.startswith("("):
-        head = r[: _end(r, 0, "(", ")")]
+        head = r[: balanced(r, 0, "(", ")")]
     else:
         cut = len(r)
         for stop in (" {", " : ", " <{", " ({"):
@@ -441,7 +398,7 @@ def _operands(kind: str, rest: str) -> tuple[str, ...]:
                 cut = min(cut, at)
         head = r[:cut]
     if kind == "sdy.manual_computation":
-        head = r[: _end(r, r.index("("), "(", ")")] if "(" in r else head
+        head = r[: balanced(r, r.index("("), "(", ")")] if "(" in r else head
     return tuple(re.findall(r"%[\w.#]+", head))
 
 

@@ -181,10 +181,11 @@ def view_of(
 ) -> View:
     """The :class:`View` of ``obj`` and the options (see :func:`show`)."""
     from sharding_core.layout import Layout
+    from sharding_core.program.upgrade import upgrade_snapshot
     from sharding_core.publishing import is_snapshot
 
     if is_snapshot(obj):
-        snap = dict(obj)
+        snap = upgrade_snapshot(obj)  # a snapshot saved before the program report reads as today's
         return View("snapshot", name or str(snap.get("name") or "snapshot"), snapshot=snap, publish=_publisher(snap))
     if isinstance(obj, Layout):
         return View("layout", name or (obj.spec or "layout"), layout=obj, spec_text=obj.spec, dims=dims)
@@ -403,24 +404,31 @@ def _send(value: Any, name: str, url: str, token: str | None, timeout: float) ->
 
 
 def snapshot_text(snap: dict[str, Any]) -> str:
-    """A snapshot's leaves (path, shape, dtype, spec, shard shape, bytes per device) and collectives, as text."""
-    from sharding_core.render import _fmt_bytes, compact_ids
+    """A snapshot's leaves (path, shape, dtype, spec, the type with its sharding where a mesh axis is Explicit,
+    shard shape, bytes per device) and collectives, as text."""
+    from sharding_core.render import compact_ids
+    from sharding_core.units import fmt_bytes
 
     leaves = snap.get("leaves") or []
     layouts = snap.get("layouts") or []
     n_dev = len((snap.get("devices") or {}).get("id") or [])
     lines = [f"{snap.get('name')}: {len(leaves)} leaves on {n_dev} {snap.get('platform', '')} devices"]
-    rows = [("path", "shape", "dtype", "spec", "shard shape", "per device")]
+    # where a mesh axis is Explicit the sharding is in the type: its column, as jax.typeof prints it
+    explicit = {i for i, m in enumerate(snap.get("meshes") or []) if "Explicit" in (m.get("axis_types") or [])}
+    typed = any(leaf.get("mesh") in explicit and leaf.get("typed") for leaf in leaves[:TEXT_MAX_LEAVES])
+    rows = [("path", "shape", "dtype", "spec", *(("typed",) if typed else ()), "shard shape", "per device")]
     for leaf in leaves[:TEXT_MAX_LEAVES]:
         lay = layouts[leaf["layout"]] if leaf.get("layout") is not None else None
+        shown = (leaf.get("typed") or "-") if leaf.get("mesh") in explicit else "-"
         rows.append(
             (
                 leaf["path"],
                 str(tuple(leaf["shape"])) if leaf.get("shape") is not None else "-",
                 leaf.get("dtype") or "-",
                 leaf.get("spec") or "-",
+                *((shown,) if typed else ()),
                 str(tuple(lay["shard_shape"])) if lay else "-",
-                _fmt_bytes(lay["bytes_per_device"]) if lay else "-",
+                fmt_bytes(lay["bytes_per_device"]) if lay else "-",
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -430,7 +438,7 @@ def snapshot_text(snap: dict[str, Any]) -> str:
     for k, c in enumerate(snap.get("collectives") or []):
         groups = c.get("groups") or c.get("pairs") or []
         text = " ".join("{" + compact_ids(g) + "}" for g in groups[:8]) + (" ..." if len(groups) > 8 else "")
-        size = _fmt_bytes(c["bytes"]) if c.get("bytes") is not None else "-"
+        size = fmt_bytes(c["bytes"]) if c.get("bytes") is not None else "-"
         lines.append(f"collective {k + 1}: {c['op']} {c.get('shape', '')} {size} groups {text}".rstrip())
     return "\n".join(lines) + "\n"
 

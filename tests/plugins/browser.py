@@ -13,9 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
 from tests.plugins.live import ROOT
+
+# Playwright's assertions retry for 5 s by default: a page that answers in 0.2 s on a quiet machine can take
+# several seconds at load 15 (CI may run on a busy machine). Waiting longer never passes a wrong page: an
+# assertion that cannot become true still fails, only later.
+expect.set_options(timeout=30_000)
 
 CHROMIUM = "/usr/bin/chromium"
 SHOTS = ROOT / "artifacts" / "screenshots"

@@ -34,7 +34,8 @@ class Server:
     def request(
         self, method: str, path: str, body: bytes | None = None, headers: dict[str, str] | None = None
     ) -> tuple[int, dict[str, str], bytes]:
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        # Generous: a kernel run queued behind nineteen others takes minutes at load 15 (a hang still fails the test)
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=180)
         try:
             conn.request(method, path, body=body, headers=headers or {})
             response = conn.getresponse()

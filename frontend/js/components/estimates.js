@@ -46,7 +46,8 @@ export function estimateTitle(e) {
   const inputs = Object.entries(e.inputs || {})
     .filter(([, v]) => typeof v !== "object" || v === null)
     .map(([k, v]) => `${k} = ${typeof v === "number" ? Number(v.toPrecision(4)) : v}`);
-  const expected = e.expected_seconds === null || e.expected_seconds === undefined ? "" : `\nexpected: each fabric's bandwidth term over its fitted efficiency, plus its fitted latency per step (${JSON.stringify(e.inputs?.efficiency || {})})`;
+  const from = e.profile || Object.values(e.inputs?.profiles || {}).find((p) => p !== "fitted") || "fitted to published measurements";
+  const expected = e.expected_seconds === null || e.expected_seconds === undefined ? "" : `\nexpected: each fabric's bandwidth term over its efficiency for the operation, plus its latency (${JSON.stringify(e.inputs?.efficiency || {})}; ${from})`;
   return `bound: ${e.formula || ""}${expected}\n${inputs.join(", ")}`;
 }
 

@@ -97,7 +97,7 @@ export function reshardBox(container, opts) {
       estimateTotal(total, r.collectives);
       results.append(el("h3", "", `Collectives (${r.executed_on})`), table, total);
     }
-    if (r.compiler_log.length) results.appendChild(el("p", "muted", `XLA: ${r.compiler_log[0]}`));
+    if (r.program.compiler_log.length) results.appendChild(el("p", "muted", `XLA: ${r.program.compiler_log[0]}`));
     const tpu = r.tpu;
     if (tpu && tpu.collectives && !r.compile_only) { // compile-only: the collectives above are the TPU program's
       const steps = [...tpu.collectives, ...(tpu.dcn || []).map((/** @type {any} */ d) => ({ ...d, shape: "cross-slice step (DCN)" }))];

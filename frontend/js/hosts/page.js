@@ -3,7 +3,8 @@
 // view's page with that query), hears back and forward, and draws memory with Plotly.
 
 import { ApiError, getJSON, postJSON } from "../lib/api.js";
-import { VIEWS, bootPage, isDark } from "../lib/page.js";
+import { bootPage, isDark } from "../lib/page.js";
+import { VIEWS } from "../lib/vocabulary.js";
 import { onBackForward, pageQuery, writeUrl } from "../lib/url.js";
 import { memoryChart } from "../components/memory.js";
 import { countOn, markOn } from "./host.js";

@@ -3,15 +3,7 @@
 
 import { getJSON } from "./api.js";
 import { el } from "./dom.js";
-
-/** One static page per view (index.html is the layout explorer). @type {{name: string, label: string, href: string}[]} */
-export const VIEWS = [
-  { name: "layout", label: "Layout", href: "/" },
-  { name: "topology", label: "Topology", href: "/topology.html" },
-  { name: "snapshots", label: "Snapshots", href: "/snapshots.html" },
-  { name: "kernels", label: "Kernels", href: "/kernels.html" },
-  { name: "compare", label: "Compare", href: "/compare.html" },
-];
+import { VIEWS } from "./vocabulary.js";
 
 /**
  * Fills the page's <header class="top">: links to every view after the title (the current one

@@ -22,6 +22,17 @@ export function replicationText(j) {
   return `${j.replication_factor}× (${how})${unreduced.length ? `; unreduced over ${unreduced.join(", ")}` : ""}`;
 }
 
+/**
+ * The array's type with its sharding as jax.typeof prints it ("float32[8@x,16@y]", "{U:y}" for an unreduced
+ * axis), where the mesh has an Explicit axis (the sharding is then part of the type); null elsewhere.
+ * @param {{typed?: string | null}} j a layout's JSON or a snapshot leaf
+ * @param {{axis_types?: string[]} | null | undefined} mesh
+ * @returns {string | null}
+ */
+export function typedText(j, mesh) {
+  return j.typed && mesh && (mesh.axis_types || []).includes("Explicit") ? j.typed : null;
+}
+
 /** "x.dims[0]: 16 / x(2) → 8"-style rows, one per array dimension, the first labelled "split". @param {{dims: {text: string}[]}} j */
 function splitRows(j) {
   return j.dims.map((d, i) => /** @type {Row} */ ([i === 0 ? "split" : " ", d.text]));
@@ -38,7 +49,7 @@ export function layoutFacts(l, opts = {}) {
   const j = l.json;
   const single = Boolean(opts.single);
   /** @type {Row[]} */
-  const rows = [["spec", opts.spec ?? l.spec]];
+  const rows = [["spec", opts.spec ?? l.spec], ["typed", single ? null : typedText(j, l.mesh)]];
   if (single) rows.push(["sharding", `SingleDeviceSharding(${l.platform} ${l.meshIds[0]})`]);
   rows.push(
     ["mesh", single ? `one device: ${l.platform} ${l.meshIds[0]} of ${l.devicesKey}` : `${meshAxes(l.mesh)} over ${l.devicesKey}`],
@@ -104,8 +115,9 @@ export function snapshotFacts(snap) {
   for (const l of snap.leaves) counts[kindText(l)] = (counts[kindText(l)] || 0) + 1;
   const logical = snap.leaves.filter((/** @type {any} */ l) => l.logical_axes).length;
   const jit = snap.jit;
+  const mem = snap.program?.memory; // the program report's: XLA's memory_analysis fields by their names
   const perDevice = jit
-    ? Object.entries(jit.memory_per_device || {}).map(([k, b]) => `${k.replace("_size_in_bytes", "")} ${fmtBytes(/** @type {number} */ (b))}`)
+    ? Object.entries(mem || {}).map(([k, b]) => `${k.replace("_size_in_bytes", "")} ${fmtBytes(/** @type {number} */ (b))}`)
     : [];
   return [
     ["leaves", `${snap.leaves.length} (${Object.entries(counts).map(([k, n]) => `${n} ${k}`).join(", ")})${snap.skipped ? `; ${snap.skipped} non-array leaves skipped` : ""}`],
@@ -115,7 +127,7 @@ export function snapshotFacts(snap) {
     ["logical rules", snap.rules ? rulesText(snap.rules) : logical ? "none captured" : null],
     ["captured", snap.created ? `${new Date(snap.created * 1000).toLocaleString()} with JAX ${snap.jax_version}` : null],
     // a plan's memory is drawn in its own section (components/plan.js): here, only what was compiled
-    ["jit", jit ? (snap.plan ? `${jit.function}${jit.memory_per_device ? "" : ": refused by XLA for memory"}` : `${jit.function}: per device ${perDevice.join(", ")}`) : null],
+    ["jit", jit ? (snap.plan ? `${jit.function}${mem ? "" : ": refused by XLA for memory"}` : `${jit.function}: per device ${perDevice.join(", ")}`) : null],
   ];
 }
 
@@ -138,6 +150,8 @@ export function leafFacts(snap, leaf, v, held) {
     ["kind", kindOnDevices(leaf)],
     ["array", leaf.shape ? `(${leaf.shape.join(", ")}) ${leaf.dtype}` : null],
     ["spec", v.spec || (leaf.sharding ? leaf.sharding : null)],
+    // the captured type; a what-if's spec changes the sharding, so its layout's type is the one shown
+    ["typed", typedText(v.changed && lay ? lay : leaf, mesh)],
     ["captured spec", v.changed || v.error ? v.captured : null],
     ["what-if error", v.error ? `${v.error.code}: ${v.error.message}` : null],
     // under a what-if the box's declaration is the what-if's spec: what the capture noted about it is moot

@@ -81,7 +81,7 @@ export function hbmOf(snap) {
   }));
   const leaves = parts.reduce((s, p) => s + p.bytes, 0);
   const capacity = plan.capacity_bytes ?? null;
-  const mem = snap.jit?.memory_per_device;
+  const mem = snap.program?.memory; // the program report's: XLA's memory_analysis fields by their names
   const refusal = plan.refusal;
   /** @type {HbmFigure[]} */
   const figures = [];

@@ -5,6 +5,7 @@
 import { fromQuery as kernelState, runRequest } from "./kernel_run.js";
 import { snapshotRef } from "./leaves.js";
 import { fromQuery as layoutState, layoutRequest } from "./state.js";
+import { ID_PATTERN, VIEWS } from "../lib/vocabulary.js";
 
 /** @typedef {{kernel?: Record<string, any>, reshard?: Record<string, any>, snapshot?: Record<string, any>,
  *   label?: string}} Side */
@@ -49,7 +50,7 @@ function snapshotOf(q) {
 export async function resolveSide(text, catalog, link) {
   const t = text.trim();
   if (!t) throw new Error("paste a kernel-lab or layout-explorer address, a snapshot, or a share link");
-  const bare = /^(snapshot|run):\s*([A-Za-z0-9_-]+)$/.exec(t);
+  const bare = new RegExp(`^(snapshot|run):\\s*(${ID_PATTERN})$`).exec(t);
   if (bare) {
     const ref = { [bare[1]]: bare[2] };
     return { side: { snapshot: ref }, kind: "snapshot", href: `/snapshots.html?${bare[1]}=${bare[2]}` };
@@ -58,12 +59,12 @@ export async function resolveSide(text, catalog, link) {
   const query = /^[?]?[A-Za-z.]+=/.test(t) ? `${/(^|[?&])kernel=/.test(t) ? "/kernels.html" : "/"}?${t.replace(/^\?/, "")}` : t;
   // only the path and the query are read: the origin is whichever dashboard the text came from
   const url = new URL(query, "http://dashboard.invalid");
-  const shared = /^\/s\/([A-Za-z0-9_-]{1,64})$/.exec(url.pathname);
+  const shared = new RegExp(`^/s/(${ID_PATTERN})$`).exec(url.pathname);
   if (shared) {
     const stored = await link(shared[1]);
     const state = stored.state || {};
     const query = typeof state.query === "string" ? state.query : new URLSearchParams(Object.entries(state).map(([k, v]) => [k, String(v)])).toString();
-    const page = { kernels: "/kernels.html", snapshots: "/snapshots.html", layout: "/" }[/** @type {string} */ (stored.view)];
+    const page = ["kernels", "snapshots", "layout"].includes(stored.view) ? VIEWS.find((v) => v.name === stored.view)?.href : undefined;
     if (!page) throw new Error(`a ${stored.view} link cannot be one side of a comparison`);
     return resolveSide(`${page}?${query.replace(/^\?/, "")}`, catalog, link);
   }

@@ -4,6 +4,7 @@
 
 import { parseDims, parseIds } from "../lib/format.js";
 import { parseRules } from "./rules.js";
+import { LAYOUT_STATE } from "../lib/vocabulary.js";
 
 /** @typedef {{devices: string, slices: number, mesh: string, axes: string, order: string,
  *   types: string, spec: string, shape: string, dtype: string, dims: string, axis: string,
@@ -25,27 +26,9 @@ export const ORDERS = /** @type {const} */ ([
   ["single", "single device", "jax.device_put(x, device): one device holds the whole array (SingleDeviceSharding)"],
 ]);
 
-/** @type {Readonly<State>} */
-export const DEFAULTS = Object.freeze({
-  devices: "tpu:v5e:4x4",
-  slices: 1,
-  mesh: "4x4",
-  axes: "x,y",
-  order: "make_mesh",
-  types: "",
-  spec: "P('x', None)",
-  shape: "16,16",
-  dtype: "float32",
-  dims: "",
-  axis: "",
-  groups: "",
-  glabel: "",
-  split: "",
-  dcn: "",
-  ids: "",
-  rules: "",
-  reshard: "",
-});
+/** The fields and their defaults: one list, the domain's (sharding_core.linking.LAYOUT_STATE, what
+ * shardscope.link writes), served as lib/vocabulary.js. @type {Readonly<State>} */
+export const DEFAULTS = /** @type {Readonly<State>} */ (LAYOUT_STATE);
 
 const KEYS = /** @type {(keyof State)[]} */ (Object.keys(DEFAULTS));
 /** Characters kept of a field from an address: device groups and orders name up to a slice's every device. */

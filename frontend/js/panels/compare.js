@@ -202,7 +202,7 @@ export function mount(root, host, initial) {
     if (sidesIn.some((x) => x.snap?.plan)) {
       // a plan's step time: the cost model's expected time beside the roofline's lower bound
       row("expected step time (plan)", (_s, i) => maybe(sidesIn[i].snap?.plan?.step_time?.expected_seconds, fmtSeconds), "the compiled schedule replayed: work at efficiencies fitted to published runs, each collective at its expected time, overlapped as scheduled");
-      row("peak HBM (XLA)", (_s, i) => maybe(sidesIn[i].snap?.jit?.memory_per_device?.peak_memory_in_bytes, fmtBytes), "XLA's memory_analysis: peak_memory_in_bytes per device");
+      row("peak HBM (XLA)", (_s, i) => maybe(sidesIn[i].snap?.program?.memory?.peak_memory_in_bytes, fmtBytes), "XLA's memory_analysis: peak_memory_in_bytes per device");
     }
     row("HBM", (s) => s.hbm?.text || "—");
     row("not modelled", (s) => s.roofline?.why || (s.roofline ? "" : "no cost analysis (a snapshot)") || "—");

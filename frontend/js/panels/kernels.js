@@ -68,10 +68,10 @@ function errorText(a) {
   return `${fmtErr(e)} (${(e / scale).toExponential(1)} of max |reference| ${scale.toPrecision(3)})`;
 }
 
-/** "arguments 1 KiB, outputs …" per device. @param {any} mem */
+/** "arguments 1 KiB, outputs …" per device, from a program report's memory (XLA's memory_analysis names). @param {any} mem */
 function memoryText(mem) {
-  const peak = mem.peak_bytes !== null && mem.peak_bytes !== undefined ? `, peak ${fmtBytes(mem.peak_bytes)}` : "";
-  return `arguments ${fmtBytes(mem.argument_bytes ?? 0)}, outputs ${fmtBytes(mem.output_bytes ?? 0)}, temporaries ${fmtBytes(mem.temp_bytes ?? 0)}${peak}`;
+  const peak = mem.peak_memory_in_bytes !== null && mem.peak_memory_in_bytes !== undefined ? `, peak ${fmtBytes(mem.peak_memory_in_bytes)}` : "";
+  return `arguments ${fmtBytes(mem.argument_size_in_bytes ?? 0)}, outputs ${fmtBytes(mem.output_size_in_bytes ?? 0)}, temporaries ${fmtBytes(mem.temp_size_in_bytes ?? 0)}${peak}`;
 }
 
 /** Significant digits NumPy prints a value of each float dtype with (its precision, about). */
@@ -411,12 +411,12 @@ export function mount(root, host, initial) {
   function renderSummary(r) {
     const m = r.mesh;
     const t = r.timing;
-    const cost = r.cost;
+    const work = r.program.work || {};
     summary.replaceChildren(
       defList([
         ["kernel", `${r.title} (${r.kernel})`],
         ["mesh", `${meshAxes(m)} ${m.axis_types.join("/")} over ${r.devices_key}`],
-        ["device ids", r.device_assignment.length <= 64 ? JSON.stringify(m.device_ids) : "(see the mesh under Collectives)"],
+        ["device ids", r.program.device_assignment.length <= 64 ? JSON.stringify(m.device_ids) : "(see the mesh under Collectives)"],
         ["ran on", r.executed_on],
         ...(r.compile_only ? [["compiled, not run", COMPILE_ONLY]] : []),
         ["compile", `${fmtMs(t.lower_ms + t.compile_ms)} (lower ${fmtMs(t.lower_ms)}, XLA ${fmtMs(t.compile_ms)})`],
@@ -424,11 +424,11 @@ export function mount(root, host, initial) {
         ["max |error|", r.compile_only ? "none: nothing ran"
           : `${r.outputs.length === 1 ? errorText(r.outputs[0]) : fmtErr(r.max_abs_error)} vs ${r.reference}`],
         ...(r.figures_from ? [["figures from", r.figures_from.description]] : []),
-        ["memory / device", memoryText(r.memory)],
+        ["memory / device", memoryText(r.program.memory || {})],
         ["cost / device", [
-          cost.flops !== null && cost.flops !== undefined ? `${fmtCount(cost.flops)} flops` : "no flops reported",
-          cost.bytes_accessed !== null && cost.bytes_accessed !== undefined ? `${fmtCount(cost.bytes_accessed)}B accessed` : "",
-          cost.transcendentals ? `${fmtCount(cost.transcendentals)} transcendentals` : "",
+          work.flops_xla !== null && work.flops_xla !== undefined ? `${fmtCount(work.flops_xla)} flops` : "no flops reported",
+          work.bytes_accessed_xla !== null && work.bytes_accessed_xla !== undefined ? `${fmtCount(work.bytes_accessed_xla)}B accessed` : "",
+          work.transcendentals ? `${fmtCount(work.transcendentals)} transcendentals` : "",
         ].filter(Boolean).join(", ")],
         ["collectives", r.collectives.length ? r.collectives.map((/** @type {any} */ c) => c.op).join(", ") : "none"],
       ]),
@@ -511,10 +511,11 @@ export function mount(root, host, initial) {
   function renderOrigins(r) {
     originsNote.textContent = r.origins_note;
     origins.replaceChildren();
-    if (!r.origins) return;
+    const found = r.program.origins;
+    if (!found) return;
     const outs = el("ul", "origin-outputs");
     r.outputs.forEach((/** @type {any} */ o, /** @type {number} */ i) => {
-      const entry = r.origins.outputs[i];
+      const entry = found.outputs[i];
       outs.appendChild(h("li", {}, h("strong", {}, o.name), ` ${entry && entry.sharding ? entry.sharding : o.spec}: ${originsText(entry)}`));
     });
     origins.appendChild(outs);
@@ -522,12 +523,12 @@ export function mount(root, host, initial) {
     const head = table.createTHead().insertRow();
     for (const text of ["value", "op", "sharding", "each axis came from"]) head.appendChild(el("th", "", text));
     const body = table.createTBody();
-    for (const e of r.origins.entries) {
+    for (const e of found.entries) {
       const row = body.insertRow();
       for (const text of [e.value + (e.name ? ` [${e.name}]` : ""), e.op, e.sharding || "", originsText(e)]) row.insertCell().textContent = text;
     }
     origins.appendChild(table);
-    if (r.origins.truncated) origins.appendChild(el("p", "muted", "(only the first entries are shown)"));
+    if (found.truncated) origins.appendChild(el("p", "muted", "(only the first entries are shown)"));
   }
 
   /** The TPU (compile-only) section: shown for tpu: sets when the server has libtpu. @param {any} r */
@@ -542,11 +543,13 @@ export function mount(root, host, initial) {
       tpuHlo.textContent = "";
       return;
     }
+    const program = tpu.program || {};
+    const flops = program.work ? program.work.flops_xla : null;
     tpuSummary.replaceChildren(
       defList([
-        ["compile", fmtMs(tpu.compile_ms ?? 0)],
-        ["memory / device", memoryText(tpu.memory || {})],
-        ["cost / device", tpu.cost && tpu.cost.flops !== null && tpu.cost.flops !== undefined ? `${fmtCount(tpu.cost.flops)} flops` : "no flops reported"],
+        ["compile", fmtMs(1e3 * ((program.timings || {}).compile_seconds ?? 0))],
+        ["memory / device", memoryText(program.memory || {})],
+        ["cost / device", flops !== null && flops !== undefined ? `${fmtCount(flops)} flops` : "no flops reported"],
         ["collectives", tpu.collectives.length ? tpu.collectives.map((/** @type {any} */ c) => c.op).join(", ") : "none"],
       ]),
     );
@@ -578,8 +581,9 @@ export function mount(root, host, initial) {
     // Many inputs (a model's parameters and optimizer state) fold away; a few stay in view.
     placedBox.open = r.inputs.length <= 3;
     renderOrigins(r);
-    logBox.hidden = !r.compiler_log.length;
-    compilerLog.replaceChildren(...r.compiler_log.map((/** @type {string} */ l) => el("li", "", l)));
+    const log = r.program.compiler_log;
+    logBox.hidden = !log.length;
+    compilerLog.replaceChildren(...log.map((/** @type {string} */ l) => el("li", "", l)));
     stablehlo.textContent = r.stablehlo + (r.stablehlo_truncated ? CUT : "");
     hlo.textContent = r.hlo + (r.hlo_truncated ? CUT : "");
     renderTpu(r);

@@ -20,13 +20,13 @@ import { Layout } from "../model/layout.js";
 import { parsePasted, straightQuotes } from "../model/paste.js";
 import { DEFAULTS, ORDERS, deviceCount, deviceSetsFor, fromQuery, layoutRequest, toQuery } from "../model/state.js";
 import { errorBox, exampleButton, fieldOf, fixButton, lifetime, settledError, shareAndStatus } from "./common.js";
+import { DTYPES } from "../lib/vocabulary.js";
 
 export const VIEW = "layout";
 export { fromQuery, toQuery };
 
 /** Layouts kept to show again without a round trip, bounded by their shards in all. */
 const FETCHED_SHARDS = 4 * 6144;
-const DTYPES = ["float32", "bfloat16", "float16", "float64", "float8_e4m3fn", "int8", "int32", "int64", "uint8", "bool", "complex64"];
 
 /** "0,2" -> [0, 2]; null unless two non-negative integers. @param {string} text */
 function zeroBased(text) {

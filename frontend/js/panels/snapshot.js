@@ -25,13 +25,14 @@ import { hostsOf, leafMatches, leafNow, mostTelling, notHeld, notHeldLegend, sna
 import { parseRules, rulesText } from "../model/rules.js";
 import { topologyQuery } from "../model/state.js";
 import { errorBox, lifetime, shareAndStatus } from "./common.js";
+import { ID_PATTERN } from "../lib/vocabulary.js";
 
 export const VIEW = "snapshots";
 
 const KEYS = ["snapshot", "run", "process", "fix", "q", "axis", "kind", "leaf", "rules", "diff"];
 /** @typedef {Record<string, string>} SState */
 /** A share link's id, as the server makes them (128 random bits, URL-safe base64). */
-const LINK_ID = /^[A-Za-z0-9_-]{22,64}$/;
+const LINK_ID = new RegExp(`^${ID_PATTERN}$`);
 
 /** @param {URLSearchParams} q @returns {SState} */
 export function fromQuery(q) {

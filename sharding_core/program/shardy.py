@@ -1,4 +1,4 @@
-"""One compile that also writes what the explainer reads: Shardy's module after propagation.
+"""Shardy's module after propagation: the compile option that writes it and its reader.
 
 ``lowered.compile(compiler_options={"xla_dump_to": DIR, "xla_dump_hlo_pass_re": "shardy-verbose"})`` makes
 XLA's Shardy pass write ``DIR/shardy/<module>/02.after_propagation.mlir`` with ``sdy.sharding_origins`` and
@@ -7,8 +7,9 @@ The same options work for libtpu's compile-only TPU compiles. When GSPMD propaga
 partitioner`` off, or XLA's silent fallback for modules with GSPMD attributes: ``xla/pjrt/mlir_to_hlo.cc``) no
 Shardy module is written: that is how the partitioner is told, not by the config flag alone.
 
-A persistent compilation cache hit compiles nothing and writes no files, so the cache is off for this compile
-(:func:`sharding_core.compat.compilation_cache_disabled`). The directory is removed before this returns.
+The compile itself is :mod:`sharding_core.program.compile`'s (``Options(shardy=True)``): it writes into a temporary
+directory with the persistent compilation cache off (a cache hit compiles nothing and writes no files), reads the
+module with :func:`read` and removes the directory.
 """
 
 from __future__ import annotations
@@ -16,12 +17,9 @@ from __future__ import annotations
 import dataclasses
 import glob
 import os
-import tempfile
 import time
 from collections.abc import Mapping
 from typing import Any
-
-from sharding_core.compat import compilation_cache_disabled
 
 PASSES = "shardy-verbose"
 MAX_MLIR_BYTES = 64 * 1024 * 1024
@@ -57,10 +55,3 @@ def read(directory: str) -> Dump:
     with open(path, encoding="utf-8", errors="replace") as f:
         text = f.read()
     return Dump(text, "shardy", None, time.perf_counter() - t0)
-
-
-def compile_with_dump(lowered: Any, extra: Mapping[str, Any] | None = None) -> tuple[Any, Dump]:
-    """``lowered.compile()`` with Shardy's dump read back; the dump directory is gone when this returns."""
-    with tempfile.TemporaryDirectory(prefix="shardscope-why-") as d, compilation_cache_disabled():
-        compiled = lowered.compile(compiler_options=options(d, extra))
-        return compiled, read(d)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib.util
 import os
 import re
 import threading
@@ -58,6 +59,39 @@ NEWER_FIELDS = (
     "max_blocks_per_multiprocessor",
     "collective_memory_granularity",
 )
+
+
+@dataclasses.dataclass(frozen=True)
+class TpuTarget:
+    """A ``tpu:`` set as libtpu's compile-only topology (``get_topology_desc`` arguments)."""
+
+    topology_name: str  # e.g. "v5e:2x4" with libtpu's generation name
+    chips_per_host: tuple[int, ...]
+    chip_config: str | None = None
+    slices: int = 1
+
+    def describe(self) -> dict[str, Any]:
+        """Keyword arguments for ``jax.experimental.topologies.get_topology_desc``."""
+        kwargs: dict[str, Any] = {
+            "platform": "tpu",
+            "topology_name": self.topology_name,
+            "chips_per_host_bounds": self.chips_per_host,
+        }
+        if self.chip_config:
+            kwargs["chip_config_name"] = self.chip_config
+        if self.slices > 1:
+            kwargs["num_slices"] = self.slices
+        return kwargs
+
+
+def libtpu_available() -> bool:
+    """Whether the optional ``tpu`` extra (libtpu) is importable."""
+    return importlib.util.find_spec("libtpu") is not None
+
+
+def gpu_compiler_available() -> bool:
+    """Whether XLA's CUDA compiler plugin (the optional ``gpu`` extra) is importable."""
+    return importlib.util.find_spec("jax_cuda12_plugin") is not None
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -105,6 +139,11 @@ def compile_target(devices: str, *, slices: int = 1, chips_per_host: Sequence[in
     return _target(devset)
 
 
+def set_target(devset: DeviceSet) -> Target:
+    """The compile-only devices of a (simulated) device set (cached, as :func:`compile_target`)."""
+    return _target(devset)
+
+
 @functools.lru_cache(maxsize=32)
 def _target(devset: DeviceSet) -> Target:
     if devset.platform == "tpu" and devset.simulated:
@@ -122,8 +161,6 @@ def _target(devset: DeviceSet) -> Target:
 
 
 def _tpu_target(devset: DeviceSet) -> Target:
-    from sharding_core.kernels.runner import libtpu_available
-
     gen = devset.generation
     assert gen is not None and devset.topology is not None and devset.chips_per_host is not None
     if not libtpu_available():
@@ -136,8 +173,6 @@ def _tpu_target(devset: DeviceSet) -> Target:
     # Compile-only: no TPU to guard, so other processes (a dashboard's kernel workers) may load libtpu too.
     os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
     from jax.experimental import topologies
-
-    from sharding_core.kernels.plan import TpuTarget
 
     kwargs = TpuTarget(
         f"{gen.libtpu_name}:{'x'.join(map(str, devset.topology))}",

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from sharding_core.hlo.module import parse_module
-from sharding_core.kernels.memory import fmt_bytes
+from sharding_core.units import fmt_bytes
 
 MEMORY_FIELDS = (
     "argument_size_in_bytes",
