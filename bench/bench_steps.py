@@ -66,11 +66,17 @@ def build(run: R.Run, layers: int | None = None) -> tuple[Any, Any, Any]:
     """The run's mesh, jitted step and abstract arguments."""
     import shardscope
     from examples import llama, moe
+    from sharding_core.errors import ShardingError
 
     kwargs: dict[str, Any] = {"slices": run.slices}
     if run.slices > 1:
         kwargs.update(order="hybrid", dcn_shape=(run.slices,) + (1,) * (len(run.mesh) - 1))
-    mesh = shardscope.mesh(run.devices, run.mesh, run.axes, **kwargs)
+    try:
+        mesh = shardscope.mesh(run.devices, run.mesh, run.axes, **kwargs)
+    except ShardingError:
+        # a mesh axis no product of the torus axes (64 x 4 on 16x16): MaxText's create_device_mesh with
+        # allow_split_physical_axes, as those runs set it
+        mesh = shardscope.mesh(run.devices, run.mesh, run.axes, allow_split_physical_axes=True, **kwargs)
     module = moe if run.example == "moe" else llama
     fn = module.plan_fn(config_of(run, layers), run.strategy, 1, int(run.knobs["seq"]), name=run.id)
     step, args = fn(mesh, **run.knobs)
@@ -83,14 +89,16 @@ compiled until libtpu has written its scheduled HLO (:func:`scheduled_hlo`)."""
 _SCHEDULED = "after_optimizations_after_buffer_assignment.txt"
 
 
-def scheduled_hlo(lowered: Any, timeout: float = 7200.0) -> tuple[str | None, BaseException | None]:
-    """The optimized, scheduled HLO of a libtpu compile, without waiting for its code generation.
+def scheduled_hlo(lowered: Any, timeout: float = 7200.0) -> tuple[str | None, int | None, BaseException | None]:
+    """The optimized, scheduled HLO of a libtpu compile and the bytes its buffer assignment places in HBM, without
+    waiting for its code generation.
 
     libtpu writes the module after its HLO passes (scheduling and buffer assignment included) to ``xla_dump_to``
     before its backend passes, which take 80-90 % of a compile here and do not change the schedule (checked
-    against full compiles: ``FULL`` and the reduced copies). The compile runs in a thread; once the file is
-    complete the HLO is returned and the caller exits the process. A compile that fails first (a memory refusal)
-    gives its error."""
+    against full compiles: the reduced copies). The compile runs in a thread; once the file is complete the HLO
+    and the buffer assignment's total (its memory-usage report, default memory space) are returned and the caller
+    exits the process. A compile that fails first (a memory refusal) gives its error."""
+    import shutil
     import tempfile
     import threading
 
@@ -107,17 +115,32 @@ def scheduled_hlo(lowered: Any, timeout: float = 7200.0) -> tuple[str | None, Ba
     thread.start()
     deadline = time.monotonic() + timeout
     last = -1
-    while time.monotonic() < deadline:
-        found = sorted(dump.glob(f"*{_SCHEDULED}"))
-        if found:
-            size = found[0].stat().st_size
-            if size == last:
-                return found[0].read_text(), None
-            last = size
-        elif error or not thread.is_alive():
-            return None, error[0] if error else RuntimeError("the compile ended without writing the scheduled HLO")
-        time.sleep(2.0)
-    return None, TimeoutError(f"no scheduled HLO after {timeout:.0f} s")
+    try:
+        while time.monotonic() < deadline:
+            found = sorted(dump.glob(f"*{_SCHEDULED}"))
+            if found:
+                size = found[0].stat().st_size
+                if size == last:
+                    return found[0].read_text(), buffer_bytes(dump), None
+                last = size
+            elif error or not thread.is_alive():
+                return None, None, error[0] if error else RuntimeError("the compile ended without its scheduled HLO")
+            time.sleep(2.0)
+        return None, None, TimeoutError(f"no scheduled HLO after {timeout:.0f} s")
+    finally:
+        shutil.rmtree(dump, ignore_errors=True)
+
+
+def buffer_bytes(dump: Path) -> int | None:
+    """The bytes XLA's buffer assignment allocates in HBM (``Total bytes`` of the default memory space in its
+    memory-usage report): arguments, outputs and temporaries as placed, what must fit in the chip's HBM."""
+    import re
+
+    for path in sorted(dump.glob("*memory-usage-report.txt")):
+        m = re.search(r"Memory Space: default \(color=0\)\s*\nTotal bytes: (\d+)", path.read_text())
+        if m:
+            return int(m.group(1))
+    return None
 
 
 def argument_bytes(args: Any) -> int:
@@ -158,13 +181,14 @@ def compile_one(run_id: str, cache: Path, layers: int | None, full: bool) -> Non
         except Exception as e:
             error = e
     else:
-        hlo, error = scheduled_hlo(lowered)
+        hlo, placed, error = scheduled_hlo(lowered)
         nbytes = argument_bytes(args)
         out["memory"] = {
             "argument_size_in_bytes": nbytes,
             "output_size_in_bytes": nbytes,
             "alias_size_in_bytes": nbytes,
         }
+        out["buffer_assignment_bytes"] = placed
     if error is not None:
         if not mem.is_memory_refusal(error):
             raise error

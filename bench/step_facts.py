@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from sharding_core.cost import runs as R
+from sharding_core.cost import step_fit
 from sharding_core.cost.step_fit import decode_groups, encode_groups
 
 FACTS = Path(__file__).with_name("run_facts.json.gz")
@@ -47,6 +48,7 @@ def run_facts(cache: Path, name: str) -> dict[str, Any]:
     out["schedule"] = schedule_of(facts)
     out["work"] = work_facts(_Cost(meta.get("cost") or {}), facts)
     out["memory"] = meta["memory"]
+    out["buffer_assignment_bytes"] = meta.get("buffer_assignment_bytes")
     out["read_seconds"] = time.process_time() - t
     return out
 
@@ -96,9 +98,12 @@ def planned(facts: dict[str, Any]) -> dict[str, Any]:
     from sharding_core.cost.annotate import snapshot_with_estimates
 
     out = snapshot_with_estimates(snapshot(facts))
-    if facts.get("mode") == "schedule" and out.get("plan"):
-        # a schedule-only compile stops before XLA's memory_analysis: its arguments are known, its peak is not
-        out["plan"]["fits"] = None
+    if facts.get("mode") == "schedule" and out.get("plan") and not facts.get("refusal"):
+        # a schedule-only compile stops before XLA's memory_analysis: whether it fits is its buffer assignment's
+        # total in HBM against the chip's capacity (a refusal for memory came before it)
+        placed, capacity = facts.get("buffer_assignment_bytes"), out["plan"].get("capacity_bytes")
+        out["plan"]["fits"] = placed <= capacity if placed is not None and capacity else None
+        out["plan"]["buffer_assignment_bytes"] = placed
     return out
 
 
@@ -123,21 +128,29 @@ def normalized(facts: dict[str, Any]) -> list[Any]:
     return [[schedule["runs"][n], [event(e) for e in seq]] for n, seq in schedule["sequences"].items()]
 
 
-def report(path: Path = FACTS) -> str:
-    """The refit on the training split, the scoreboard and leave-one-source-out, as Markdown; and the checks that
-    a schedule-only compile reads the full compile's schedule."""
-    from sharding_core.cost import step_fit
-    from sharding_core.cost.step import FITTED
-
-    rows = {f["name"]: f for f in load(path)}
-    plans = {i: planned(f) for i, f in rows.items() if f["id"] == i}  # schedule-only, every layer
+def prepared(
+    rows: dict[str, dict[str, Any]], ids: Any = None
+) -> tuple[dict[str, dict[str, Any]], list[step_fit.Prepared]]:
+    """Each run's plan with today's figures (``ids``: only those runs) and the runs ready to replay (those XLA did
+    not refuse)."""
+    plans = {i: planned(f) for i, f in rows.items() if f["id"] == i and (ids is None or i in ids)}
     for i in list(plans):
         if f"{i}-full" in rows:  # compiled to the end: XLA's memory figures say whether it fits
             plans[i]["plan"]["fits"] = planned(rows[f"{i}-full"])["plan"]["fits"]
     preps = [step_fit.prepare(R.BY_ID[i], p) for i, p in plans.items() if not p["plan"].get("refusal")]
+    return plans, preps
+
+
+def report(path: Path = FACTS) -> str:
+    """The refit on the training split, the scoreboard and leave-one-source-out, as Markdown; and the checks that
+    a schedule-only compile reads the full compile's schedule."""
+    from sharding_core.cost.step import FITTED
+
+    rows = {f["name"]: f for f in load(path)}
+    plans, preps = prepared(rows)
     train = [p for p in preps if p.split == R.TRAIN]
     t = time.perf_counter()
-    eff = step_fit.fit(train)
+    eff = step_fit.fit_training(preps)
     fit_seconds = time.perf_counter() - t
     scored = {s.id: s for s in step_fit.score(preps, eff)}
     lines = [f"refit on {len(train)} training runs in {fit_seconds:.1f} s: {eff} (shipped: {FITTED['tpu']})", ""]
@@ -156,7 +169,7 @@ def report(path: Path = FACTS) -> str:
 
 
 def scoreboard(plans: dict[str, dict[str, Any]], scored: dict[str, Any]) -> list[str]:
-    from sharding_core.units import fmt_seconds
+    from sharding_core.units import fmt_bytes, fmt_seconds
 
     out = ["| run | devices | measured | at 100 % MFU | expected | error | split | fits |",
            "|---|---|---:|---:|---:|---:|---|---|"]  # fmt: skip
@@ -171,7 +184,10 @@ def scoreboard(plans: dict[str, dict[str, Any]], scored: dict[str, Any]) -> list
                 why = "does not fit" if plan.get("fits") is False else why
             out.append(f"{head}— | — | — | {run.split} | {why} |")
             continue
-        fits = {True: "fits", False: "does not fit", None: "schedule only (no peak)"}[plan.get("fits")]
+        fits = {True: "fits", False: "does not fit", None: "not known"}[plan.get("fits")]
+        placed, capacity = plan.get("buffer_assignment_bytes"), plan.get("capacity_bytes")
+        if placed and capacity:
+            fits += f" ({fmt_bytes(placed)} of {fmt_bytes(capacity)})"
         out.append(
             f"{head}{fmt_seconds(s.lower)} | {fmt_seconds(s.expected)} | {s.error:+.0%} | {run.split} | {fits} |"
         )

@@ -15,8 +15,10 @@ so for a compute-bound step expected == lower bound).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
+from pathlib import Path
 
 import pytest
 
@@ -147,3 +149,26 @@ def test_maxtext_2023_model_as_the_example_builds_it() -> None:
     # the sizes the tables name: 16B ... 1024B within 5 %
     for scale in (16, 32, 64, 128, 1024):
         assert math.isclose(R.maxtext_2023_params(scale), scale * 1e9, rel_tol=0.05)
+
+
+# ---- the fit ------------------------------------------------------------------------------------------
+
+FACTS = Path(__file__).resolve().parents[1] / "bench" / "run_facts.json.gz"
+
+
+def test_shipped_constants_are_a_refit_on_the_training_split_alone() -> None:
+    """The stored compile facts of every reproduced run (``bench/bench_steps.py``) refitted: the constants equal
+    the shipped ones, and the held-out runs play no part — their measurements scrambled (× 10, ÷ 10), the fit
+    gives the same constants."""
+    from bench.step_facts import load, prepared
+    from sharding_core.cost import step_fit
+    from sharding_core.cost.step import FITTED
+
+    rows = {f["name"]: f for f in load(FACTS)}
+    _, preps = prepared(rows)
+    assert sum(p.split == R.TRAIN for p in preps) >= 15 and sum(p.split == R.HELD_OUT for p in preps) >= 10
+    scrambled = [
+        p if p.split == R.TRAIN else dataclasses.replace(p, measured=p.measured * (10.0 if k % 2 else 0.1))
+        for k, p in enumerate(preps)
+    ]
+    assert step_fit.fit_training(scrambled) == FITTED["tpu"]

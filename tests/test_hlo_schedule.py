@@ -190,3 +190,33 @@ def test_libtpu_program_schedule(tpu_step: tuple[str, Any]) -> None:
             elif e[0] == "work" and open_chains and e[1]["mm"]:
                 overlapped += 1
     assert overlapped > 0
+
+
+def test_cpu_program_schedule_against_its_collectives() -> None:
+    """A scanned training step compiled by XLA's CPU backend (8 CPU devices): XLA:CPU runs every collective where it
+    stands (no ``*-start`` / ``*-done`` pairs in its HLO), so each collective the collectives reader finds is one
+    ``sync`` event on the schedule, the loop's body runs as many times as the scan has layers, and nothing is in
+    flight under compute."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    m = jax.make_mesh((8,), ("x",), axis_types=(jax.sharding.AxisType.Auto,))
+    w = jax.ShapeDtypeStruct((4, 256, 256), jnp.float32, sharding=NamedSharding(m, P(None, "x", None)))
+    x = jax.ShapeDtypeStruct((64, 256), jnp.float32, sharding=NamedSharding(m, P()))
+
+    def loss(w: jax.Array, x: jax.Array) -> jax.Array:
+        def layer(h: jax.Array, wi: jax.Array) -> tuple[jax.Array, None]:
+            return jnp.tanh(h @ wi), None
+
+        return jax.lax.scan(layer, x, w)[0].sum()
+
+    hlo = jax.jit(jax.grad(loss)).lower(w, x).compile().as_text()
+    assert not re.search(r"\b(all-gather|all-reduce|collective-permute)-start\(", hlo)
+    s = schedule_facts(hlo)
+    events = [e for seq in s["sequences"].values() for e in seq]
+    assert not [e for e in events if e[0] in ("start", "done")]
+    synced = {n for e in events if e[0] == "sync" for n in s["chains"][e[1]]}
+    assert synced == {c.name for c in parse_collectives(hlo)} and synced
+    assert sorted(e[2] for e in events if e[0] == "loop") == [4, 4]  # the forward and backward scans

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from sharding_core.cost.runs import TRAIN
 from sharding_core.cost.step import Efficiency, _Replay, collective_seconds, hw_for
 
 # The grid each constant is searched on (lowest, highest, step) and the fit's start.
@@ -114,6 +115,12 @@ def fit(preps: Sequence[Prepared], start: Efficiency = START) -> Efficiency:
             best = min(values, key=lambda v: (loss(preps, dataclasses.replace(eff, **{name: v})), v))
             eff = dataclasses.replace(eff, **{name: best})
     return eff
+
+
+def fit_training(preps: Sequence[Prepared]) -> Efficiency:
+    """The fit on the training split of ``preps`` (the runs whose source is declared ``train``): the held-out runs
+    are dropped here, before anything reads their measurements."""
+    return fit([p for p in preps if p.split == TRAIN])
 
 
 @dataclasses.dataclass(frozen=True)
