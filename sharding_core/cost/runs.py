@@ -15,7 +15,7 @@ MaxText's v5p-512 Llama 2 70B run. Runs that cannot be reproduced here say why (
 listed all the same.
 
 Plain data: no JAX import. ``bench/bench_steps.py`` compiles the runs; the facts it reads from each compile
-are stored beside this module (``run_facts.json.gz``).
+are stored in ``bench/run_facts.json.gz``.
 """
 
 from __future__ import annotations

@@ -53,12 +53,14 @@ class Efficiency:
         return dataclasses.asdict(self)
 
 
-# Fitted by sharding_core.cost.step_fit.fit on the training runs of sharding_core/cost/runs.py (the stored
-# compile facts of sharding_core/cost/run_facts.json.gz); tests/test_cost_step.py refits and compares.
+# Fitted by sharding_core.cost.step_fit.fit_training on the training runs of sharding_core/cost/runs.py (the
+# stored compile facts of bench/run_facts.json.gz); tests/test_cost_step.py refits and compares. ``kernel`` sits
+# at the grid's top and ``launch`` at its bottom: the training runs ask for faster attention kernels and no
+# per-instruction cost (docs/cost-model.md, "Whole steps", says what that means).
 FITTED: dict[str, Efficiency] = {
-    "tpu": Efficiency(matmul=0.8, memory=0.8, kernel=0.5, launch=2e-6),
+    "tpu": Efficiency(matmul=0.81, memory=0.64, kernel=1.0, launch=0.0),
 }
-FITTED_ON = {"tpu": "not yet fitted"}
+FITTED_ON = {"tpu": "20 published TPU training runs (the training split of sharding_core/cost/runs.py)"}
 """What each platform's constants were fitted to (a platform without its own borrows the TPU's and says so)."""
 
 _TILE = {"v4": 128, "v5e": 128, "v5p": 128, "v6e": 256, "7x": 256}
