@@ -20,6 +20,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+from jax.ad_checkpoint import checkpoint_name
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -40,13 +41,20 @@ MOE_CONFIGS: dict[str, MoeConfig] = {
     # Mixtral 8x7B's shapes (Mistral AI's config.json): 32 layers, d 4096, 8 experts of d_ff 14336, top 2
     "mixtral": MoeConfig(vocab=32000, d_model=4096, n_layers=32, n_heads=32, n_kv_heads=8, head_dim=128, d_ff=14336,
                          rope_theta=1e6, n_experts=8, top_k=2),
+    # MaxText's src/MaxText/configs/models/mixtral-8x22b.yml: 56 layers, d 6144, 48 heads, 8 experts of 16384
+    "mixtral-8x22b": MoeConfig(vocab=32768, d_model=6144, n_layers=56, n_heads=48, n_kv_heads=8, head_dim=128,
+                               d_ff=16384, rope_theta=1e6, n_experts=8, top_k=2),
     "tiny": MoeConfig(vocab=1024, d_model=256, n_layers=2, n_heads=8, n_kv_heads=4, head_dim=32, d_ff=512,
                       n_experts=4, top_k=2),
 }  # fmt: skip
 
 # Expert parallelism: experts over `expert`, the batch over data x expert, weights FSDP over `data`.
+# FSDP alone (MaxText's Mixtral 8x7B on v6e-256): every expert on every device, sharded along `embed`.
+# FSDP x EP (MaxText's Mixtral 8x22B: ici_fsdp 64 x ici_expert 4).
 RULES: dict[str, tuple[tuple[str, Any], ...]] = {
     "ep": (("batch", ("data", "expert")), ("expert", "expert"), ("groups", "data"), ("embed", "data")),
+    "fsdp": (("batch", "fsdp"), ("groups", "fsdp"), ("embed", "fsdp")),
+    "fsdp_ep": (("batch", ("fsdp", "expert")), ("expert", "expert"), ("groups", "fsdp"), ("embed", "fsdp")),
 }
 
 LOGICAL: dict[str, tuple[str | None, ...]] = {
@@ -70,9 +78,11 @@ def capacity(cfg: MoeConfig, seq: int) -> int:
     return max(1, math.ceil(cfg.top_k * seq / cfg.n_experts * cfg.capacity_factor))
 
 
-def moe_block(cfg: MoeConfig, constrain: Callable[..., jax.Array], x: jax.Array, w: Mapping[str, jax.Array]) -> Any:
-    """x + the routed experts' SwiGLU of norm(x), GShard-style dispatch and combine."""
-    h = llama.rms_norm(x, w["mlp_norm"])
+def moe_block(model: llama.Model, h: jax.Array, w: Mapping[str, jax.Array]) -> Any:
+    """The routed experts' SwiGLU of the normed input ``h``, GShard-style dispatch and combine (MaxText's
+    dropping path, ``capacity_factor``), with MaxText's checkpoint names on the experts' matmuls."""
+    cfg = model.cfg
+    assert isinstance(cfg, MoeConfig)
     groups, seq, _ = h.shape
     e, k, cap = cfg.n_experts, cfg.top_k, capacity(cfg, seq)
     probs = jax.nn.softmax(jnp.einsum("gsd,de->gse", h, w["router"]).astype(jnp.float32), axis=-1)
@@ -85,46 +95,52 @@ def moe_block(cfg: MoeConfig, constrain: Callable[..., jax.Array], x: jax.Array,
     slots = jax.nn.one_hot(jnp.sum(position * keep, axis=-1), cap, dtype=h.dtype)  # [g, s, k, cap]
     dispatch = jnp.einsum("gske,gskc->gsec", keep.astype(h.dtype), slots)
     combine = jnp.einsum("gske,gskc,gsk->gsec", keep.astype(h.dtype), slots, weight.astype(h.dtype))
-    # dispatched where the tokens are (groups sharded over data x expert), then moved to their experts'
-    # devices (experts over expert, groups over data): a reshard of one dimension to another, an all-to-all
-    tokens = constrain(jnp.einsum("gsec,gsd->egcd", dispatch, h), (None, "batch", None, "act_embed"))
-    tokens = constrain(tokens, ("expert", "groups", None, "act_embed"))
-    gate = jnp.einsum("egcd,edf->egcf", tokens, w["w_gate"])
-    up = jnp.einsum("egcd,edf->egcf", tokens, w["w_up"])
-    out = jnp.einsum("egcf,efd->egcd", jax.nn.silu(gate) * up, w["w_down"])
-    out = constrain(out, ("expert", "groups", None, "act_embed"))
-    out = constrain(out, (None, "batch", None, "act_embed"))  # back to the groups' devices: all-to-all
+    # dispatched where the tokens are (groups sharded over the batch's axes), then moved to their experts'
+    # devices (experts over expert, groups over the rest): a reshard of one dimension to another, an all-to-all
+    tokens = model.constrain(jnp.einsum("gsec,gsd->egcd", dispatch, h), (None, "batch", None, "act_embed"))
+    tokens = model.constrain(tokens, ("expert", "groups", None, "act_embed"))
+    gate = checkpoint_name(jnp.einsum("egcd,edf->egcf", tokens, w["w_gate"]), "mlpwi_0")
+    up = checkpoint_name(jnp.einsum("egcd,edf->egcf", tokens, w["w_up"]), "mlpwi_1")
+    out = checkpoint_name(jnp.einsum("egcf,efd->egcd", jax.nn.silu(gate) * up, w["w_down"]), "mlpwo")
+    out = model.constrain(out, ("expert", "groups", None, "act_embed"))
+    out = model.constrain(out, (None, "batch", None, "act_embed"))  # back to the groups' devices: all-to-all
     back = jnp.einsum("gsec,egcd->gsd", combine, out)
-    return x + constrain(back, ("batch", None, "act_embed"))
+    return model.constrain(back, ("batch", None, "act_embed"))
 
 
-def moe_layer(cfg: MoeConfig, constrain: Callable[..., jax.Array], x: jax.Array, w: Mapping[str, jax.Array]) -> Any:
-    w = {name: v.astype(jnp.dtype(cfg.compute_dtype)) for name, v in w.items()}
-    return moe_block(cfg, constrain, llama.attention_block(cfg, constrain, x, w), w), None
+def moe_layer(model: llama.Model, x: jax.Array, w: Mapping[str, jax.Array]) -> Any:
+    """A decoder layer whose MLP is the routed experts."""
+    return llama.decoder_layer(model, x, w, mlp=moe_block)
 
 
 def plan_fn(
-    cfg: MoeConfig | str, strategy: str, batch: int, seq: int
-) -> Callable[[jax.sharding.Mesh], tuple[Any, tuple[Any, ...]]]:
-    """A ``fn(mesh) -> (jitted_step, (params, opt_state, batch))`` for ``shardscope plan``."""
+    cfg: MoeConfig | str, strategy: str, batch: int, seq: int, *, name: str | None = None, **defaults: Any
+) -> Callable[..., tuple[Any, tuple[Any, ...]]]:
+    """A ``fn(mesh, rules=None, **knobs) -> (jitted_step, (params, opt_state, batch))`` for ``shardscope plan``
+    (the knobs of :data:`examples.llama.KNOBS`)."""
     config = MOE_CONFIGS[cfg] if isinstance(cfg, str) else cfg
-    rules = RULES[strategy]
+    own = RULES[strategy]
+    base = {"batch": batch, "seq": seq, **defaults}
+    llama.resolve_knobs(config, 1, base, {})
 
-    def fn(mesh: jax.sharding.Mesh) -> tuple[Any, tuple[Any, ...]]:
-        params = llama.abstract_params(config, mesh, rules, param_shapes(config), LOGICAL)
+    def fn(mesh: jax.sharding.Mesh, rules: llama.Rules | None = None, **knobs: Any) -> tuple[Any, tuple[Any, ...]]:
+        model_cfg, k = llama.resolve_knobs(config, int(mesh.devices.size), base, knobs)
+        r = tuple(rules) if rules is not None else own
+        model = llama.Model(model_cfg, mesh, r, k)
+        params = llama.abstract_params(model_cfg, mesh, r, param_shapes(model_cfg), LOGICAL)
         opt = llama.optimizer()
         opt_state = llama.abstract_opt_state(opt, params, mesh)
-        data = llama.abstract_batch(batch, seq, mesh, rules)
+        data = llama.abstract_batch(k.batch, k.seq, mesh, r)
         shardings = jax.tree.map(lambda s: s.sharding, (params, opt_state, data))
         out = (shardings[0], shardings[1], NamedSharding(mesh, P()))
-        step = llama.make_step(config, opt, mesh, rules, moe_layer)
+        step = llama.make_step(model, opt, moe_layer)
         return jax.jit(step, in_shardings=shardings, out_shardings=out, donate_argnums=(0, 1)), (
             params,
             opt_state,
             data,
         )
 
-    fn.__name__ = f"moe_{config.n_experts}x_{strategy}"
+    fn.__name__ = name or f"moe_{config.n_experts}x_{strategy}"
     return fn
 
 

@@ -288,7 +288,14 @@ def test_plan_says_tpu_with_coords_hosts_and_slice(v5p_plan: Any) -> None:
     # bound took the collectives at their bound and the expected time at their fitted efficiency
     assert 0 < low <= step["expected_seconds"] <= high
     terms = [step["compute_seconds"], step["memory_seconds"], step["communication_expected_seconds"]]
-    assert high == pytest.approx(sum(t for t in terms if t is not None))
+    # nothing overlapped: the roofline's terms in a row, or the schedule's work at its expected efficiencies and
+    # every collective at its expected time in a row, whichever is longer
+    ex = step["expected"]
+    serial = max(sum(t for t in terms if t is not None), ex["compute_seconds"] + ex["communication_seconds"])
+    assert high == pytest.approx(serial)
+    # the expectation is not the roofline (issue 31: "expected" was the 100 %-MFU bound for compute-bound steps)
+    assert step["expected_seconds"] > low and step["lower_bound_is"] == "at 100 % MFU"
+    assert "fitted" in ex["efficiency_from"]
 
 
 def _matmul_flops_per_layer(cfg: llama.Config, tokens: int, seq: int) -> float:
@@ -331,7 +338,8 @@ def test_refusal_for_memory_reports_xlas_figures() -> None:
     assert r["over_bytes"] == int(need) - int(have)
     assert "over by" in snap["plan"]["verdict"]
     assert r["largest"] and r["largest"][0]["bytes"] >= r["largest"][-1]["bytes"]
-    assert any("attention_block" in (t["source"] or "") for t in r["largest"])  # the attention scores
+    # the attention scores (examples/llama.py: dot_attention materialises them)
+    assert any("attention" in (t["source"] or "") for t in r["largest"]), [t["source"] for t in r["largest"]]
     assert r["advice"] and "temporaries" in r["advice"][0]
     assert not [leaf for leaf in snap["leaves"] if leaf["path"].startswith("outputs")]
 

@@ -20,6 +20,7 @@ from sharding_core.cost.calibrate import ProfileError, check_matches, estimate_w
 from sharding_core.cost.collectives import communication, estimate_dcn_step, estimate_one, none
 from sharding_core.cost.context import NO_CPU_FIGURES, CostContext, context_for, context_for_devices, no_figures
 from sharding_core.cost.roofline import roofline
+from sharding_core.cost.step import LOWER_WORDS, step_band
 from sharding_core.devices import devices_of_key, parse_devices
 from sharding_core.errors import ShardingError
 from sharding_core.hardware import hbm_per_device
@@ -60,19 +61,17 @@ def program_figures(
     source: str,
     dtype: str | None = None,
     dcn: Sequence[Mapping[str, Any]] | None = None,
+    schedule: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One program report's figures on ``ctx``: its ``collectives`` (the container's: the report's facts with their
     ``line`` and ``why``) and ``dcn`` steps each with its ``estimate``, the ``roofline`` (the work counted through
     loops, XLA's memory figures and the communication term: the collectives and the DCN steps given; ``dtype``: the
     element type whose peak FLOP/s the compute term reads, by default the one most matmul flops are in), the
-    ``communication`` totals and the ``step_time`` band."""
+    ``communication`` totals and the ``step_time`` band (with the compiled ``schedule``: the step model's)."""
     estimated = with_estimates(collectives, ctx)
     steps = dcn_with_estimates(dcn, ctx) if dcn is not None else None
-    return {
-        "collectives": estimated,
-        "dcn": steps,
-        **figures_of(program, [*estimated, *(steps or [])], ctx, source=source, dtype=dtype),
-    }
+    figures = figures_of(program, [*estimated, *(steps or [])], ctx, source=source, dtype=dtype, schedule=schedule)
+    return {"collectives": estimated, "dcn": steps, **figures}
 
 
 def figures_of(
@@ -82,12 +81,17 @@ def figures_of(
     *,
     source: str,
     dtype: str | None = None,
+    schedule: Mapping[str, Any] | None = None,
+    profile: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The ``roofline``, ``communication`` totals and ``step_time`` band of a program report whose communication
-    steps (``estimated``) already carry their estimates."""
+    steps (``estimated``) already carry their estimates: the band's lower bound is the roofline (at 100 % MFU), its
+    expected time the step model's replay of the compiled ``schedule`` (:func:`sharding_core.cost.step.step_band`;
+    ``profile``: a calibrated profile whose matmul efficiency replaces the fitted one), else the roofline's."""
     work = program.get("work") or {}
     line = roofline(work, program.get("memory"), estimated, ctx, dtype or _dominant_dtype(work), source)
-    return {"roofline": line, "communication": communication(estimated), "step_time": step_time(line)}
+    band = step_band(line, schedule, estimated, ctx.hardware, profile)
+    return {"roofline": line, "communication": communication(estimated), "step_time": band}
 
 
 def result_with_figures(result: Mapping[str, Any]) -> dict[str, Any]:
@@ -207,7 +211,8 @@ def snapshot_with_estimates(snap: Mapping[str, Any]) -> dict[str, Any]:
         out["fixes"] = [snapshot_with_estimates(f) for f in out["fixes"]]
         out["collectives"] = with_fix_seconds(out.get("collectives") or [], out["fixes"])
     if isinstance(plan, Mapping):
-        out["plan"] = plan_with_figures(out, ctx if ctx is not None else no_figures("snapshot", "", str(why)))
+        ctx = ctx if ctx is not None else no_figures("snapshot", "", str(why))
+        out["plan"] = plan_with_figures(out, ctx, snap.get("cost_profile"))
     return out
 
 
@@ -234,11 +239,6 @@ PLAN_ROOFLINE = (
     "the compiled program with its loops counted (flops: XLA's with every loop body times its trip count; HBM "
     "traffic: the cost model's rule) on the device set's hardware"
 )
-EXPECTED_NOTE = (
-    "lower bound: the roofline at spec-sheet figures, everything overlapped; expected: the same with each "
-    "collective at its fabric's fitted efficiency and latency (the cost model's expected time); upper bound: the "
-    "serial sum with each collective at its expected time (nothing overlapped)"
-)
 _HLO_DTYPES = {"bf16": "bfloat16", "f32": "float32", "f16": "float16", "s8": "int8", "u8": "int8", "f64": "float32"}
 
 
@@ -250,11 +250,14 @@ def _dominant_dtype(work: Mapping[str, Any]) -> str:
     return _HLO_DTYPES.get(max(by_dtype, key=lambda k: by_dtype[k]), "float32")
 
 
-def plan_with_figures(snap: Mapping[str, Any], ctx: CostContext) -> dict[str, Any]:
-    """A plan's facts (``plan``: XLA's refusal with what to change; ``program``: the report, with the work counted
-    through loops and XLA's memory figures; the estimated ``collectives``) with today's figures on ``ctx``: HBM
-    capacity and fit, the roofline (:func:`figures_of`: the cost model's one rule for each term), the communication
-    totals, the step-time band and the verdict line."""
+def plan_with_figures(
+    snap: Mapping[str, Any], ctx: CostContext, profile: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """A plan's facts (``plan``: XLA's refusal with what to change, the compiled schedule; ``program``: the report,
+    with the work counted through loops and XLA's memory figures; the estimated ``collectives``) with today's figures
+    on ``ctx``: HBM capacity and fit, the roofline (:func:`figures_of`: the cost model's one rule for each term), the
+    communication totals, the step-time band (the step model's replay of the schedule; ``profile``: a calibrated
+    profile) and the verdict line."""
     plan = {k: v for k, v in (snap.get("plan") or {}).items() if k not in PLAN_FIGURES}
     capacity = None
     if ctx.hardware is not None:
@@ -271,7 +274,9 @@ def plan_with_figures(snap: Mapping[str, Any], ctx: CostContext) -> dict[str, An
         return out
     program = snap.get("program") or {}
     collectives = snap.get("collectives") or []
-    figures = figures_of(program, collectives, ctx, source=PLAN_ROOFLINE)
+    figures = figures_of(
+        program, collectives, ctx, source=PLAN_ROOFLINE, schedule=plan.get("schedule"), profile=profile
+    )
     line = figures["roofline"]
     out["roofline"] = line
     out["communication"] = {
@@ -294,32 +299,6 @@ def plan_with_figures(snap: Mapping[str, Any], ctx: CostContext) -> dict[str, An
             "donated_inputs") or 0), devices=(snap.get("target") or {}).get("devices"))  # fmt: skip
         out.update(over_capacity=r, step_time=None, verdict=capacity_verdict(r))
     return out
-
-
-def step_time(line: Mapping[str, Any]) -> dict[str, Any]:
-    """The step-time band of a roofline: its lower bound (everything overlapped, spec-sheet figures), the expected
-    time (the same with each collective at its fabric's fitted efficiency) and the upper bound (the serial sum with
-    each collective at its expected time), so lower <= expected <= upper."""
-    known = [line.get(k) for k in ("compute_seconds", "memory_seconds", "communication_expected_seconds")]
-    expected = max((v for v in known if v is not None), default=None) if line.get("bound") else None
-    # Nothing overlapped, each collective at its expected time: the roofline's serial sum takes the collectives at
-    # their bound, and a plan whose expected communication outgrew it showed "expected 721 µs" beside an upper
-    # bound of 271 µs. With the same terms as the expected time the band is ordered: lower <= expected <= upper.
-    comm = line.get("communication_expected_seconds")
-    comm = comm if comm is not None else line.get("communication_seconds")
-    serial = [line.get("compute_seconds"), line.get("memory_seconds"), comm]
-    upper = sum(v for v in serial if v is not None) if line.get("bound") else None
-    return {
-        "lower_bound_seconds": line.get("lower_bound_seconds"),
-        "expected_seconds": expected,
-        "upper_bound_seconds": upper,
-        "bound": line.get("bound"),
-        "compute_seconds": line.get("compute_seconds"),
-        "memory_seconds": line.get("memory_seconds"),
-        "communication_seconds": line.get("communication_seconds"),
-        "communication_expected_seconds": line.get("communication_expected_seconds"),
-        "note": EXPECTED_NOTE,
-    }
 
 
 def with_fix_seconds(
@@ -385,13 +364,16 @@ def verdict(plan: Mapping[str, Any], hbm: Mapping[str, Any], peak: int | None) -
     st = plan.get("step_time") or {}
     bound = st.get("bound")
     if bound:
-        low, high = st.get("lower_bound_seconds"), st.get("upper_bound_seconds")
+        low, mid, high = st.get("lower_bound_seconds"), st.get("expected_seconds"), st.get("upper_bound_seconds")
         terms = ", ".join(
             f"{k} {fmt_seconds(st.get(f'{k}_seconds'))}"
             for k in ("compute", "memory", "communication")
             if st.get(f"{k}_seconds") is not None
         )
-        parts.append(f"{bound}-bound: step {fmt_seconds(low)} to {fmt_seconds(high)} ({terms})")
+        parts.append(
+            f"{bound}-bound: step {fmt_seconds(mid)} expected, {fmt_seconds(low)} {LOWER_WORDS}, "
+            f"{fmt_seconds(high)} with nothing overlapped ({terms})"
+        )
     elif (plan.get("roofline") or {}).get("why") and str(plan["roofline"]["why"]) not in parts:
         parts.append(str(plan["roofline"]["why"]))  # said once: without hardware figures HBM says the same
     return "; ".join(parts)

@@ -467,15 +467,35 @@ def instructions(hlo: str) -> Iterator[Instr]:
         yield Instr(computation, m.group("name"), shape, opcode, line[start + 1 : end - 1], rest, line)
 
 
+_CHAIN = re.compile(r'chain_id="(\d+)"')
+_CHANNEL = re.compile(r"channel_id=(\d+)")
+
+
+def fused_chain(attrs: str) -> str | None:
+    """libtpu's async collective fusion spreads one collective over several fusions (its start, continuations
+    that compute while it moves, its done), each holding a copy of the collective instruction with the same
+    ``channel_id`` and ``frontend_attributes={chain_id=...}``: the chain's key, or None for any other."""
+    chain = _CHAIN.search(attrs)
+    channel = _CHANNEL.search(attrs) if chain else None
+    return f"channel {channel.group(1)} chain {chain.group(1)}" if chain and channel else None
+
+
 def parse_collectives(hlo: str) -> list[Collective]:
-    """Every collective instruction of a compiled HLO module, in text order (``-done`` halves skipped)."""
+    """Every collective of a compiled HLO module, in text order (``-done`` halves skipped; a collective libtpu
+    spread over the fusions of one chain once, as the first of its instructions: :func:`fused_chain`)."""
     n = num_partitions(hlo)
     out: list[Collective] = []
+    chains: set[str] = set()
     for ins in instructions(hlo):
         shape_text, opcode, rest, computation = ins.shape, ins.opcode, ins.attrs, ins.computation
         base = opcode[: -len("-start")] if opcode.endswith("-start") else opcode
         if base not in COLLECTIVE_OPS:
             continue
+        chain = fused_chain(rest)
+        if chain is not None:
+            if chain in chains:
+                continue  # a later step of a collective already read
+            chains.add(chain)
         attrs = _attributes(rest)
         shapes = _shapes(shape_text)
         if opcode.endswith("-start") and shape_text.startswith("(") and base in ("all-gather", "collective-permute"):

@@ -133,6 +133,8 @@ def plan_facts(
         out.update(refusal=r, work=None)
         return out
     out["work"] = dict(report.work) if report.work is not None else None
+    # the compiled schedule (what overlaps what): the step model replays it (sharding_core.cost.step)
+    out["schedule"] = dict(report.schedule) if report.schedule is not None else None
     if int(report.target.get("slices") or 1) > 1:
         # libtpu's multi-slice program sends what crosses slices over DCN as megascale host transfers,
         # which name no devices: listed apart, not in the collectives or the communication term.

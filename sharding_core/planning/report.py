@@ -159,12 +159,24 @@ def _why(snap: Mapping[str, Any]) -> list[str]:
 def _step(st: Mapping[str, Any] | None) -> list[str]:
     if not st:
         return []
-    return [
-        f"step time: {fmt_seconds(st.get('lower_bound_seconds'))} (roofline lower bound, {st.get('bound')}-bound) "
-        f"to {fmt_seconds(st.get('upper_bound_seconds'))} (nothing overlapped)",
-        f"  compute {fmt_seconds(st.get('compute_seconds'))}, memory {fmt_seconds(st.get('memory_seconds'))}, "
-        f"communication {fmt_seconds(st.get('communication_seconds'))}",
+    lines = [
+        f"step time: {fmt_seconds(st.get('expected_seconds'))} expected; {fmt_seconds(st.get('lower_bound_seconds'))} "
+        f"at 100 % MFU (the roofline, {st.get('bound')}-bound); {fmt_seconds(st.get('upper_bound_seconds'))} with "
+        "nothing overlapped",
+        f"  at 100 % MFU: compute {fmt_seconds(st.get('compute_seconds'))}, "
+        f"memory {fmt_seconds(st.get('memory_seconds'))}, communication {fmt_seconds(st.get('communication_seconds'))}",
     ]
+    ex = st.get("expected")
+    if ex:
+        lines.append(
+            f"  expected: compute {fmt_seconds(ex.get('compute_seconds'))} "
+            f"(matmuls {fmt_seconds(ex.get('matmul_seconds'))}, memory-bound {fmt_seconds(ex.get('memory_seconds'))}, "
+            f"attention kernels {fmt_seconds(ex.get('kernel_seconds'))}), "
+            f"collectives {fmt_seconds(ex.get('communication_seconds'))} of which "
+            f"{fmt_seconds(ex.get('exposed_communication_seconds'))} not hidden under compute"
+        )
+        lines.append(f"  efficiencies: {ex.get('efficiency_from')}")
+    return lines
 
 
 def render_comparison(result: Mapping[str, Any]) -> str:

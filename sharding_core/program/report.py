@@ -37,6 +37,7 @@ from sharding_core.compat import cost_analysis
 from sharding_core.hlo import origins
 from sharding_core.hlo.collectives import dcn_steps, device_assignment, read_collectives
 from sharding_core.hlo.program import ProgramFacts, program_facts
+from sharding_core.hlo.schedule import schedule_of
 from sharding_core.hlo.text import HloParseError
 from sharding_core.program import memory as mem
 from sharding_core.program.compile import Program, Signature
@@ -87,6 +88,9 @@ class Report:
     temporaries: dict[str, Any] | None
     refusal: dict[str, Any] | None
     signature: Signature | None = dataclasses.field(default=None, compare=False)  # not in the JSON
+    # the compiled schedule (sharding_core.hlo.schedule: async spans, loops, work between them): a plan keeps it in
+    # its facts for the step model; not in the report's JSON
+    schedule: dict[str, Any] | None = dataclasses.field(default=None, compare=False)
 
     @property
     def peak(self) -> int | None:
@@ -153,6 +157,7 @@ def read_report(program: Program, reading: Reading) -> Report:
         temporaries=program.temporaries,
         refusal=program.refusal,
         signature=program.signature(),
+        schedule=schedule_of(facts) if facts is not None and compiled else None,
     )
 
 

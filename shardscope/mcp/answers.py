@@ -359,7 +359,9 @@ def plan_evidence(snap: Mapping[str, Any]) -> list[dict[str, Any]]:
             "max(flops / peak, HBM traffic / bandwidth, Σ collective bounds × repeat): a lower bound at 100 % MFU",
         ),
         evidence(
-            "step_time expected, each collective's expected_seconds",
+            "step_time expected: the compiled schedule replayed (sharding_core/cost/step.py), its work at "
+            "efficiencies fitted to published training runs (sharding_core/cost/runs.py); each collective's "
+            "expected_seconds",
             MEASURED if measured else COST_MODEL,
             "a `shardscope calibrate` profile: measured on the hardware"
             if measured

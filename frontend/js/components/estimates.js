@@ -166,7 +166,7 @@ export function rooflinePanel(container, r, title = "Roofline", nothingOverlappe
   if (r.bound) row("bound", `${r.bound}-bound`, "bound");
   const comm = r.communication_expected_seconds ?? r.communication_seconds;
   const serial = nothingOverlapped ?? [r.compute_seconds, r.memory_seconds, comm].reduce((/** @type {number} */ t, v) => t + (v ?? 0), 0);
-  row("lower bound", r.lower_bound_seconds !== null ? `${fmtSeconds(r.lower_bound_seconds)} per run (all overlapped); ${fmtSeconds(serial)} with nothing overlapped` : "no estimate")
+  row("at 100 % MFU", r.lower_bound_seconds !== null ? `${fmtSeconds(r.lower_bound_seconds)} per run (the lower bound: all overlapped); ${fmtSeconds(serial)} with nothing overlapped` : "no estimate")
     .title = "with nothing overlapped: compute + memory + communication, each collective at its expected time";
   if (r.communication_expected_seconds !== null && r.communication_expected_seconds !== undefined && r.communication_seconds !== null) {
     row("communication", `bound ${fmtSeconds(r.communication_seconds)} · expected ${fmtSeconds(r.communication_expected_seconds)}`);

@@ -224,9 +224,9 @@ function workText(work) {
 function bandText(plan) {
   const b = stepBand(plan);
   if (!b) return null;
-  const expected = b.expected !== null ? ` · expected ${fmtSeconds(b.expected)}` : "";
+  const expected = b.expected !== null ? `expected ${fmtSeconds(b.expected)} · ` : "";
   const upper = b.upper !== null ? ` · ${fmtSeconds(b.upper)} with nothing overlapped` : "";
-  return `lower bound ${fmtSeconds(b.lower)} (${b.bound}-bound)${expected}${upper}`;
+  return `${expected}${fmtSeconds(b.lower)} at 100 % MFU (${b.bound}-bound)${upper}`;
 }
 
 /**

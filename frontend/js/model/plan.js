@@ -137,8 +137,8 @@ export function hbmOf(snap) {
 }
 
 /**
- * The step-time band: the roofline's lower bound (everything overlapped, spec-sheet figures), the cost
- * model's expected time (fitted efficiencies and latencies), and the serial sum (nothing overlapped);
+ * The step-time band: the roofline's lower bound "at 100 % MFU" (everything overlapped, spec-sheet figures),
+ * the expected time (the compiled schedule at fitted efficiencies), and the serial sum (nothing overlapped);
  * null without hardware figures.
  * @param {any} plan
  * @returns {{lower: number, expected: number | null, upper: number | null, bound: string} | null}

@@ -118,10 +118,10 @@ function renderSides(sides, host, r, sidesIn, cheaper) {
   row("compute (estimate)", (s) => maybe(s.roofline?.compute_seconds, fmtSeconds), "flops (loop bodies counted per run) / peak FLOP/s");
   row("memory (estimate)", (s) => maybe(s.roofline?.memory_seconds, fmtSeconds), "HBM traffic / HBM bandwidth");
   row("bound", (s) => s.roofline?.bound || "—");
-  row("lower bound on run time", (s) => maybe(s.lower_bound_seconds, fmtSeconds), "max(compute, memory, communication)");
+  row("lower bound on run time", (s) => maybe(s.lower_bound_seconds, fmtSeconds), "at 100 % MFU: max(compute, memory, communication), all at spec-sheet figures");
   if (sidesIn.some((x) => x.snap?.plan)) {
     // a plan's step time: the cost model's expected time beside the roofline's lower bound
-    row("expected step time (plan)", (_s, i) => maybe(sidesIn[i].snap?.plan?.step_time?.expected_seconds, fmtSeconds), "each collective at its fabric's fitted efficiency and latency, compute and memory at their peaks");
+    row("expected step time (plan)", (_s, i) => maybe(sidesIn[i].snap?.plan?.step_time?.expected_seconds, fmtSeconds), "the compiled schedule replayed: work at efficiencies fitted to published runs, each collective at its expected time, overlapped as scheduled");
     row("peak HBM (XLA)", (_s, i) => maybe(peakOf(sidesIn[i].snap?.program), fmtBytes), "XLA's memory_analysis: peak_memory_in_bytes per device");
   }
   row("HBM", (s) => s.hbm?.text || "—");
