@@ -206,6 +206,8 @@ def planned_snapshot(planned: Planned, nargs: int, *, light: bool) -> dict[str, 
     snap["jit"] = _jit_section(planned, nargs, signature.donated)
     snap["plan"] = dict(planned.plan)
     snap["program"] = report.json()
+    if report.values is not None:
+        snap["values"] = list(report.values)
     return snap
 
 

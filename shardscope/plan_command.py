@@ -84,6 +84,16 @@ def add_parser(sub: Any, ints: Any) -> None:
         help="with --why, look for fixes too, compiling up to N candidate programs (implies --why)",
     )
     p.add_argument(
+        "--values",
+        type=int,
+        nargs="?",
+        const=30,
+        default=None,
+        metavar="N",
+        help="print each value's sharding along the program: the N largest per device (default 30; 0: every value, "
+        "in program order)",
+    )
+    p.add_argument(
         "--fix-seconds", type=float, default=120.0, metavar="S", help="the time the fix search may take (default 120)"
     )
 
@@ -126,12 +136,14 @@ def run(args: argparse.Namespace) -> int:
     from sharding_core.cost.calibrate import apply_profile
     from sharding_core.errors import ShardingError
     from sharding_core.planning import baseline as base
-    from sharding_core.planning.report import render, render_comparison
+    from sharding_core.planning.report import render, render_comparison, render_values
     from sharding_core.program.targets import compile_target, mesh
     from sharding_core.publishing import PublishError, publish
     from sharding_core.why import NO_FIXES, Budget
 
     try:
+        if args.values is not None and args.values < 0:
+            raise ShardingError("bad_values", "--values N takes N >= 0 (0: every value)")
         profile = _profile(args) if args.profile else None
         previous = None
         if args.baseline:
@@ -170,6 +182,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     report = sys.stderr if args.json == "-" else sys.stdout  # stdout carries the JSON alone
     report.write(render(snap))
+    if args.values is not None:
+        report.write("\n" + render_values(snap, args.values))
     if profile is not None:
         from sharding_core.cost.calibrate import describe
 

@@ -171,3 +171,27 @@ def render_comparison(result: Mapping[str, Any]) -> str:
         lines.append(f"    {n['op']} over {','.join(n.get('axes') or []) or '—'}: {_b(n['bytes'])} × {n['repeat']}")
     lines.append("REGRESSED: " + "; ".join(result["reasons"]) if result["regressed"] else "no regression")
     return "\n".join(lines) + "\n"
+
+
+def render_values(snap: Mapping[str, Any], count: int) -> str:
+    """``shardscope plan --values [N]``: each value's sharding in program order (``N`` > 0: the N largest per
+    device, largest first)."""
+    rows = list(snap.get("values") or ())
+    if not rows:
+        return "values: none read (the compile wrote no partitioner input)\n"
+    shown = sorted(rows, key=lambda v: -int(v["bytes"]))[:count] if count > 0 else rows
+    head = f"the {len(shown)} largest of {len(rows)} values" if count > 0 else f"{len(rows)} values in program order"
+    lines = [f"{head} (the sharding the partitioner chose; bytes per device, × runs per step)"]
+    for v in shown:
+        typed = v.get("typed") or f"{v['dtype']}{v['shape']} {v.get('sharding')}"
+        repeat = f" ×{v['repeat']}" if int(v.get("repeat") or 1) != 1 else ""
+        lines.append(f"  {_b(v['bytes']):>10}{repeat:<5} {typed:<48} {v.get('spec') or '—':<24} {v['op']:<20} "
+                     f"{_short(v.get('source'))}")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def _short(source: Any) -> str:
+    """``/long/path/to/model.py:12`` -> ``model.py:12``."""
+    if not source:
+        return "—"
+    return str(source).rsplit("/", 1)[-1]
