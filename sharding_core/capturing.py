@@ -36,9 +36,10 @@ from sharding_core.compat import (
 )
 from sharding_core.cost.annotate import snapshot_context, snapshot_with_estimates, with_estimates
 from sharding_core.errors import TOO_LARGE, ShardingError
+from sharding_core.findings import waste
 from sharding_core.findings.mesh_order import mesh_order_findings, user_line
 from sharding_core.layout import Layout
-from sharding_core.planning.program import Planned, explain_planned, plan_program
+from sharding_core.planning.program import Planned, explain_planned, mesh_axes, plan_program
 from sharding_core.program.report import LOCAL
 from sharding_core.program.targets import target_of
 from sharding_core.snapshot.format import FORMAT, MAX_SNAPSHOT_LEAVES, VERSION
@@ -208,7 +209,42 @@ def planned_snapshot(planned: Planned, nargs: int, *, light: bool) -> dict[str, 
     snap["program"] = report.json()
     if report.values is not None:
         snap["values"] = list(report.values)
+    if report.refusal is None and planned.program is not None and planned.program.hlo:
+        snap["findings"] = [*snap.get("findings", []), *program_findings(planned, snap.get("collectives") or [])]
     return snap
+
+
+def program_findings(planned: Planned, collectives: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The silent waste in a compiled program (:mod:`sharding_core.findings.waste`)."""
+    program, report = planned.program, planned.report
+    assert program is not None and program.hlo is not None and report.signature is not None
+    inputs = waste.Inputs(
+        hlo=program.hlo,
+        collectives=collectives,
+        values=report.values,
+        axes=mesh_axes(planned.mesh),
+        leaves=input_leaves(report.signature),
+        entering=program.partitioner_input,
+    )
+    return waste.waste_findings(inputs)
+
+
+def input_leaves(signature: Any) -> list[tuple[str, tuple[int, ...], list[list[str]]]]:
+    """Each input leaf as ``(path, shape, mesh axes per dimension)`` (no axes: not a NamedSharding)."""
+    import jax
+
+    flat, _ = jax.tree_util.tree_flatten_with_path(signature.in_avals)
+    shardings = jax.tree_util.tree_leaves(signature.in_shardings)
+    out: list[tuple[str, tuple[int, ...], list[list[str]]]] = []
+    for (path, aval), sharding in zip(flat, shardings, strict=False):
+        spec = getattr(sharding, "spec", None)
+        dims: list[list[str]] = []
+        if spec is not None:
+            for entry in list(spec)[: len(aval.shape)]:
+                names = entry if isinstance(entry, tuple) else (entry,)
+                dims.append([str(n) for n in names if isinstance(n, str)])
+        out.append((jax.tree_util.keystr(path, simple=True, separator="/"), tuple(aval.shape), dims))
+    return out
 
 
 def _jit_section(planned: Planned, nargs: int, donated: int) -> dict[str, Any]:

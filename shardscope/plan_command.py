@@ -3,7 +3,8 @@
 ``FN(mesh)`` returns ``(jitted_fn, args)`` — ``args`` a tuple of abstract arguments (``jax.ShapeDtypeStruct``s
 sharded on ``mesh``) or a dict of keyword arguments. The mesh is :func:`shardscope.mesh` over the set
 (libtpu's compile-only devices for ``tpu:`` sets, XLA's GPU compiler for ``gpu:`` sets). Exit status: 0, or
-1 when ``--baseline`` finds a regression past the printed thresholds, 2 for bad input or a failing script.
+1 when ``--baseline`` finds a regression past the printed thresholds or a finding the baseline does not have, 2 for
+bad input or a failing script.
 """
 
 from __future__ import annotations
@@ -94,6 +95,13 @@ def add_parser(sub: Any, ints: Any) -> None:
         "in program order)",
     )
     p.add_argument(
+        "--findings",
+        action="store_true",
+        help="print the silent waste found (a collective reduced every iteration of an accumulation loop, the batch "
+        "not split over the parameters' axis, ...), each with its line and fix; with --baseline, a new finding is a "
+        "regression",
+    )
+    p.add_argument(
         "--fix-seconds", type=float, default=120.0, metavar="S", help="the time the fix search may take (default 120)"
     )
 
@@ -136,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
     from sharding_core.cost.calibrate import apply_profile
     from sharding_core.errors import ShardingError
     from sharding_core.planning import baseline as base
-    from sharding_core.planning.report import render, render_comparison, render_values
+    from sharding_core.planning.report import render, render_comparison, render_findings, render_values
     from sharding_core.program.targets import compile_target, mesh
     from sharding_core.publishing import PublishError, publish
     from sharding_core.why import NO_FIXES, Budget
@@ -184,6 +192,8 @@ def run(args: argparse.Namespace) -> int:
     report.write(render(snap))
     if args.values is not None:
         report.write("\n" + render_values(snap, args.values))
+    if args.findings:
+        report.write("\n" + render_findings(snap))
     if profile is not None:
         from sharding_core.cost.calibrate import describe
 

@@ -30,7 +30,9 @@ from typing import Any
 
 import numpy as np
 
+from sharding_core.hlo.program import program_facts
 from sharding_core.hlo.text import _BITS, HloParseError, balanced_end, instructions
+from sharding_core.program.memory import stack_frames
 
 PARTITIONER_PASS = "spmd-partitioning"  # noqa: S105 - an XLA pass name, no password
 """The pass whose input module is dumped (``xla_dump_hlo_pass_re``)."""
@@ -225,8 +227,6 @@ def _metadata(attrs: str) -> tuple[str | None, int | None]:
 
 
 def _runs(hlo: str) -> Any:
-    from sharding_core.hlo.program import program_facts
-
     try:
         facts = program_facts(hlo)
         facts.runs  # noqa: B018 - read now: a spelling the loop reader does not know costs the repeat counts only
@@ -238,8 +238,6 @@ def _runs(hlo: str) -> Any:
 def read_values(hlo: str, grid: np.ndarray | None, axis_names: Sequence[str]) -> dict[str, Any]:
     """The values of the module as it entered the partitioner (:func:`dump_text`), in program order:
     ``{"values": [...], "truncated": bool}`` (the rows as the module docstring says)."""
-    from sharding_core.program.memory import stack_frames
-
     frames = stack_frames(hlo)
     facts = _runs(hlo)
     sizes = dict(zip(axis_names, (int(s) for s in grid.shape), strict=True)) if grid is not None else {}
