@@ -174,7 +174,9 @@ def run(args: argparse.Namespace) -> int:
         if args.fixes < 0 or args.fix_seconds < 0:
             raise ShardingError("bad_budget", "--fixes and --fix-seconds must be >= 0")
         budget = Budget(args.fixes, args.fix_seconds) if args.fixes else NO_FIXES if args.why else None
-        snap = program_snapshot(jitted, pos, kw, detailed=not args.no_temporaries, why=budget)
+        snap = program_snapshot(
+            jitted, pos, kw, detailed=not args.no_temporaries, why=budget, check_fixes=args.findings or bool(args.fixes)
+        )
         file, _, fn_name = args.target.rpartition(":")
         snap["name"] = f"{Path(file).name}:{fn_name}"
         if profile is not None:
