@@ -19,6 +19,7 @@ from sharding_core.capturing import program_snapshot
 from sharding_core.findings.constraints import Target, constrained
 from sharding_core.program.targets import mesh as target_mesh
 from tests import findings_corpus as corpus
+from tests.test_findings import source_text
 
 D, LAYERS, BATCH, SEQ, HEADS, VOCAB = 2048, 4, 16, 2048, 16, 32000
 
@@ -81,8 +82,7 @@ def test_the_naive_fsdp_decoder_is_found_and_its_constraint_fix_verified() -> No
     assert fix is not None and fix["expected_seconds_after"] is not None, found[0]
     before = snap["plan"]["step_time"]["expected_seconds"]
     assert fix["expected_seconds_after"] * 5 <= before, (before, fix)
-    line = fix["line"]
-    assert "residual stream" in open(line.rpartition(":")[0]).read().splitlines()[int(line.rpartition(":")[2]) - 1]
+    assert "residual stream" in source_text(fix["line"])
     assert fix["spec"] == "P('fsdp', None, None)" and "with_sharding_constraint" in fix["text"]
     print(f"decoder: found and verified in {seconds:.1f} s; {before * 1e3:.1f} ms -> "
           f"{fix['expected_seconds_after'] * 1e3:.1f} ms, peak -> {fix['peak_after']}")  # fmt: skip
