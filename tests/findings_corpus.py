@@ -370,7 +370,7 @@ REPRODUCERS = [
     Case("shardscope_issue_32_naive_fsdp", "Shardscope issue 32 (the naive-FSDP decoder)", "batch_not_split",
          naive_fsdp, partial(naive_fsdp, fixed=True), "the residual stream"),
     Case("scaling_book_naive_fsdp_mlp", "https://jax-ml.github.io/scaling-book/training/ (FSDP)",
-         "batch_not_split", naive_fsdp_mlp, partial(naive_fsdp_mlp, fixed=True)),
+         "batch_not_split", naive_fsdp_mlp),
     Case("gpt2_heads_over_8", "https://huggingface.co/openai-community/gpt2 (12 heads)", "uneven_padding",
          gpt2_heads_over_8),
     Case("uneven_batch_over_8", "https://docs.jax.dev/en/latest/sharded-computation.html", "uneven_padding",

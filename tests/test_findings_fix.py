@@ -65,7 +65,8 @@ def decoder(mesh: Any) -> tuple[Any, tuple[Any, ...]]:
 def _like(state: Any, params: Any) -> Any:
     """For each optimizer-state leaf, the parameter of its shape (Adam's moments), else a scalar stand-in."""
     by_shape = {tuple(p.shape): p for p in jax.tree.leaves(params)}
-    scalar = jax.ShapeDtypeStruct((), jnp.float32, sharding=jax.tree.leaves(params)[0].sharding)
+    mesh = jax.tree.leaves(params)[0].sharding.mesh
+    scalar = jax.ShapeDtypeStruct((), jnp.float32, sharding=NamedSharding(mesh, P()))
     return jax.tree.map(lambda a: by_shape.get(tuple(a.shape), scalar), state)
 
 
