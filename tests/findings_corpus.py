@@ -48,7 +48,7 @@ def sds(mesh: Any, shape: tuple[int, ...], spec: P, dtype: Any = jnp.float32) ->
 
 
 def _mse(w: Any, x: Any) -> Any:
-    return jnp.mean(jnp.tanh(x @ w) ** 2)  # the gradient's matmul
+    return jnp.mean(jnp.tanh(x @ w) ** 2)
 
 
 # ---- a reduction every iteration of an accumulation loop -------------------------------------------------
@@ -60,7 +60,7 @@ def maxtext_5056() -> tuple[Any, tuple[Any, ...]]:
 
     def step(w: Any, batch: Any) -> Any:
         def body(acc: Any, mb: Any) -> tuple[Any, None]:
-            return acc + jax.grad(_mse)(w, mb), None  # grads of each microbatch
+            return acc + jax.grad(_mse)(w, mb), None  # the gradient of each microbatch
 
         acc, _ = jax.lax.scan(body, jnp.zeros_like(w), batch)
         return w - 0.1 * acc / 4
@@ -356,12 +356,12 @@ def debug_constraint_removed() -> tuple[Any, tuple[Any, ...]]:
 
 REPRODUCERS = [
     Case("maxtext_5056", "https://github.com/AI-Hypercomputer/maxtext/pull/5056", "reduced_every_iteration",
-         maxtext_5056, maxtext_5056_fixed, "the gradient's matmul", 4),
+         maxtext_5056, maxtext_5056_fixed, "jax.grad(_mse)", 4),
     Case("optax_multisteps_dp", "https://optax.readthedocs.io (optax.MultiSteps, gradient accumulation)",
-         "reduced_every_iteration", optax_multisteps_dp, optax_multisteps_dp_fixed, "the gradient's matmul", 8),
+         "reduced_every_iteration", optax_multisteps_dp, optax_multisteps_dp_fixed, "jax.grad(_mse)", 8),
     Case("scaling_book_accumulation_2d", "https://jax-ml.github.io/scaling-book/training/",
          "reduced_every_iteration", scaling_book_accumulation_2d, scaling_book_accumulation_2d_fixed,
-         "the gradient's matmul", 4),
+         "jax.grad(_mse)", 4),
     Case("albert_shared_layer", "https://arxiv.org/abs/1909.11942 (ALBERT: cross-layer parameter sharing)",
          "loop_invariant_collective", albert_shared_layer, albert_shared_layer_fixed, "the same w every layer", 6,
          True),

@@ -33,6 +33,7 @@ from sharding_core.hlo.program import ProgramFacts, program_facts
 from sharding_core.hlo.text import HloParseError
 from sharding_core.program.values import spec_axes_by_dim
 from sharding_core.units import fmt_bytes
+from sharding_core.why.frames import instruction_sources, is_library
 
 REDUCED_EVERY_ITERATION = "reduced_every_iteration"
 LOOP_INVARIANT = "loop_invariant_collective"
@@ -74,7 +75,7 @@ def waste_findings(inputs: Inputs) -> list[dict[str, Any]]:
     total = sum(int(c.get("bytes") or 0) * int(c.get("repeat") or 1) for c in inputs.collectives)
     out: list[dict[str, Any]] = []
     if facts is not None:
-        out += _loop_findings(facts, by_name)
+        out += _loop_findings(facts, by_name, inputs.hlo)
         out += _gather_findings(facts, by_name)
     out += batch_not_split(inputs)
     out += padding(inputs.values or (), inputs.axes)
@@ -115,12 +116,34 @@ def fix_of(text: str, line: str | None, bytes_after: int, *, leaf: str | None = 
             "expected_seconds_after": seconds, "peak_after": peak}  # fmt: skip
 
 
-def _loop_findings(facts: ProgramFacts, by_name: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+def body_line(hlo: str, found: Sequence[tuple[Op, Any]]) -> dict[str, str | None]:
+    """For collectives inside a loop: the line in the loop's body that led to each — the user frame just inside
+    the loop's own call (``jax.lax.scan(...)``'s line, the ``while`` instruction's frame): ``g = jax.grad(loss)(w,
+    x)`` in the body, not the matmul inside ``loss``. Without such a frame, the innermost user frame."""
+    sources = instruction_sources(hlo, [op.name for op, _ in found] + [loop.name for _, loop in found])
+    out: dict[str, str | None] = {}
+    for op, loop in found:
+        src = sources.get(op.name)
+        users = [f for f in src.frames if not is_library(f.file)] if src is not None else []
+        held = sources.get(loop.name)
+        call = next((f for f in held.frames if not is_library(f.file)), None) if held is not None else None
+        at = next((j for j, f in enumerate(users) if call is not None and (f.file, f.line) == (call.file, call.line)),
+                  None)  # fmt: skip
+        frame = users[at - 1] if at else (users[0] if users else None)
+        out[op.name] = frame.text() if frame is not None else None
+    return out
+
+
+def _loop_findings(facts: ProgramFacts, by_name: Mapping[str, Mapping[str, Any]], hlo: str) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    for op, loop, _ in loops.accumulated_collectives(facts):
+    accumulated = loops.accumulated_collectives(facts)
+    invariant = loops.invariant_collectives(facts)
+    where = body_line(hlo, [(op, loop) for op, loop, _ in accumulated] + invariant)
+    for op, loop, _ in accumulated:
         c = by_name.get(op.name)
         if c is None:
             continue
+        c = {**c, "line": where.get(op.name) or c.get("line")}
         n, repeat, trips = int(c.get("bytes") or 0), int(c.get("repeat") or 1), loop.trip_count or 1
         text = (f"{_describe(c)} runs in every one of the {trips} iterations of the loop at {_loop_line(loop)}, and "
                 f"its result is added into a value the loop carries: the sum of the reductions is the reduction "
@@ -133,10 +156,11 @@ def _loop_findings(facts: ProgramFacts, by_name: Mapping[str, Mapping[str, Any]]
                      c.get("line"), n * repeat // trips)  # fmt: skip
         out.append(finding(REDUCED_EVERY_ITERATION, f"{c.get('op')} every iteration of an accumulation loop",
                            c.get("line"), n, repeat, text, fix, [_describe(c)]))  # fmt: skip
-    for op, loop in loops.invariant_collectives(facts):
+    for op, loop in invariant:
         c = by_name.get(op.name)
         if c is None:
             continue
+        c = {**c, "line": where.get(op.name) or c.get("line")}
         n, repeat, trips = int(c.get("bytes") or 0), int(c.get("repeat") or 1), loop.trip_count or 1
         text = (f"{_describe(c)} runs in every one of the {trips} iterations of the loop at {_loop_line(loop)}, "
                 f"but its operand is the same in every iteration: it could run once, before the loop "
