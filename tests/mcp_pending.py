@@ -15,6 +15,7 @@ from tests.test_mcp_tasks import Transcript, hlo_ops, solve
 
 pytestmark = pytest.mark.workers
 
+
 def test_make_a_refused_plan_fit() -> None:
     code = """
 import jax, jax.numpy as jnp
