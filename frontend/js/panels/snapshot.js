@@ -13,6 +13,7 @@ import { defList, el, h, headedTable } from "../lib/dom.js";
 import { showError } from "../lib/errors.js";
 import { compactIds, fmtBytes } from "../lib/format.js";
 import { collectivesSection } from "../components/collectives.js";
+import { findingsSection, valuesSection } from "../components/findings.js";
 import { draw as drawWhy } from "../components/why.js";
 import { layoutGrid } from "../components/grid.js";
 import { leafTree } from "../components/leaf_tree.js";
@@ -140,13 +141,15 @@ export function mount(root, host, initial) {
     h("div", { class: "toolbar" }, diffRun, diffClear, diffStatus), diffError, diffResult);
   diffBox.hidden = !data.diff;
   const planBox = h("section", { class: "view snap-plan", part: "plan", "aria-label": "Plan", hidden: true });
+  const findingsBox = h("section", { class: "view snap-findings", part: "findings-section", "aria-label": "Findings", hidden: true });
+  const valuesBox = h("section", { class: "view snap-values", part: "values-section", "aria-label": "Values", hidden: true });
   const collTitle = h("h2", { part: "collectives-title" }, "Collectives (compiled HLO)");
   const collBox = h("div", { class: "collectives-section" });
   const collSection = h("section", { class: "view snap-collectives", part: "collectives-section", "aria-label": "Collectives", hidden: true },
     collTitle, h("p", { class: "muted" }, "Every collective XLA put in the program: its mesh axes, bytes, how many times it runs per step (loops) and its estimate. Click one to see its device groups on the mesh."),
     collBox);
   // a plan or a capture of a program leads with its verdict and its collectives; the leaves follow
-  root.replaceChildren(head, planBox, collSection, h("div", { class: "snap-pair" }, leaves, leafPanel), memory, whatifBox, diffBox);
+  root.replaceChildren(head, findingsBox, planBox, collSection, valuesBox, h("div", { class: "snap-pair" }, leaves, leafPanel), memory, whatifBox, diffBox);
 
   /** @param {boolean} replace */
   const save = (replace) => host.save({ ...state }, replace);
@@ -242,8 +245,10 @@ export function mount(root, host, initial) {
     } else if (state.run) {
       processes.appendChild(el("p", "", `Process ${state.process} of run ${state.run.slice(0, 6)}…`));
     }
+    findingsSection(findingsBox, snap);
     renderPlan();
     renderCollectives();
+    valuesSection(valuesBox, snap);
     const axes = new Set();
     for (const m of snap.meshes) for (const a of m.axis_names) axes.add(a);
     axisFilter.replaceChildren(option("any", ""), ...[...axes, "(replicated)", "(not split)"].map((a) => option(a, a)));
@@ -560,8 +565,10 @@ export function mount(root, host, initial) {
   life.add(() => clearTimeout(filterTimer));
   life.add(host.onTheme(() => {
     if (!snap) return;
+    findingsSection(findingsBox, snap);
     renderPlan();
     renderCollectives();
+    valuesSection(valuesBox, snap);
     refreshAll();
   }));
   open(state);
