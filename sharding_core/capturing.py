@@ -35,11 +35,14 @@ from sharding_core.compat import (
 )
 from sharding_core.cost.annotate import snapshot_context, snapshot_with_estimates, with_estimates
 from sharding_core.errors import TOO_LARGE, ShardingError
+from sharding_core.findings import waste
+from sharding_core.findings.constraints import Target, constrained
 from sharding_core.findings.mesh_order import mesh_order_findings, user_line
 from sharding_core.layout import Layout
-from sharding_core.planning.program import Planned, argument_names, explain_planned, plan_program
+from sharding_core.planning.program import Planned, argument_names, explain_planned, mesh_axes, plan_program
 from sharding_core.program.report import LOCAL
 from sharding_core.program.targets import target_of
+from sharding_core.program.values import spec_axes_by_dim
 from sharding_core.snapshot.format import FORMAT, MAX_SNAPSHOT_LEAVES, VERSION
 from sharding_core.snapshot.leaves import ROOT_PATH
 from sharding_core.snapshot.leaves import flax_box_types as _flax_box_types
@@ -164,6 +167,7 @@ def program_snapshot(
     *,
     detailed: bool,
     why: Budget | None = None,
+    check_fixes: bool = False,
 ) -> dict[str, Any]:
     """What :func:`inspect_jit`, :func:`explain`, :func:`plan` and ``shardscope plan`` return: the program compiled
     and read once (:func:`sharding_core.planning.program.plan_program`), captured as a snapshot, explained with
@@ -178,7 +182,102 @@ def program_snapshot(
         snap["why_search"] = explained.summary
         if explained.fixes:
             snap["fixes"] = [planned_snapshot(p, len(args), light=False) for p in explained.fixes]
-    return snapshot_with_estimates(snap)
+    snap = snapshot_with_estimates(snap)
+    if check_fixes and planned.mesh is not None:
+        checked_constraint_fixes(snap, f, args, kwargs, planned.mesh)
+    return snap
+
+
+MAX_CONSTRAINT_CANDIDATES = 3
+"""Lines a finding's constraint fix is tried at (each a compile)."""
+
+
+def checked_constraint_fixes(snap: dict[str, Any], f: Any, args: Sequence[Any], kwargs: Mapping[str, Any],
+                             mesh: Any) -> None:  # fmt: skip
+    """Checks each finding's ``with_sharding_constraint`` fix by recompiling (:mod:`sharding_core.findings.
+    constraints`): at up to :data:`MAX_CONSTRAINT_CANDIDATES` lines, ranked by step time and peak together (the sum
+    of their ratios to the program's own: a fix that halves the step but doubles the peak is no better than none);
+    the best gives the fix its line, the collective bytes, step time and peak after."""
+    base = _figures(snap)
+    for finding in snap.get("findings") or ():
+        fix = finding.get("fix") or {}
+        targets = _constraint_targets(finding, snap, mesh)
+        tried = [t for t in (_try_constraint(f, args, kwargs, t, finding["kind"]) for t in targets) if t is not None]
+        if not tried:
+            continue
+        best = min(tried, key=lambda t: _score(t, base))
+        target, after = best
+        line = target.line
+        spec = canonical_spec(target.sharding.spec)
+        fix.update(
+            line=line,
+            spec=spec,
+            text=f"x = jax.lax.with_sharding_constraint(x, {spec}) after line {line} (x: the {target.shape} value made "
+            f"there; recompiled{', gone' if after['gone'] else ''}: best of {len(tried)} line(s) tried, ranked by "
+            f"step time and peak)",
+            bytes_after=after["bytes"],
+            expected_seconds_after=after["seconds"],
+            peak_after=after["peak"],
+        )
+
+
+def _figures(snap: Mapping[str, Any]) -> dict[str, Any]:
+    step = (snap.get("plan") or {}).get("step_time") or {}
+    return {
+        "bytes": sum(int(c.get("bytes") or 0) * int(c.get("repeat") or 1) for c in snap.get("collectives") or ()),
+        "seconds": step.get("expected_seconds"),
+        "peak": ((snap.get("jit") or {}).get("memory_per_device") or {}).get("peak_memory_in_bytes"),
+    }
+
+
+def _score(tried: tuple[Any, dict[str, Any]], base: Mapping[str, Any]) -> float:
+    after = tried[1]
+    score = 0.0
+    for key in ("seconds", "peak", "bytes"):
+        if after.get(key) is not None and base.get(key):
+            score += float(after[key]) / float(base[key])
+            if key == "seconds":
+                break  # with a step time, bytes are in it: time and peak rank
+    return score
+
+
+def _constraint_targets(finding: Mapping[str, Any], snap: Mapping[str, Any], mesh: Any) -> list[Any]:
+    """Where a finding's fix constrains, in program order: the values it involves (their line, shape, spec)."""
+    import jax
+
+    spec = (finding.get("fix") or {}).get("spec")
+    if not spec or finding["kind"] not in (waste.BATCH_NOT_SPLIT, waste.REPLICATED_BETWEEN_SPLIT):
+        return []
+    sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*_spec_entries(spec)))
+    lines = {str(v.split(" at ", 1)[1]) for v in finding.get("involved") or () if " at " in v}
+    out: list[Any] = []
+    for v in snap.get("values") or ():
+        fits = len(v["shape"]) == len(_spec_entries(spec)) or finding["kind"] == waste.BATCH_NOT_SPLIT
+        if v.get("source") in lines and fits and not any(t.line == v["source"] for t in out):
+            out.append(Target(v["source"], tuple(v["shape"]), sharding))
+        if len(out) >= MAX_CONSTRAINT_CANDIDATES:
+            break
+    return out
+
+
+def _spec_entries(spec: str) -> list[Any]:
+    return [None if not d else d[0] if len(d) == 1 else tuple(d) for d in spec_axes_by_dim(spec)]
+
+
+def _try_constraint(f: Any, args: Sequence[Any], kwargs: Mapping[str, Any], target: Any,
+                    kind: str) -> tuple[Any, dict[str, Any]] | None:  # fmt: skip
+    """The program with the constraint, compiled: its figures, and whether the finding is gone (None: nothing to
+    constrain at that line, or the rewrite or its compile failed)."""
+    try:
+        fixed, hits = constrained(f, args, dict(kwargs), target)
+        if not hits:
+            return None
+        snap = program_snapshot(fixed, args, kwargs, detailed=False)
+    except Exception:  # noqa: BLE001 - a candidate that does not compile is no fix
+        return None
+    figures = _figures(snap)
+    figures["gone"] = not any(x.get("kind") == kind for x in snap.get("findings") or ())
+    return target, figures
 
 
 def planned_snapshot(planned: Planned, nargs: int, *, light: bool) -> dict[str, Any]:
@@ -205,7 +304,44 @@ def planned_snapshot(planned: Planned, nargs: int, *, light: bool) -> dict[str, 
     snap["jit"] = _jit_section(planned, nargs, signature.donated)
     snap["plan"] = dict(planned.plan)
     snap["program"] = report.json()
+    if report.values is not None:
+        snap["values"] = list(report.values)
+    if report.refusal is None and planned.program is not None and planned.program.hlo:
+        snap["findings"] = [*snap.get("findings", []), *program_findings(planned, snap.get("collectives") or [])]
     return snap
+
+
+def program_findings(planned: Planned, collectives: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The silent waste in a compiled program (:mod:`sharding_core.findings.waste`)."""
+    program, report = planned.program, planned.report
+    assert program is not None and program.hlo is not None and report.signature is not None
+    inputs = waste.Inputs(
+        hlo=program.hlo,
+        collectives=collectives,
+        values=report.values,
+        axes=mesh_axes(planned.mesh),
+        leaves=input_leaves(report.signature),
+        entering=program.partitioner_input,
+    )
+    return waste.waste_findings(inputs)
+
+
+def input_leaves(signature: Any) -> list[tuple[str, tuple[int, ...], list[list[str]]]]:
+    """Each input leaf as ``(path, shape, mesh axes per dimension)`` (no axes: not a NamedSharding)."""
+    import jax
+
+    flat, _ = jax.tree_util.tree_flatten_with_path(signature.in_avals)
+    shardings = jax.tree_util.tree_leaves(signature.in_shardings)
+    out: list[tuple[str, tuple[int, ...], list[list[str]]]] = []
+    for (path, aval), sharding in zip(flat, shardings, strict=False):
+        spec = getattr(sharding, "spec", None)
+        dims: list[list[str]] = []
+        if spec is not None:
+            for entry in list(spec)[: len(aval.shape)]:
+                names = entry if isinstance(entry, tuple) else (entry,)
+                dims.append([str(n) for n in names if isinstance(n, str)])
+        out.append((jax.tree_util.keystr(path, simple=True, separator="/"), tuple(aval.shape), dims))
+    return out
 
 
 def _jit_section(planned: Planned, nargs: int, donated: int) -> dict[str, Any]:

@@ -4,7 +4,8 @@
 sharded on ``mesh``) or a dict of keyword arguments. The mesh is :func:`shardscope.mesh` over the set
 (libtpu's compile-only devices for ``tpu:`` sets, XLA's GPU compiler for ``gpu:`` sets). Exit status: 0 when
 the program fits, 3 when it does not (XLA refused it for memory, or its peak is past the chip's HBM), 1 when
-``--baseline`` finds a regression past the printed thresholds, 2 for bad input or a failing script.
+``--baseline`` finds a regression past the printed thresholds or a finding the baseline does not have, 2 for bad
+input or a failing script.
 """
 
 from __future__ import annotations
@@ -89,6 +90,23 @@ def add_parser(sub: Any, ints: Any) -> None:
         help="with --why, look for fixes too, compiling up to N candidate programs (implies --why)",
     )
     p.add_argument(
+        "--values",
+        type=int,
+        nargs="?",
+        const=30,
+        default=None,
+        metavar="N",
+        help="print each value's sharding along the program: the N largest per device (default 30; 0: every value, "
+        "in program order)",
+    )
+    p.add_argument(
+        "--findings",
+        action="store_true",
+        help="print the silent waste found (a collective reduced every iteration of an accumulation loop, the batch "
+        "not split over the parameters' axis, ...), each with its line and fix; with --baseline, a new finding is a "
+        "regression",
+    )
+    p.add_argument(
         "--fix-seconds", type=float, default=120.0, metavar="S", help="the time the fix search may take (default 120)"
     )
 
@@ -137,6 +155,8 @@ def run(args: argparse.Namespace) -> int:
 
     n_devices: int | None = None
     try:
+        if args.values is not None and args.values < 0:
+            raise ShardingError("bad_values", "--values N takes N >= 0 (0: every value)")
         profile = _profile(args) if args.profile else None
         previous = _baseline(args.baseline) if args.baseline else None
         fn = load_function(args.target)
@@ -154,7 +174,9 @@ def run(args: argparse.Namespace) -> int:
         if args.fixes < 0 or args.fix_seconds < 0:
             raise ShardingError("bad_budget", "--fixes and --fix-seconds must be >= 0")
         budget = Budget(args.fixes, args.fix_seconds) if args.fixes else NO_FIXES if args.why else None
-        snap = program_snapshot(jitted, pos, kw, detailed=not args.no_temporaries, why=budget)
+        snap = program_snapshot(
+            jitted, pos, kw, detailed=not args.no_temporaries, why=budget, check_fixes=args.findings or bool(args.fixes)
+        )
         file, _, fn_name = args.target.rpartition(":")
         snap["name"] = f"{Path(file).name}:{fn_name}"
         if profile is not None:
@@ -205,10 +227,14 @@ def _baseline(path: str) -> dict[str, Any]:
 def _write(args: argparse.Namespace, snap: dict[str, Any], profile: dict[str, Any] | None, report: Any) -> bool:
     """The plan as text on ``report``, its JSON (``--json``) and its link (``--publish``); False when publishing
     failed (said on stderr)."""
-    from sharding_core.planning.report import render
+    from sharding_core.planning.report import render, render_findings, render_values
     from sharding_core.publishing import PublishError, publish
 
     report.write(render(snap))
+    if args.values is not None:
+        report.write("\n" + render_values(snap, args.values))
+    if args.findings:
+        report.write("\n" + render_findings(snap))
     if profile is not None:
         from sharding_core.cost.calibrate import describe
 

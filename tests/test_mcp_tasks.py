@@ -260,3 +260,41 @@ def build(mesh):
             jax.jit(lambda a, b, c: (a + b) * c).lower(w, w, w).compile()
 
     solve("refused-plan", steps)
+
+
+ACCUMULATION = """
+import jax, jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+def loss(w, x):
+    return jnp.mean((x @ w) ** 2)
+
+def step(w, batches):
+    def body(acc, x):  # MaxText #5056: each microbatch's gradient is reduced over data inside the loop
+        g = jax.grad(loss)(w, x)
+        g = jax.lax.with_sharding_constraint(g, NamedSharding(MESH[0], P()))
+        return acc + g, None
+    grads, _ = jax.lax.scan(body, jnp.zeros_like(w), batches)
+    return w - 0.1 * grads
+
+MESH = []
+
+def build(mesh):
+    MESH[:] = [mesh]
+    w = jax.ShapeDtypeStruct((1024, 1024), jnp.float32, sharding=NamedSharding(mesh, P()))
+    xs = jax.ShapeDtypeStruct((4, 64, 1024), jnp.float32, sharding=NamedSharding(mesh, P(None, "data")))
+    return jax.jit(step), (w, xs)
+"""
+
+
+def test_find_the_waste_in_an_accumulation_loop() -> None:
+    async def steps(t: Transcript) -> None:
+        plan = await t.call("plan", {"devices": "cpu:8", "code": ACCUMULATION,
+                                     "mesh": {"shape": [8], "axis_names": ["data"]}})  # fmt: skip
+        found = await t.call("findings", {"plan_id": plan["plan_id"]})
+        loop = [f for f in found["findings"] if f["bytes_per_step"] >= 4 * 1024 * 1024 * 4]
+        assert loop and loop[0]["source"].endswith(":10"), loop  # g = jax.grad(loss)(w, x) (line 1 is blank)
+        reduced = [c for c in plan["collectives"] if c["op"] == "all-reduce"]
+        assert reduced and reduced[0]["repeat"] == 4  # once per microbatch, as the compiled loop says
+
+    solve("findings-accumulation-loop", steps)

@@ -307,3 +307,46 @@ def test_the_snapshot_page_without_an_id_lists_recent_snapshots(
     recent.first.click()
     loaded(page)
     expect(page.locator("[data-part=snap-title]")).to_have_text("mlp")
+
+
+# ---- issue 32 ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("width", "height", "scheme"), [(1440, 900, "light"), (1440, 900, "dark"),
+                                                         (390, 844, "light"), (390, 844, "dark")])  # fmt: skip
+def test_findings_come_first_and_values_are_listed(
+    server: Server, browser: Browser, width: int, height: int, scheme: str
+) -> None:
+    """A MaxText #5056-style accumulation loop: its finding leads the page (before the plan), the values table
+    lists the largest values first and filters."""
+    from tests import findings_corpus as corpus
+    from tests.plugins.browser import sized_context
+
+    f, args = corpus.optax_multisteps_dp()
+    snap = inspect_jit(f, *args)
+    assert snap["findings"] and snap["values"]
+    context = sized_context(browser, width, height, scheme)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(publish(snap, "accumulation loop", f"http://127.0.0.1:{server.port}"))
+    loaded(page)
+    box = page.locator("[data-part=findings-section]")
+    expect(box).to_be_visible()
+    expect(box.locator("[data-part=finding]")).to_have_count(len(snap["findings"]))
+    expect(box).to_contain_text("reduced_every_iteration")
+    expect(box).to_contain_text("8 × 1.00 MiB")  # the front end's bytes: 3 significant digits
+    top = page.locator("[data-part=findings-section]").bounding_box()
+    plan = page.locator("[data-part=plan]").bounding_box()
+    assert top is not None and plan is not None and top["y"] < plan["y"]
+    values = page.locator("[data-part=values-section]")
+    expect(values).to_be_visible()
+    rows = values.locator("table.values tbody tr")
+    expect(rows).to_have_count(min(30, len(snap["values"])))
+    largest = max(snap["values"], key=lambda v: v["bytes"])
+    expect(rows.first.locator("td").nth(2)).to_have_text(largest["typed"])
+    page.locator("[data-part=values-filter]").fill("dot_general")
+    expect(rows).to_have_count(len([v for v in snap["values"] if "dot_general" in v["op"]]))
+    shot(page, f"snapshots-12-findings-values-{width}x{height}-{scheme}")
+    context.close()
+    assert errors == []

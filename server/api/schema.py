@@ -560,13 +560,51 @@ class FindingFix(TypedDict):
 @with_config(CLOSED)
 class Finding(TypedDict):
     """``{"kind", "source", "bytes_per_step", "text", "fix"}``: e.g. ``mesh_device_order`` / ``mesh_devices``,
-    arguments jit refuses beside the mesh of ``jax.set_mesh`` (sharding_core.findings.mesh_order)."""
+    arguments jit refuses beside the mesh of ``jax.set_mesh`` (sharding_core.findings.mesh_order), or silent waste
+    in a compiled program (sharding_core.findings.waste: with ``title``, ``bytes``, ``repeat``, ``share`` and
+    ``involved``)."""
 
     kind: Annotated[str, Field(max_length=64)]
     source: LineText | None
     bytes_per_step: ByteCount
     text: Annotated[str, Field(max_length=4000)]
     fix: FindingFix | None
+    title: NotRequired[Annotated[str, Field(max_length=400, description="The finding in a few words")]]
+    bytes: NotRequired[Annotated[ByteCount, Field(description="Bytes per device of one occurrence")]]
+    repeat: NotRequired[Annotated[int, Field(ge=0, le=2**40, description="Occurrences per step (loops counted)")]]
+    share: NotRequired[
+        Annotated[float | None, Field(ge=0, description="bytes_per_step over the step's collective bytes or peak")]
+    ]
+    involved: NotRequired[
+        Annotated[
+            list[Annotated[str, Field(max_length=400)]],
+            Field(max_length=16, description="The values or collectives involved"),
+        ]
+    ]
+
+
+# ---- a value's sharding along the program (sharding_core.program.values) ---------------------------------
+
+MAX_VALUES = 4000
+
+
+@with_config(CLOSED)
+class ProgramValue(TypedDict):
+    """One intermediate value: the sharding the partitioner chose for it, where the program made it."""
+
+    source: LineText | None
+    function: Annotated[str | None, Field(max_length=256)]
+    op: Annotated[str, Field(max_length=256)]
+    shape: Annotated[list[Annotated[int, Field(ge=0, le=2**62)]], Field(max_length=64)]
+    dtype: Annotated[str, Field(max_length=32)]
+    spec: SpecText | None
+    sharding: Annotated[str, Field(max_length=4096, description="XLA's HloSharding text")]
+    typed: Annotated[str | None, Field(max_length=1024, description="The type as JAX prints it in explicit mode")]
+    bytes: Annotated[ByteCount, Field(description="Bytes per device")]
+    logical_bytes: ByteCount
+    repeat: Annotated[int, Field(ge=0, le=2**40)]
+    computation: Annotated[str, Field(max_length=512)]
+    name: Annotated[str, Field(max_length=512)]
 
 
 # ---- kernel runs and reshards: what the kernel lab, reshard and compare take and answer ----------------

@@ -29,6 +29,7 @@ from server.api.deps import STORE_ERRORS, SnapshotsDep, client_of, responses
 from server.api.schema import (
     MAX_COLLECTIVES,
     MAX_FINDINGS,
+    MAX_VALUES,
     ArrayLayout,
     AxisName,
     AxisSize,
@@ -43,6 +44,7 @@ from server.api.schema import (
     MeshInfo,
     ProcessIndex,
     ProgramReport,
+    ProgramValue,
     Reply,
     Request,
     RunId,
@@ -210,6 +212,12 @@ class SnapshotProgram(TypedDict):
         Annotated[
             list[Finding],
             Field(max_length=MAX_FINDINGS, description="What to change (sharding_core.findings), with its fix"),
+        ]
+    ]
+    values: NotRequired[
+        Annotated[
+            list[ProgramValue],
+            Field(max_length=MAX_VALUES, description="Every value's sharding (sharding_core.program.values)"),
         ]
     ]
     target: NotRequired[SnapshotTarget]

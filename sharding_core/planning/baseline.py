@@ -5,6 +5,7 @@ A plan regressed when
 * its peak HBM per device grew by more than ``max_peak_growth`` (a fraction of the baseline's peak) —
   the peak is ``memory_analysis().peak_memory_in_bytes``, or what XLA said it needed when it refused; a
   plan XLA refuses for memory when the baseline fit has always regressed; or
+* it has a finding (:mod:`sharding_core.findings`) the baseline does not have (same kind at the same line); or
 * collectives that the baseline does not have move more than ``max_new_collective_bytes`` per step in all
   (each collective's result bytes times how many times it runs per step). Collectives are matched by
   what they do — op, mesh axes, bytes and repeat count — not by instruction name, which changes from one
@@ -38,6 +39,22 @@ def peak_bytes(snap: Mapping[str, Any]) -> int | None:
 
 def signature(c: Mapping[str, Any]) -> tuple[Any, ...]:
     return (c.get("op"), tuple(c.get("axes") or ()), int(c.get("bytes") or 0), int(c.get("repeat", 1) or 1))
+
+
+def _new_findings(baseline: Mapping[str, Any], current: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The current plan's findings the baseline does not have, matched by kind and source line (a baseline written
+    before plans carried findings has none to compare: nothing is new)."""
+    if "findings" not in baseline:
+        return []
+    have = Counter((f.get("kind"), f.get("source")) for f in baseline.get("findings") or ())
+    out: list[dict[str, Any]] = []
+    for f in current.get("findings") or ():
+        key = (f.get("kind"), f.get("source"))
+        if have[key] > 0:
+            have[key] -= 1
+        else:
+            out.append(dict(f))
+    return out
 
 
 def check_plan(snap: Any, what: str) -> None:
@@ -81,6 +98,12 @@ def compare(
         moved = int(c.get("bytes") or 0) * int(c.get("repeat", 1) or 1)
         new.append({"op": c.get("op"), "axes": c.get("axes"), "bytes": c.get("bytes"), "repeat": c.get("repeat", 1),
                     "bytes_per_step": moved, "name": c.get("name"), "source": c.get("source")})  # fmt: skip
+    new_findings = _new_findings(baseline, current)
+    if new_findings:
+        reasons.append(
+            f"{len(new_findings)} new finding(s): "
+            + "; ".join(f"{f['kind']} at {f.get('source') or '—'}" for f in new_findings[:5])
+        )
     new_bytes = sum(n["bytes_per_step"] for n in new)
     if new_bytes > max_new_collective_bytes:
         reasons.append(
@@ -93,5 +116,6 @@ def compare(
         "peak": {"baseline_bytes": base_peak, "bytes": peak, "growth": growth},
         "new_collectives": sorted(new, key=lambda n: -n["bytes_per_step"]),
         "new_collective_bytes_per_step": new_bytes,
+        "new_findings": new_findings,
         "thresholds": {"max_peak_growth": max_peak_growth, "max_new_collective_bytes": max_new_collective_bytes},
     }

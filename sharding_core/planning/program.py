@@ -50,7 +50,7 @@ def function_name(f: Any) -> str:
 def plan_program(f: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any], *, detailed: bool) -> Planned:
     """Lowers and compiles ``f`` for these arguments and reads it. ``detailed``: also XLA's buffer assignment (the
     largest temporaries: one more pass over files XLA writes into a temporary directory, removed afterwards)."""
-    program = compile_program(f, args, kwargs, Options(buffers=detailed, refuse_memory=True))
+    program = compile_program(f, args, kwargs, Options(buffers=detailed, refuse_memory=True, values=True))
     signature = program.signature()
     out = program.executable.output_shardings if program.executable is not None else []
     mesh = program_mesh([*_leaves(signature.in_shardings), *_leaves(out)])

@@ -192,5 +192,57 @@ def render_comparison(result: Mapping[str, Any]) -> str:
     ]
     for n in result["new_collectives"][:10]:
         lines.append(f"    {n['op']} over {','.join(n.get('axes') or []) or '—'}: {_b(n['bytes'])} × {n['repeat']}")
+    for f in result.get("new_findings") or ():
+        lines.append(f"  new finding [{f['kind']}] at {f.get('source') or '—'}: {_b(f.get('bytes_per_step'))} per step")
     lines.append("REGRESSED: " + "; ".join(result["reasons"]) if result["regressed"] else "no regression")
+    return "\n".join(lines) + "\n"
+
+
+def render_values(snap: Mapping[str, Any], count: int) -> str:
+    """``shardscope plan --values [N]``: each value's sharding in program order (``N`` > 0: the N largest per
+    device, largest first)."""
+    rows = list(snap.get("values") or ())
+    if not rows:
+        return "values: none read (the compile wrote no partitioner input)\n"
+    shown = sorted(rows, key=lambda v: -int(v["bytes"]))[:count] if count > 0 else rows
+    head = f"the {len(shown)} largest of {len(rows)} values" if count > 0 else f"{len(rows)} values in program order"
+    lines = [f"{head} (the sharding the partitioner chose; bytes per device, × runs per step)"]
+    for v in shown:
+        typed = v.get("typed") or f"{v['dtype']}{v['shape']} {v.get('sharding')}"
+        repeat = f" ×{v['repeat']}" if int(v.get("repeat") or 1) != 1 else ""
+        lines.append(f"  {_b(v['bytes']):>10}{repeat:<5} {typed:<48} {v.get('spec') or '—':<24} {v['op']:<20} "
+                     f"{_short(v.get('source'))}")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def _short(source: Any) -> str:
+    """``/long/path/to/model.py:12`` -> ``model.py:12``."""
+    if not source:
+        return "—"
+    return str(source).rsplit("/", 1)[-1]
+
+
+def render_findings(snap: Mapping[str, Any]) -> str:
+    """``shardscope plan --findings``: what the program wastes, largest first, each with its line and fix."""
+    found = list(snap.get("findings") or ())
+    if not found:
+        return "findings: none (no silent waste found)\n"
+    lines = [f"findings: {len(found)} (largest bytes per step first)"]
+    for f in found:
+        share = f.get("share")
+        share_text = f", {share:.0%} of the step's collective bytes" if share is not None else ""
+        repeat = int(f.get("repeat") or 1)
+        each = f" ({repeat} × {_b(f.get('bytes'))})" if repeat > 1 else ""
+        lines.append(f"  [{f['kind']}] {f.get('title') or ''}: {_b(f['bytes_per_step'])} per step{each}{share_text} "
+                     f"at {f.get('source') or '—'}")  # fmt: skip
+        lines.append(f"    {f['text']}")
+        fix = f.get("fix")
+        if fix:
+            checked = ""
+            if fix.get("expected_seconds_after") is not None or fix.get("peak_after") is not None:
+                checked = (
+                    f" (recompiled: {_b(fix.get('bytes_after'))} of collectives per step"
+                    f"{', peak ' + _b(fix['peak_after']) if fix.get('peak_after') is not None else ''})"
+                )
+            lines.append(f"    fix at {fix.get('line') or '—'}: {fix['text']}{checked}")
     return "\n".join(lines) + "\n"

@@ -27,7 +27,7 @@ from typing import Any
 
 from sharding_core.compat import compilation_cache_disabled, input_shardings
 from sharding_core.program import memory as mem
-from sharding_core.program import shardy
+from sharding_core.program import shardy, values
 
 MAX_LOG_LINES = 40
 _LOG_LINE = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ [^\]]+\] ?(.*)$")
@@ -71,10 +71,11 @@ class Options:
     buffers: bool = False  # XLA's buffer assignment: the largest temporaries, with their ops and source lines
     echo: bool = True  # copy XLA's log to stderr too (False: a candidate's compile, nobody asked for its warnings)
     refuse_memory: bool = False  # XLA's RESOURCE_EXHAUSTED as Program.refusal, not an exception
+    values: bool = False  # the module as it enters the SPMD partitioner: every value's sharding (program.values)
 
     @property
     def dumps(self) -> bool:
-        return self.shardy or self.buffers
+        return self.shardy or self.buffers or self.values
 
 
 PLAIN = Options()
@@ -117,6 +118,7 @@ class Program:
     log: tuple[str, ...]
     lower_seconds: float
     compile_seconds: float
+    partitioner_input: str | None = None  # the module entering the SPMD partitioner (Options.values)
 
     @property
     def timings(self) -> dict[str, float]:
@@ -182,8 +184,9 @@ class Lowered:
             dump = shardy.read(str(directory)) if directory is not None and options.shardy else None
             stats = mem.memory_stats(executable) if executable is not None else None
             buffers = mem.buffer_report(directory, hlo, stats) if directory is not None and options.buffers else None
+            entering = values.dump_text(str(directory)) if directory is not None and options.values else None
         return Program(self.fn, self.lowered, executable, self.args, self.kwargs, hlo, dump, buffers, refusal,
-                       (*self.log, *log), self.seconds, seconds)  # fmt: skip
+                       (*self.log, *log), self.seconds, seconds, entering)  # fmt: skip
 
 
 def lower(fn: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | None = None, *, echo: bool = True) -> Lowered:
@@ -219,5 +222,10 @@ def _compiler_options(directory: Path | None, options: Options) -> dict[str, Any
     if directory is None:
         return None
     if options.shardy:
-        return shardy.options(str(directory))
+        out = shardy.options(str(directory))
+        if options.values:
+            out["xla_dump_hlo_pass_re"] += "|" + values.PARTITIONER_PASS
+        return out
+    if options.values:
+        return {"xla_dump_to": str(directory), "xla_dump_hlo_pass_re": values.PARTITIONER_PASS}
     return {"xla_dump_to": str(directory)}

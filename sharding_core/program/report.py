@@ -40,6 +40,7 @@ from sharding_core.hlo.program import ProgramFacts, program_facts
 from sharding_core.hlo.schedule import schedule_of
 from sharding_core.hlo.text import HloParseError
 from sharding_core.program import memory as mem
+from sharding_core.program import values as values_mod
 from sharding_core.program.compile import Program, Signature
 from sharding_core.program.targets import target_of
 
@@ -91,6 +92,9 @@ class Report:
     # the compiled schedule (sharding_core.hlo.schedule: async spans, loops, work between them): a plan keeps it in
     # its facts for the step model; not in the report's JSON
     schedule: dict[str, Any] | None = dataclasses.field(default=None, compare=False)
+    # every value's sharding (sharding_core.program.values), when the compile dumped the partitioner's input; the
+    # contract's top-level ``values`` of a plan, capture or kernel run (not in the report's JSON)
+    values: tuple[dict[str, Any], ...] | None = dataclasses.field(default=None, compare=False)
 
     @property
     def peak(self) -> int | None:
@@ -158,7 +162,19 @@ def read_report(program: Program, reading: Reading) -> Report:
         refusal=program.refusal,
         signature=program.signature(),
         schedule=schedule_of(facts) if facts is not None and compiled else None,
+        values=_values(program.partitioner_input, reading, devices),
     )
+
+
+def _values(text: str | None, reading: Reading, devices: Sequence[Any]) -> tuple[dict[str, Any], ...] | None:
+    """Every value's sharding, read from the module entering the partitioner, its specs on the reading's mesh."""
+    if not text:
+        return None
+    grid = values_mod.partition_grid(reading.id_grid, [reading.device_id(d) for d in devices])
+    try:
+        return tuple(values_mod.read_values(text, grid, reading.axis_names if grid is not None else ())["values"])
+    except (HloParseError, ValueError, KeyError, IndexError):
+        return None
 
 
 def describe_target(devices: Sequence[Any]) -> dict[str, Any]:

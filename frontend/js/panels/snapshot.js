@@ -13,6 +13,7 @@ import { afterPaint, defList, el, h, headedTable } from "../lib/dom.js";
 import { showError } from "../lib/errors.js";
 import { compactIds, fmtBytes, fmtDateTime } from "../lib/format.js";
 import { collectivesSection } from "../components/collectives.js";
+import { findingsSection, valuesSection } from "../components/findings.js";
 import { draw as drawWhy } from "../components/why.js";
 import { layoutGrid } from "../components/grid.js";
 import { leafTree } from "../components/leaf_tree.js";
@@ -210,6 +211,26 @@ function mountPlan(parent, host, at) {
     render() {
       box.hidden = !at.snap.plan;
       planSummary(box, at.snap, { dark: host.dark() });
+    },
+  };
+}
+
+/**
+ * The cards "Findings" (the waste a plan or capture found, each with its bytes per step, line and checked fix:
+ * first, before the plan) and "Values" (every value's sharding along the program, largest first, after the
+ * collectives), from the snapshot alone (components/findings.js).
+ * @param {HTMLElement} parent
+ * @param {"findings" | "values"} which
+ * @param {Opened} at
+ */
+function mountFindingsOrValues(parent, which, at) {
+  const label = which === "findings" ? "Findings" : "Values";
+  const box = h("section", { class: `view snap-${which}`, part: `${which}-section`, "aria-label": label, hidden: true });
+  parent.append(box);
+  return {
+    render() {
+      if (which === "findings") findingsSection(box, at.snap);
+      else valuesSection(box, at.snap);
     },
   };
 }
@@ -667,8 +688,10 @@ export function mount(root, host, initial) {
   root.classList.add("snap-app");
   root.replaceChildren();
   const head = mountHead(root, host, at);
+  const findings = mountFindingsOrValues(root, "findings", at);
   const plan = mountPlan(root, host, at);
   const collectives = mountCollectives(root, host, at);
+  const values = mountFindingsOrValues(root, "values", at);
   const leaves = mountLeaves(root, host, at);
   const memory = mountMemory(root, host, at);
   const refreshAll = () => {
@@ -692,6 +715,7 @@ export function mount(root, host, initial) {
     }
     root.classList.remove("no-snapshot");
     head.render(diff.processes);
+    findings.render();
     plan.render();
     leaves.axes();
     const current = async () => {
@@ -701,6 +725,7 @@ export function mount(root, host, initial) {
     if (!(await current())) return;
     head.remember();
     collectives.render();
+    values.render();
     if (!(await current())) return;
     leaves.build();
     whatif.restore();
@@ -740,8 +765,10 @@ export function mount(root, host, initial) {
   life.add(leaves.dispose);
   life.add(host.onTheme(() => {
     if (!at.snap) return;
+    findings.render();
     plan.render();
     collectives.render();
+    values.render();
     refreshAll();
   }));
   open(at.state);
