@@ -37,7 +37,7 @@ from sharding_core.cost.annotate import snapshot_context, snapshot_with_estimate
 from sharding_core.errors import TOO_LARGE, ShardingError
 from sharding_core.findings.mesh_order import mesh_order_findings, user_line
 from sharding_core.layout import Layout
-from sharding_core.planning.program import Planned, argument_names, explain_planned, plan_program
+from sharding_core.planning.program import Planned, argument_names, explain_planned, plan_program, timeline_of
 from sharding_core.program.report import LOCAL
 from sharding_core.program.targets import target_of
 from sharding_core.snapshot.format import FORMAT, MAX_SNAPSHOT_LEAVES, VERSION
@@ -205,6 +205,10 @@ def planned_snapshot(planned: Planned, nargs: int, *, light: bool) -> dict[str, 
     snap["jit"] = _jit_section(planned, nargs, signature.donated)
     snap["plan"] = dict(planned.plan)
     snap["program"] = report.json()
+    timeline = timeline_of(report, planned.program.hlo if planned.program is not None else None,
+                           argument_names(planned.fn, nargs))  # fmt: skip
+    if timeline is not None:
+        snap["memory_timeline"] = timeline
     return snap
 
 

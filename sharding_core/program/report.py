@@ -41,6 +41,7 @@ from sharding_core.hlo.text import HloParseError
 from sharding_core.program import memory as mem
 from sharding_core.program.compile import Program, Signature
 from sharding_core.program.targets import target_of
+from sharding_core.program.timeline import Timeline
 
 FORMAT = 1
 """The report's JSON shape; :func:`sharding_core.program.upgrade` reads stored results made before it existed."""
@@ -87,6 +88,7 @@ class Report:
     temporaries: dict[str, Any] | None
     refusal: dict[str, Any] | None
     signature: Signature | None = dataclasses.field(default=None, compare=False)  # not in the JSON
+    timeline: Timeline | None = dataclasses.field(default=None, compare=False)  # named where it is read
 
     @property
     def peak(self) -> int | None:
@@ -153,6 +155,7 @@ def read_report(program: Program, reading: Reading) -> Report:
         temporaries=program.temporaries,
         refusal=program.refusal,
         signature=program.signature(),
+        timeline=program.timeline,
     )
 
 
