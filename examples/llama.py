@@ -51,6 +51,7 @@ class Config:
     param_dtype: str = "float32"
     compute_dtype: str = "bfloat16"
     remat: bool = True  # jax.checkpoint around each layer: only the layer's input is kept for the backward pass
+    remat_policy: str = "nothing_saveable"  # the jax.checkpoint_policies name remat uses
 
     @property
     def params(self) -> int:
@@ -232,7 +233,7 @@ def loss_fn(
     x = constrain(params["embed"].astype(dt)[batch["tokens"]], ("batch", None, "act_embed"))
     layer = functools.partial(layer_fn, cfg, constrain)
     if cfg.remat:
-        layer = jax.checkpoint(layer, policy=jax.checkpoint_policies.nothing_saveable)
+        layer = jax.checkpoint(layer, policy=getattr(jax.checkpoint_policies, cfg.remat_policy))
     x, _ = jax.lax.scan(layer, x, params["layers"])
     x = rms_norm(x, params["final_norm"])
     logits = constrain(jnp.einsum("bsd,dv->bsv", x, params["unembed"].astype(dt)), ("batch", None, "vocab"))
@@ -269,15 +270,23 @@ def plan_fn(
     rules = RULES[strategy] if isinstance(strategy, str) else tuple(strategy)
     strategy = strategy if isinstance(strategy, str) else "custom"
 
-    def fn(mesh: jax.sharding.Mesh) -> tuple[Any, tuple[Any, ...]]:
-        params = abstract_params(config, mesh, rules)
+    def fn(mesh: jax.sharding.Mesh, remat: bool | str | None = None) -> tuple[Any, tuple[Any, ...]]:
+        """``remat``: a knob ``shardscope plan --fit`` varies (False: no remat; True or a jax.checkpoint_policies
+        name: remat with that policy; None: the config's)."""
+        cfg = config
+        if remat is not None:
+            if isinstance(remat, str) and not hasattr(jax.checkpoint_policies, remat):
+                raise ValueError(f"no jax.checkpoint_policies.{remat}")
+            policy = remat if isinstance(remat, str) else config.remat_policy
+            cfg = dataclasses.replace(config, remat=bool(remat), remat_policy=policy)
+        params = abstract_params(cfg, mesh, rules)
         opt = optimizer()
         opt_state = abstract_opt_state(opt, params, mesh)
         data = abstract_batch(batch, seq, mesh, rules)
         shardings = jax.tree.map(lambda s: s.sharding, (params, opt_state, data))
         out = (shardings[0], shardings[1], NamedSharding(mesh, P()))
         step = jax.jit(
-            make_step(config, opt, mesh, rules), in_shardings=shardings, out_shardings=out, donate_argnums=(0, 1)
+            make_step(cfg, opt, mesh, rules), in_shardings=shardings, out_shardings=out, donate_argnums=(0, 1)
         )
         return step, (params, opt_state, data)
 
@@ -286,6 +295,7 @@ def plan_fn(
 
 
 # The issue's shapes: Llama 3 8B at B=16, S=2048; 70B at B=64, S=1024 (S=4096 does not fit a v5p).
+# Without remat (issue 33's --fit case): plan_fn(dataclasses.replace(CONFIGS["70b"], remat=False), ...).
 llama_1b_fsdp = plan_fn("1b", "fsdp", 16, 2048)
 llama_8b_fsdp = plan_fn("8b", "fsdp", 16, 2048)
 llama_8b_tp = plan_fn("8b", "tp", 16, 2048)
@@ -295,3 +305,5 @@ llama_70b_fsdp_tp = plan_fn("70b", "fsdp_tp", 64, 1024)
 llama_70b_fsdp_tp_s4096 = plan_fn("70b", "fsdp_tp", 64, 4096)
 tiny_fsdp = plan_fn("tiny", "fsdp", 16, 128)
 tiny_fsdp_tp = plan_fn("tiny", "fsdp_tp", 16, 128)
+llama_70b_fsdp_tp_s4096_no_remat = plan_fn(dataclasses.replace(CONFIGS["70b"], remat=False), "fsdp_tp", 64, 4096)
+tiny_fsdp_no_remat = plan_fn(dataclasses.replace(CONFIGS["tiny"], remat=False), "fsdp", 16, 128)

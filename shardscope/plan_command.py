@@ -89,6 +89,17 @@ def add_parser(sub: Any, ints: Any) -> None:
         help="with --why, look for fixes too, compiling up to N candidate programs (implies --why)",
     )
     p.add_argument(
+        "--fit",
+        nargs="?",
+        const=0.0,
+        default=None,
+        type=float,
+        metavar="HEADROOM",
+        help="when the program does not fit (or keeps less than HEADROOM, a fraction of HBM, free), compile candidate "
+        "fixes and rank those that fit by step time: the largest arguments sharded further, donation, and the keyword "
+        "knobs FN(mesh, **knobs) accepts (remat=, microbatches=)",
+    )
+    p.add_argument(
         "--fix-seconds", type=float, default=120.0, metavar="S", help="the time the fix search may take (default 120)"
     )
 
@@ -127,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
         import jax
 
         jax.config.update("jax_num_cpu_devices", int(count))  # cpu:N runs on N of this process's CPU devices
-    from sharding_core.capturing import program_snapshot
+    from sharding_core.capturing import fit_plan, program_snapshot
     from sharding_core.cost.annotate import apply_profile
     from sharding_core.errors import ShardingError
     from sharding_core.planning import baseline as base
@@ -155,6 +166,8 @@ def run(args: argparse.Namespace) -> int:
             raise ShardingError("bad_budget", "--fixes and --fix-seconds must be >= 0")
         budget = Budget(args.fixes, args.fix_seconds) if args.fixes else NO_FIXES if args.why else None
         snap = program_snapshot(jitted, pos, kw, detailed=not args.no_temporaries, why=budget)
+        if args.fit is not None:
+            snap["plan"]["fit"] = fit_plan(snap, jitted, pos, kw, args.fit, knob_variants(fn, m))
         file, _, fn_name = args.target.rpartition(":")
         snap["name"] = f"{Path(file).name}:{fn_name}"
         if profile is not None:
@@ -187,6 +200,36 @@ def run(args: argparse.Namespace) -> int:
         if result["regressed"] and (snap.get("plan") or {}).get("fits") is not False:
             return EXIT_REGRESSED
     return EXIT_DOES_NOT_FIT if (snap.get("plan") or {}).get("fits") is False else 0
+
+
+KNOBS: dict[str, tuple[Any, ...]] = {
+    "remat": ("nothing_saveable", "dots_with_no_batch_dims_saveable", True),
+    "microbatches": (2, 4, 8),
+}
+
+
+def knob_variants(fn: Any, m: Any) -> list[tuple[str, str, Any, tuple[Any, ...], dict[str, Any]]]:
+    """``FN(mesh, **knobs)``'s variants for ``--fit``: each keyword knob FN accepts (``remat=``: JAX's checkpoint
+    policies by name; ``microbatches=``), one value at a time; a value FN refuses is skipped."""
+    import inspect
+
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return []
+    out = []
+    for knob, values in KNOBS.items():
+        if knob not in params:
+            continue
+        for value in values:
+            try:
+                made = fn(m, **{knob: value})
+            except (TypeError, ValueError):
+                continue
+            jitted, fargs = made
+            pos, kw = ((), dict(fargs)) if isinstance(fargs, dict) else (tuple(fargs), {})
+            out.append((knob, f"{knob}={value!r}", jitted, pos, kw))
+    return out
 
 
 def _baseline(path: str) -> dict[str, Any]:
