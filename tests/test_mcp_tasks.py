@@ -1,8 +1,8 @@
 """Scripted tasks an agent would do, solved by MCP tool calls alone (a real ``shardscope mcp`` over stdio, driven
 by the SDK's client), each transcript checked against JAX and written to ``artifacts/mcp/<task>.json``.
 
-Two more tasks wait for features not in this version: tests/mcp_pending.py (findings: issue 32; plan's fit:
-issue 33); they are not collected until those land.
+One more task waits for a feature not in this version: tests/mcp_pending.py (findings: issue 32); it is not
+collected until that lands.
 """
 
 from __future__ import annotations
