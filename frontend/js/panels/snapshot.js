@@ -17,6 +17,7 @@ import { draw as drawWhy } from "../components/why.js";
 import { layoutGrid } from "../components/grid.js";
 import { leafTree } from "../components/leaf_tree.js";
 import { memoryVerdict } from "../components/memory.js";
+import { memoryTimeline } from "../components/memory_timeline.js";
 import { planSummary } from "../components/plan.js";
 import { leafName } from "../model/plan.js";
 import { onTopology } from "../model/collective.js";
@@ -145,13 +146,14 @@ export function mount(root, host, initial) {
     h("div", { class: "toolbar" }, diffRun, diffClear, diffStatus), diffError, diffResult);
   diffBox.hidden = !data.diff;
   const planBox = h("section", { class: "view snap-plan", part: "plan", "aria-label": "Plan", hidden: true });
+  const timelineBox = h("section", { class: "view snap-timeline", part: "memory-timeline", "aria-label": "Memory over program order", hidden: true });
   const collTitle = h("h2", { part: "collectives-title" }, "Collectives (compiled HLO)");
   const collBox = h("div", { class: "collectives-section" });
   const collSection = h("section", { class: "view snap-collectives", part: "collectives-section", "aria-label": "Collectives", hidden: true },
     collTitle, h("p", { class: "muted" }, "Every collective XLA put in the program: its mesh axes, bytes, how many times it runs per step (loops) and its estimate. Click one to see its device groups on the mesh."),
     collBox);
   // a plan or a capture of a program leads with its verdict and its collectives; the leaves follow
-  root.replaceChildren(head, planBox, collSection, h("div", { class: "snap-pair" }, leaves, leafPanel), memory, whatifBox, diffBox);
+  root.replaceChildren(head, planBox, timelineBox, collSection, h("div", { class: "snap-pair" }, leaves, leafPanel), memory, whatifBox, diffBox);
 
   /** @param {boolean} replace */
   const save = (replace) => host.save({ ...state }, replace);
@@ -261,6 +263,7 @@ export function mount(root, host, initial) {
   function renderPlan() {
     planBox.hidden = !snap.plan;
     planSummary(planBox, snap, { dark: host.dark() });
+    memoryTimeline(timelineBox, snap.memory_timeline, { dark: host.dark() });
   }
 
   /**
