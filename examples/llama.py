@@ -616,3 +616,7 @@ tiny_fsdp_tp = plan_fn("tiny", "fsdp_tp", 16, 128, name="tiny_fsdp_tp")
 # MaxText's published runs: Llama 2 70B at 4 × 4096 tokens a chip with flash attention (v5p-512, v6e-256)
 llama2_70b_maxtext = plan_fn("llama2-70b", "fsdp", 1024, 4096, name="llama2_70b_maxtext", attention="splash",
                              attention_block=1024, remat="full")  # fmt: skip
+# Without remat (issue 33's --fit case): the Llama-3-70B step at S=4096, and a tiny one for tests.
+llama_70b_fsdp_tp_s4096_no_remat = plan_fn("70b", "fsdp_tp", 64, 4096, name="llama_70b_fsdp_tp_s4096_no_remat",
+                                           remat="none")  # fmt: skip
+tiny_fsdp_no_remat = plan_fn("tiny", "fsdp", 16, 128, name="tiny_fsdp_no_remat", remat="none")

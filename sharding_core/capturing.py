@@ -39,7 +39,15 @@ from sharding_core.findings import waste
 from sharding_core.findings.constraints import Target, constrained
 from sharding_core.findings.mesh_order import mesh_order_findings, user_line
 from sharding_core.layout import Layout
-from sharding_core.planning.program import Planned, argument_names, explain_planned, mesh_axes, plan_program
+from sharding_core.planning import fit as fitting
+from sharding_core.planning.program import (
+    Planned,
+    argument_names,
+    explain_planned,
+    mesh_axes,
+    plan_program,
+    timeline_of,
+)
 from sharding_core.program.report import LOCAL
 from sharding_core.program.targets import target_of
 from sharding_core.program.values import spec_axes_by_dim
@@ -153,11 +161,37 @@ def _refused_beside_context_mesh(f: Callable[..., Any], args: Any, kwargs: Any) 
     return None  # this JAX lowers it after all: nothing to report
 
 
-def plan(f: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+def plan(f: Callable[..., Any], *args: Any, fit: bool | float = False, **kwargs: Any) -> dict[str, Any]:
     """``inspect_jit`` with the details a plan shows: XLA's buffer assignment read for the largest
-    temporaries (with the ops and source lines that make them). Returns the snapshot; ``["plan"]["verdict"]``
-    is the one-line answer."""
-    return program_snapshot(f, args, kwargs, detailed=True)
+    temporaries (with the ops and source lines that make them) and the memory over program order
+    (``memory_timeline``). Returns the snapshot; ``["plan"]["verdict"]`` is the one-line answer.
+
+    ``fit`` (True, or the headroom to keep as a fraction of HBM): when the program does not fit, or fits with less
+    headroom, ``["plan"]["fit"]["fixes"]`` holds candidate changes each compiled and planned
+    (:mod:`sharding_core.planning.fit`)."""
+    snap = program_snapshot(f, args, kwargs, detailed=True)
+    if fit is not False:
+        snap["plan"]["fit"] = fit_plan(snap, f, args, kwargs, 0.0 if fit is True else float(fit))
+    return snap
+
+
+def fit_plan(
+    snap: dict[str, Any],
+    f: Callable[..., Any],
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    headroom: float = 0.0,
+    variants: Sequence[fitting.Candidate] = (),
+) -> dict[str, Any]:
+    """``plan.fit``: the fixes :mod:`sharding_core.planning.fit` finds for this program and ``variants`` (the
+    caller's own: the model's knobs), each compiled and planned; none when the plan fits with the headroom."""
+    if not fitting.needs_fit(snap, headroom):
+        return {"needed": False, "fixes": []}
+    donated = int((snap.get("jit") or {}).get("donated_inputs") or 0)
+    found = [fitting.sharded_further(f, args, kwargs), fitting.donated(f, args, kwargs, donated), *variants]
+    result = fitting.verify([c for c in found if c is not None],
+                            lambda fn, a, k: program_snapshot(fn, a, k, detailed=False))  # fmt: skip
+    return {"needed": True, **result}
 
 
 def program_snapshot(
@@ -308,6 +342,10 @@ def planned_snapshot(planned: Planned, nargs: int, *, light: bool) -> dict[str, 
         snap["values"] = list(report.values)
     if report.refusal is None and planned.program is not None and planned.program.hlo:
         snap["findings"] = [*snap.get("findings", []), *program_findings(planned, snap.get("collectives") or [])]
+    timeline = timeline_of(report, planned.program.hlo if planned.program is not None else None,
+                           argument_names(planned.fn, nargs))  # fmt: skip
+    if timeline is not None:
+        snap["memory_timeline"] = timeline
     return snap
 
 

@@ -107,6 +107,17 @@ def add_parser(sub: Any, ints: Any) -> None:
         "regression",
     )
     p.add_argument(
+        "--fit",
+        nargs="?",
+        const=0.0,
+        default=None,
+        type=float,
+        metavar="HEADROOM",
+        help="when the program does not fit (or keeps less than HEADROOM, a fraction of HBM, free), compile candidate "
+        "fixes and rank those that fit by step time: the largest arguments sharded further, donation, and the keyword "
+        "knobs FN(mesh, **knobs) accepts (remat=, microbatches=)",
+    )
+    p.add_argument(
         "--fix-seconds", type=float, default=120.0, metavar="S", help="the time the fix search may take (default 120)"
     )
 
@@ -145,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
         import jax
 
         jax.config.update("jax_num_cpu_devices", int(count))  # cpu:N runs on N of this process's CPU devices
-    from sharding_core.capturing import program_snapshot
+    from sharding_core.capturing import fit_plan, program_snapshot
     from sharding_core.cost.annotate import apply_profile
     from sharding_core.errors import ShardingError
     from sharding_core.planning import baseline as base
@@ -177,6 +188,8 @@ def run(args: argparse.Namespace) -> int:
         snap = program_snapshot(
             jitted, pos, kw, detailed=not args.no_temporaries, why=budget, check_fixes=args.findings or bool(args.fixes)
         )
+        if args.fit is not None:
+            snap["plan"]["fit"] = fit_plan(snap, jitted, pos, kw, args.fit, knob_variants(fn, m))
         file, _, fn_name = args.target.rpartition(":")
         snap["name"] = f"{Path(file).name}:{fn_name}"
         if profile is not None:
@@ -209,6 +222,37 @@ def run(args: argparse.Namespace) -> int:
         if result["regressed"] and (snap.get("plan") or {}).get("fits") is not False:
             return EXIT_REGRESSED
     return EXIT_DOES_NOT_FIT if (snap.get("plan") or {}).get("fits") is False else 0
+
+
+KNOBS: dict[str, tuple[Any, ...]] = {
+    "remat": ("full", "minimal", "dots_with_no_batch_dims"),  # examples/llama.py's names: MaxText's policies
+    "microbatches": (2, 4, 8),
+}
+
+
+def knob_variants(fn: Any, m: Any) -> list[tuple[str, str, Any, tuple[Any, ...], dict[str, Any]]]:
+    """``FN(mesh, **knobs)``'s variants for ``--fit``: each keyword knob FN accepts (``remat=``: JAX's checkpoint
+    policies by name; ``microbatches=``), one value at a time; a value FN refuses is skipped."""
+    import inspect
+
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return []
+    out = []
+    any_knob = any(p.kind is p.VAR_KEYWORD for p in params.values())  # FN(mesh, rules=None, **knobs)
+    for knob, values in KNOBS.items():
+        if knob not in params and not any_knob:
+            continue
+        for value in values:
+            try:
+                made = fn(m, **{knob: value})
+            except (TypeError, ValueError):
+                continue
+            jitted, fargs = made
+            pos, kw = ((), dict(fargs)) if isinstance(fargs, dict) else (tuple(fargs), {})
+            out.append((knob, f"{knob}={value!r}", jitted, pos, kw))
+    return out
 
 
 def _baseline(path: str) -> dict[str, Any]:

@@ -1,8 +1,5 @@
 """Scripted tasks an agent would do, solved by MCP tool calls alone (a real ``shardscope mcp`` over stdio, driven
 by the SDK's client), each transcript checked against JAX and written to ``artifacts/mcp/<task>.json``.
-
-Two more tasks wait for features not in this version: tests/mcp_pending.py (findings: issue 32; plan's fit:
-issue 33); they are not collected until those land.
 """
 
 from __future__ import annotations
@@ -298,3 +295,29 @@ def test_find_the_waste_in_an_accumulation_loop() -> None:
         assert reduced and reduced[0]["repeat"] == 4  # once per microbatch, as the compiled loop says
 
     solve("findings-accumulation-loop", steps)
+
+
+def test_make_a_refused_plan_fit() -> None:
+    """Issue 33: three replicated 16 GiB arrays on v5e (16 GiB a chip) are refused; ``fit`` answers fixes, each
+    compiled: the first that fits is XLA's own peak for those arguments sharded over both mesh axes."""
+    code = """
+import jax, jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+def build(mesh):
+    w = jax.ShapeDtypeStruct((65536, 65536), jnp.float32, sharding=NamedSharding(mesh, P()))
+    return jax.jit(lambda a, b, c: (a + b) * c), (w, w, w)
+"""
+
+    async def steps(t: Transcript) -> None:
+        data = await t.call("plan", {"devices": "tpu:v5e:2x4", "code": code, "fit": True,
+                                     "mesh": {"shape": [2, 4], "axis_names": ["x", "y"]}})  # fmt: skip
+        assert data["fits"] is False
+        fixes = [f for f in data["fit"]["fixes"] if f["fits"]]
+        assert fixes and fixes[0]["verified"] is True and fixes[0]["kind"] == "shard"
+        m = shardscope.mesh("tpu:v5e:2x4", (2, 4), ("x", "y"))
+        w = jax.ShapeDtypeStruct((65536, 65536), jnp.float32, sharding=NamedSharding(m, P(("x", "y"))))
+        xla = jax.jit(lambda a, b, c: (a + b) * c).lower(w, w, w).compile().memory_analysis()
+        assert fixes[0]["peak_after"] == xla.peak_memory_in_bytes
+
+    solve("fit-refused-plan", steps)

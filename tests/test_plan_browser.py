@@ -232,6 +232,30 @@ def test_a_plan_leads_with_its_verdict_hbm_and_roofline(mount: Any, plans: Plans
     p.shot("plan-lead")
 
 
+def test_the_memory_timeline_marks_xlas_peak_and_names_the_buffers_at_it(mount: Any, plans: Plans) -> None:
+    """Issue 33: memory over program order, XLA's peak (memory_analysis of the same step) to the byte, the buffers
+    live at the peak in a table (their groups and padding as the plan's JSON has them), a row's source on a click."""
+    p: Mounted = mount("plan")
+    timeline = plans.snap["memory_timeline"]
+    box = p.part("memory-timeline")
+    peak = box.locator("[data-part=timeline-peak]")
+    assert int(peak.get_attribute("data-bytes") or -1) == plans.stats["peak_memory_in_bytes"]
+    expect(peak).to_contain_text(f"Peak {gib_text(plans.stats['peak_memory_in_bytes'])} per device")
+    assert box.locator("svg.memory-timeline-chart polyline").count() == 1
+    rows = box.locator("table.memory-peak-table tbody tr")
+    assert rows.count() == len(timeline["at_peak"]) > 0
+    padded = [b for b in timeline["at_peak"] if b["padded"]]
+    assert box.locator("td.warn").count() == len(padded)
+    for k, b in enumerate(timeline["at_peak"][:5]):
+        expect(rows.nth(k).locator("td").nth(0)).to_have_text(b["name"])
+        expect(rows.nth(k).locator("td").nth(2)).to_have_text(gib_text(b["bytes"]))
+    made = next(k for k, b in enumerate(timeline["at_peak"]) if b["source"])
+    rows.nth(made).click()
+    expect(box.locator("[data-part=timeline-detail]")).to_contain_text(timeline["at_peak"][made]["source"])
+    box.scroll_into_view_if_needed()
+    p.shot("plan-timeline")
+
+
 def test_the_collectives_run_per_step_and_draw_their_groups(mount: Any, plans: Plans) -> None:
     p: Mounted = mount("plan")
     rows = p.part("collectives").locator("tr.collective")

@@ -19,6 +19,7 @@ from typing import Any
 from sharding_core.program import memory as mem
 from sharding_core.program.compile import Options, Program, compile_program
 from sharding_core.program.report import Reading, Report, read_report
+from sharding_core.program.timeline import memory_timeline
 from sharding_core.why import Budget, Estimator
 from sharding_core.why.program import Fixed, explain_program
 
@@ -141,6 +142,18 @@ def plan_facts(
         out["dcn_transfers"] = [{"op": s["op"], "rendezvous": s["name"], "bytes": s["sent_bytes"]} for s in report.dcn]
         out["dcn_note"] = DCN_NOTE
     return out
+
+
+def timeline_of(report: Report, hlo: str | None, names: Sequence[str | None] | None = None) -> dict[str, Any] | None:
+    """The program's ``memory_timeline`` (:mod:`sharding_core.program.timeline`) with the buffers at its peak named by
+    argument leaf (the function's parameter ``names``) or by the op and source line that made them; None when the
+    compile wrote no dumps."""
+    signature = report.signature
+    if report.timeline is None or signature is None:
+        return None
+    leaves = mem.flat_leaves(signature.in_avals, signature.in_shardings, names)
+    platform = str(report.target.get("platform") or "")
+    return memory_timeline(report.timeline, report.memory, leaves, hlo or "", platform)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -28,6 +28,7 @@ from typing import Any
 from sharding_core.compat import compilation_cache_disabled, input_shardings
 from sharding_core.program import memory as mem
 from sharding_core.program import shardy, values
+from sharding_core.program import timeline as tl
 
 MAX_LOG_LINES = 40
 _LOG_LINE = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ [^\]]+\] ?(.*)$")
@@ -119,6 +120,7 @@ class Program:
     lower_seconds: float
     compile_seconds: float
     partitioner_input: str | None = None  # the module entering the SPMD partitioner (Options.values)
+    timeline: tl.Timeline | None = None  # memory over program order, from the same dumps as ``temporaries``
 
     @property
     def timings(self) -> dict[str, float]:
@@ -185,8 +187,9 @@ class Lowered:
             stats = mem.memory_stats(executable) if executable is not None else None
             buffers = mem.buffer_report(directory, hlo, stats) if directory is not None and options.buffers else None
             entering = values.dump_text(str(directory)) if directory is not None and options.values else None
+            timeline = _timeline(directory, hlo) if directory is not None and options.buffers else None
         return Program(self.fn, self.lowered, executable, self.args, self.kwargs, hlo, dump, buffers, refusal,
-                       (*self.log, *log), self.seconds, seconds, entering)  # fmt: skip
+                       (*self.log, *log), self.seconds, seconds, entering, timeline)  # fmt: skip
 
 
 def lower(fn: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | None = None, *, echo: bool = True) -> Lowered:
@@ -207,6 +210,14 @@ def compile_program(
 ) -> Program:
     """:func:`lower` then :meth:`Lowered.compile`."""
     return lower(fn, args, kwargs, echo=options.echo).compile(options)
+
+
+def _timeline(directory: Path, hlo: str | None) -> tl.Timeline | None:
+    """The dumped program's memory over program order (TPU layouts carry their tiling: ``{1,0:T(8,128)}``)."""
+    if hlo is None:
+        optimized = sorted(directory.glob("*after_optimizations.txt"))
+        hlo = optimized[-1].read_text(errors="replace") if optimized else ""
+    return tl.read_timeline(directory, "tpu" if ":T(" in hlo else "")
 
 
 @contextlib.contextmanager

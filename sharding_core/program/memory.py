@@ -130,6 +130,29 @@ def argument_breakdown(in_avals: Any, in_shardings: Any, names: Sequence[str | N
     }
 
 
+def flat_leaves(in_avals: Any, in_shardings: Any, names: Sequence[str | None] | None = None) -> list[dict[str, Any]]:
+    """The arguments' leaves in the order XLA numbers the program's parameters (args, then kwargs, flattened): each
+    with its path, display name, group, dtype, PartitionSpec text and the elements of one device's shard."""
+    import jax
+
+    out: list[dict[str, Any]] = []
+    for prefix, avals, shardings in (("args", list(in_avals[0]), list(in_shardings[0])),
+                                     ("kwargs", in_avals[1], in_shardings[1])):  # fmt: skip
+        flat, _ = jax.tree_util.tree_flatten_with_path(avals)
+        sflat = jax.tree_util.tree_leaves(shardings)
+        for (path, aval), sharding in zip(flat, sflat, strict=False):
+            text = f"{prefix}/" + jax.tree_util.keystr(path, simple=True, separator="/")
+            try:
+                shard = tuple(sharding.shard_shape(tuple(aval.shape)))
+            except (ValueError, TypeError, AttributeError, NotImplementedError):
+                shard = tuple(aval.shape)
+            spec = getattr(sharding, "spec", None)
+            out.append({"path": text, "name": display_name(text, names), "group": f"{prefix}/{_group_of(path)}",
+                        "dtype": str(aval.dtype), "spec": f"P{tuple(spec)!r}".replace(",)", ")") if spec is not None
+                        else None, "elements": int(np.prod(shard, dtype=np.int64))})  # fmt: skip
+    return out
+
+
 # ---- source lines ------------------------------------------------------------------------------------
 
 _TABLE = re.compile(r"^(FileNames|FunctionNames|FileLocations|StackFrames)$")

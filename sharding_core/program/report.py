@@ -43,6 +43,7 @@ from sharding_core.program import memory as mem
 from sharding_core.program import values as values_mod
 from sharding_core.program.compile import Program, Signature
 from sharding_core.program.targets import target_of
+from sharding_core.program.timeline import Timeline
 
 FORMAT = 1
 """The report's JSON shape; :func:`sharding_core.program.upgrade` reads stored results made before it existed."""
@@ -95,6 +96,7 @@ class Report:
     # every value's sharding (sharding_core.program.values), when the compile dumped the partitioner's input; the
     # contract's top-level ``values`` of a plan, capture or kernel run (not in the report's JSON)
     values: tuple[dict[str, Any], ...] | None = dataclasses.field(default=None, compare=False)
+    timeline: Timeline | None = dataclasses.field(default=None, compare=False)  # named where it is read
 
     @property
     def peak(self) -> int | None:
@@ -163,6 +165,7 @@ def read_report(program: Program, reading: Reading) -> Report:
         signature=program.signature(),
         schedule=schedule_of(facts) if facts is not None and compiled else None,
         values=_values(program.partitioner_input, reading, devices),
+        timeline=program.timeline,
     )
 
 

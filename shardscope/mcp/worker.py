@@ -87,7 +87,11 @@ def run(request: dict[str, Any], stage: Callable[[str], None]) -> dict[str, Any]
             snap = sharding_core.explain(jitted, *args, **kwargs)
     else:
         stage("lowering and compiling (XLA), then reading the program")
-        snap = sharding_core.plan(jitted, *args, **kwargs)
+        snap = (
+            sharding_core.plan(jitted, *args, fit=True, **kwargs)
+            if request.get("fit")
+            else (sharding_core.plan(jitted, *args, **kwargs))
+        )
     snap["name"] = str(request.get("name") or _name(request))
     out: dict[str, Any] = {"snapshot": snap}
     if op == "findings":

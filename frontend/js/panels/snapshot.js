@@ -18,6 +18,7 @@ import { draw as drawWhy } from "../components/why.js";
 import { layoutGrid } from "../components/grid.js";
 import { leafTree } from "../components/leaf_tree.js";
 import { memoryVerdict } from "../components/memory.js";
+import { memoryTimeline } from "../components/memory_timeline.js";
 import { planSummary } from "../components/plan.js";
 import { leafName } from "../model/plan.js";
 import { memoryOf } from "../model/program.js";
@@ -199,18 +200,21 @@ function mountHead(parent, host, at) {
 
 /**
  * The card "Plan": a plan's (or an inspect_jit capture's) verdict, HBM by kind, step time and roofline
- * (components/plan.js), from the snapshot alone: the lead.
+ * (components/plan.js), from the snapshot alone: the lead; under it, memory over program order with the
+ * buffers at XLA's peak (components/memory_timeline.js).
  * @param {HTMLElement} parent
  * @param {import("../hosts/host.js").Host} host
  * @param {Opened} at
  */
 function mountPlan(parent, host, at) {
   const box = h("section", { class: "view snap-plan", part: "plan", "aria-label": "Plan", hidden: true });
-  parent.append(box);
+  const timeline = h("section", { class: "view snap-timeline", part: "memory-timeline", "aria-label": "Memory over program order", hidden: true });
+  parent.append(box, timeline);
   return {
     render() {
       box.hidden = !at.snap.plan;
       planSummary(box, at.snap, { dark: host.dark() });
+      memoryTimeline(timeline, at.snap.memory_timeline, { dark: host.dark() });
     },
   };
 }
