@@ -40,9 +40,9 @@ from sharding_core.layout import Layout
 from sharding_core.planning.program import Planned, argument_names, explain_planned, plan_program
 from sharding_core.program.report import LOCAL
 from sharding_core.program.targets import target_of
-from sharding_core.search import run as searching
-from sharding_core.search.compiling import build, candidate_mesh
-from sharding_core.search.space import Grid
+from sharding_core.searching import run as searching
+from sharding_core.searching.compiling import build, candidate_mesh
+from sharding_core.searching.space import Grid
 from sharding_core.snapshot.format import FORMAT, MAX_SNAPSHOT_LEAVES, VERSION
 from sharding_core.snapshot.leaves import ROOT_PATH
 from sharding_core.snapshot.leaves import flax_box_types as _flax_box_types
@@ -167,7 +167,7 @@ def search(fn: Callable[..., Any], devices: str, **options: Any) -> dict[str, An
     the HBM less ``hbm_headroom``. Returns the search's JSON; ``["pick"]["plan"]`` is the pick's plan (as
     :func:`plan` gives it). Options: ``slices``, ``budget``, ``hbm_headroom``, ``workers``, ``max_compiles``,
     ``exhaustive``, ``knobs`` ({name: [values]}), ``axes``, ``memory_bytes``, ``compile_seconds``, ``progress``
-    (a callable given each progress line). See :mod:`sharding_core.search`."""
+    (a callable given each progress line). See :mod:`sharding_core.searching`."""
     o = searching.options(**options)
     result = searching.search(fn, devices, o)
     pick = result["pick"]

@@ -14,7 +14,7 @@ from sharding_core.cost.annotate import snapshot_with_estimates
 from sharding_core.errors import ShardingError
 from sharding_core.planning.program import plan_program
 from sharding_core.program.targets import mesh as target_mesh
-from sharding_core.search.space import Grid
+from sharding_core.searching.space import Grid
 from sharding_core.snapshot.rules import Rule
 
 BAD_RETURN = "bad_target"

@@ -1,6 +1,6 @@
 """A search, start to end: the model probed, the space enumerated and estimated, the most promising candidates
-compiled within the budget (:mod:`sharding_core.search.pool`), and the answer ranked
-(:mod:`sharding_core.search.rank`). The pick's full plan is :func:`sharding_core.capturing.search`'s."""
+compiled within the budget (:mod:`sharding_core.searching.pool`), and the answer ranked
+(:mod:`sharding_core.searching.rank`). The pick's full plan is :func:`sharding_core.capturing.search`'s."""
 
 from __future__ import annotations
 
@@ -18,11 +18,11 @@ from sharding_core.cost.context import context_for
 from sharding_core.devices import DeviceSet, parse_devices
 from sharding_core.errors import ShardingError
 from sharding_core.hardware import hbm_per_device
-from sharding_core.search import rank
-from sharding_core.search.compiling import Job
-from sharding_core.search.estimate import Estimate, estimate
-from sharding_core.search.pool import Limits, run_in_process, run_in_workers
-from sharding_core.search.space import (
+from sharding_core.searching import rank
+from sharding_core.searching.compiling import Job
+from sharding_core.searching.estimate import Estimate, estimate
+from sharding_core.searching.pool import Limits, run_in_process, run_in_workers
+from sharding_core.searching.space import (
     AXES,
     Grid,
     Model,

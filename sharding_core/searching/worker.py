@@ -1,8 +1,8 @@
-"""A search's worker process: ``python -m sharding_core.search.worker FILE.py FN`` compiles candidates of
-``FN`` one after another (:func:`sharding_core.search.compiling.compile_job`), each asked for as one JSON line on
+"""A search's worker process: ``python -m sharding_core.searching.worker FILE.py FN`` compiles candidates of
+``FN`` one after another (:func:`sharding_core.searching.compiling.compile_job`), each asked for as one JSON line on
 standard input and answered as one JSON line on the protocol's descriptor (standard output as the process
 started; the user's prints go to standard error). It imports JAX and starts the compile-only target once for
-all its candidates; its parent (:mod:`sharding_core.search.pool`) bounds its time and memory and stops it."""
+all its candidates; its parent (:mod:`sharding_core.searching.pool`) bounds its time and memory and stops it."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sharding_core.errors import ShardingError
-from sharding_core.search.compiling import Job, compile_job
+from sharding_core.searching.compiling import Job, compile_job
 
 
 def load(path: str, name: str) -> Callable[..., Any]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sharding_core.search.space import AXES
+from sharding_core.searching.space import AXES
 from sharding_core.units import fmt_bytes, fmt_seconds
 
 

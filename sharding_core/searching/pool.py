@@ -1,4 +1,4 @@
-"""Compiling a search's candidates: in bounded worker processes (:mod:`sharding_core.search.worker`), or in this
+"""Compiling a search's candidates: in bounded worker processes (:mod:`sharding_core.searching.worker`), or in this
 process one after another when ``FN`` cannot be imported by its file and name (a closure) or ``workers=0``.
 
 At most :attr:`Limits.workers` processes at once, each compiling one candidate at a time; the parent looks at
@@ -23,8 +23,8 @@ from collections.abc import Callable, Sequence
 from typing import IO, Any, Protocol
 
 from sharding_core.kernels.memory import resident_bytes
-from sharding_core.search.compiling import Job, compile_job
-from sharding_core.search.worker import failure
+from sharding_core.searching.compiling import Job, compile_job
+from sharding_core.searching.worker import failure
 from sharding_core.units import fmt_bytes
 
 POLL_S = 0.2
@@ -88,11 +88,12 @@ class _Worker:
         self.log: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 - closed by stop(), with the process
         env = {**os.environ, "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu")}
         self.proc = subprocess.Popen(  # noqa: S603 - our own module, with the user's file and function as arguments
-            [sys.executable, "-m", "sharding_core.search.worker", *target],
+            [sys.executable, "-m", "sharding_core.searching.worker", *target],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=env, text=True,
         )  # fmt: skip
         self.answers: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -113,6 +114,11 @@ class _Worker:
             self.proc.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=5)
+        self.reader.join(timeout=5)  # the pipe is at its end once the process is gone
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
         self.log.close()
 
 

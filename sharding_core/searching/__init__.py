@@ -1,5 +1,8 @@
 """Which mesh and rules to use: ``sharding_core.search(fn, devices, **options)`` and ``shardscope search``.
 
+Named ``searching`` (not ``search``) so that ``sharding_core.search`` stays the function, as ``capturing`` keeps
+``sharding_core.capture``.
+
 * :mod:`.space` — the model read through its logical axes (a probe), meshes of named axes, rule sets, knobs;
 * :mod:`.estimate` — the analytic estimate that orders the compiles (the scaling book's formulas, the cost model);
 * :mod:`.compiling` — one candidate compiled through the one pipeline and read as a plan's figures;

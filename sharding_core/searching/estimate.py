@@ -30,7 +30,7 @@ import numpy as np
 from sharding_core.cost.estimate import estimate_collective
 from sharding_core.devices import DeviceSet
 from sharding_core.mesh import MeshSpec, build_mesh
-from sharding_core.search.space import BATCH, EMBED, LENGTH, Grid, Model, shard_bytes
+from sharding_core.searching.space import BATCH, EMBED, LENGTH, Grid, Model, shard_bytes
 from sharding_core.snapshot.rules import Rule, logical_to_mesh_axes
 
 ACTIVATION_BYTES = 2
