@@ -44,6 +44,13 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--knob", action="append", default=[], metavar="NAME=V1,V2", help="values of a knob FN takes (repeat)"
     )
+    p.add_argument(
+        "--current",
+        default=None,
+        metavar="FILE.json",
+        help="your current sharding, compiled first and compared: {mesh: {shape, axis_names}, rules, knobs} (or an "
+        "earlier search's JSON: its pick)",
+    )
     p.add_argument("--json", default=None, metavar="OUT", help="write the search as JSON to OUT ('-': stdout)")
     p.add_argument("--publish", default=None, metavar="URL", help="publish the pick's plan to the dashboard at URL")
     p.add_argument("--token", default=None, help="the dashboard's write token (default $SHARDSCOPE_TOKEN)")
@@ -65,9 +72,26 @@ def knob(text: str) -> tuple[str, list[Any]]:
     return name, out
 
 
+def current(path: str) -> dict[str, Any]:
+    """``--current FILE``: a sharding ({mesh, rules, knobs}) or an earlier search (its pick)."""
+    from sharding_core.errors import ShardingError
+
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise ShardingError("bad_current", f"cannot read {path}: {e}") from None
+    if isinstance(data, dict) and isinstance(data.get("pick"), dict):
+        data = data["pick"]
+    if not isinstance(data, dict) or "mesh" not in data or "rules" not in data:
+        raise ShardingError("bad_current", f"{path} holds no {{mesh, rules}}", hint='{"mesh": {"shape": [16, 4], '
+                            '"axis_names": ["fsdp", "tensor"]}, "rules": [["batch", "fsdp"], ...]}')  # fmt: skip
+    return {"mesh": data["mesh"], "rules": data["rules"], "knobs": data.get("knobs") or {}}
+
+
 def options(args: argparse.Namespace) -> dict[str, Any]:
     knobs = dict(knob(k) for k in args.knob) or None
     return {
+        "current": current(args.current) if args.current else None,
         "slices": args.slices,
         "budget": args.budget,
         "hbm_headroom": args.hbm_headroom,
@@ -126,6 +150,9 @@ def render(result: dict[str, Any]) -> str:
         lines.append(f"     ... {len(result['candidates']) - SHOWN} more (--json has them all)")
     lines.append("     * on the Pareto front (step time against peak HBM)")
     pick = result["pick"]
+    if result.get("current") is not None:
+        mine = result["candidates"][result["current"]]
+        lines += ["", f"your current sharding (#{result['current']}, {mine['strategy']}): {mine['lost_on']}"]
     if pick is not None:
         lines += ["", f"pick: {pick['strategy']}", "", pick["paste"]["python"], "MaxText:", pick["paste"]["maxtext"]]
     else:

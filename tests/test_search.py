@@ -32,7 +32,8 @@ def plan_of(mesh: dict[str, Any], rules: list[Any], knobs: dict[str, Any], fn: A
 
 @pytest.fixture(scope="module")
 def searched() -> dict[str, Any]:
-    return sharding_core.search(search_models.mlp_fixed, DEVICES, axes=("fsdp", "tensor"), workers=0)
+    current = {"mesh": {"shape": [8], "axis_names": ["fsdp"]}, "rules": [["batch", "fsdp"], ["embed", "fsdp"]]}
+    return sharding_core.search(search_models.mlp_fixed, DEVICES, axes=("fsdp", "tensor"), workers=0, current=current)
 
 
 def test_the_pick_is_the_best_of_an_exhaustive_compile(searched: dict[str, Any]) -> None:
@@ -53,6 +54,8 @@ def test_the_pick_is_the_best_of_an_exhaustive_compile(searched: dict[str, Any])
     times = [c["expected_seconds"] for c in cands]
     assert times == sorted(times)
     assert 0 in searched["front"] and all(cands[i]["fits"] for i in searched["front"])
+    mine = cands[searched["current"]]  # the user's own sharding, compiled and compared like the rest
+    assert mine["strategy"] == "fsdp 8" and mine["lost_on"].startswith("your current sharding: ")
 
 
 def test_the_pasted_rules_give_exactly_the_picks_plan(searched: dict[str, Any]) -> None:

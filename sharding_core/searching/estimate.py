@@ -116,12 +116,12 @@ def _weights(model: Model, rules: Sequence[Rule], layout: Grid) -> list[tuple[st
         gathered = tuple(a for a in on if a in GATHERED)
         full = leaf.itemsize * math.prod(leaf.shape) // split  # the weight as a matmul uses it, per device
         count = layers if "layers" in leaf.names else 1
-        if gathered:
+        shard = full // math.prod(layout.size(a) for a in gathered)
+        if gathered:  # an all-gather's bytes are its result's, a reduce-scatter's its result's (the shard)
             out.append(("all-gather", gathered, 2 * full, 2 * count))
-            out.append(("reduce-scatter", gathered, full, count))
+            out.append(("reduce-scatter", gathered, shard, count))
         replicas = tuple(a for a in batch if a not in on)
         if replicas:
-            shard = full // math.prod(layout.size(a) for a in gathered)
             out.append(("all-reduce", replicas, shard, 1))
     return out
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from sharding_core.cost.context import context_for
 from sharding_core.devices import DeviceSet, parse_devices
-from sharding_core.errors import ShardingError
+from sharding_core.errors import MESH_UNPLACEABLE, ShardingError
 from sharding_core.hardware import hbm_per_device
 from sharding_core.searching import rank
 from sharding_core.searching.compiling import Job
@@ -56,6 +56,7 @@ class Options:
     exhaustive: bool = False
     knobs: Mapping[str, Sequence[Any]] | None = None
     axes: Sequence[str] | None = None
+    current: Mapping[str, Any] | None = None  # {"mesh": {"shape", "axis_names"}, "rules": [...], "knobs": {...}}
     memory_bytes: int = Limits.memory_bytes
     compile_seconds: float = Limits.seconds
     progress: Callable[[str], None] | None = None
@@ -162,7 +163,8 @@ class Candidate:
 
 
 def space(devices: str, devset: DeviceSet, model: Model, o: Options) -> list[Candidate]:
-    """Every candidate (mesh x rule set x knobs), each rule set once per mesh."""
+    """Every candidate (mesh x rule set x knobs), each rule set once per mesh; meshes JAX cannot place on the
+    set's devices (``jax.make_mesh``'s refusal: an axis that is no product of physical axes) left out."""
     chips = len(devset.devices) // o.slices
     out: list[Candidate] = []
     for layout in meshes(chips, o.slices, model, o.axes):
@@ -172,7 +174,12 @@ def space(devices: str, devset: DeviceSet, model: Model, o: Options) -> list[Can
             if rules is None or rules in seen:
                 continue
             seen.add(rules)
-            est = estimate(devices, devset, model, rules, layout)
+            try:
+                est = estimate(devices, devset, model, rules, layout)
+            except ShardingError as e:  # a mesh jax.make_mesh cannot lay on the torus (4 x 8 x 8 as 2 x 128)
+                if e.code != MESH_UNPLACEABLE:
+                    raise
+                break
             out.extend(Candidate(layout, rules, knobs, est) for knobs in knob_combinations(model.knobs))
     return out
 
@@ -201,11 +208,15 @@ def search(fn: Callable[..., Any], devices: str, o: Options) -> dict[str, Any]:
     if not found:
         raise ShardingError("search_empty", f"no mesh of {devices} splits the model's batch evenly over its axes",
                             hint="make the global batch a multiple of the chips (or of a factor of them)")  # fmt: skip
+    mine = with_current(devices, devset, model, found, o.current)
     entries = [c.json() for c in found]
     ranked = sorted(range(len(found)), key=lambda i: (found[i].estimate.seconds, found[i].estimate.argument_bytes, i))
+    if mine is not None:
+        entries[mine]["current"] = True
+        ranked = [mine, *(i for i in ranked if i != mine)]  # the user's own sharding is compiled first
     jobs: list[Job] = []
     for i in ranked:
-        if found[i].estimate.argument_bytes > usable:
+        if found[i].estimate.argument_bytes > usable and i != mine:
             entries[i]["error"] = {"code": "pruned", "message": (
                 f"pruned: its arguments alone need {fmt_bytes(found[i].estimate.argument_bytes)} a device, over "
                 f"the {fmt_bytes(usable)} usable")}  # fmt: skip
@@ -215,6 +226,28 @@ def search(fn: Callable[..., Any], devices: str, o: Options) -> dict[str, Any]:
     say(o, f"{len(found)} candidates; {len(jobs)} to compile in estimate order within {fmt_seconds(o.budget)}")
     _compile(fn, jobs, entries, clock, o)
     return answer(devices, model, entries, clock, o, usable)
+
+
+def with_current(
+    devices: str, devset: DeviceSet, model: Model, found: list[Candidate], current: Mapping[str, Any] | None
+) -> int | None:
+    """The index of the user's current sharding among the candidates (added when the space lacks it), or None."""
+    if current is None:
+        return None
+    try:
+        mesh = current["mesh"]
+        dcn = tuple(int(d) for d in mesh.get("dcn_shape") or (1,) * len(mesh["shape"]))
+        grid = Grid(tuple((str(a), int(s)) for a, s in zip(mesh["axis_names"], mesh["shape"], strict=True)), dcn)
+        rules = tuple((str(n), tuple(a) if isinstance(a, list | tuple) else a) for n, a in current["rules"])
+        knobs = tuple(sorted(dict(current.get("knobs") or {}).items()))
+    except (KeyError, TypeError, ValueError) as e:
+        raise ShardingError(BAD_OPTION, f"current must be {{'mesh': {{'shape', 'axis_names'}}, 'rules', 'knobs'}}: {e}",
+                            hint="e.g. a previous search's pick") from None  # fmt: skip
+    for i, c in enumerate(found):
+        if (c.layout, c.rules, tuple(sorted(c.knobs))) == (grid, rules, knobs):
+            return i
+    found.append(Candidate(grid, rules, knobs, estimate(devices, devset, model, rules, grid)))
+    return len(found) - 1
 
 
 def _compile(fn: Callable[..., Any], jobs: list[Job], entries: list[dict[str, Any]], clock: Clock, o: Options) -> None:
@@ -255,6 +288,8 @@ def answer(devices: str, model: Model, entries: list[dict[str, Any]], clock: Clo
     on_front = rank.front(candidates)
     for i, c in enumerate(candidates):
         c["lost_on"] = rank.lost_on(c, pick, i in on_front, o.hbm_headroom)
+        if c.get("current"):
+            c["lost_on"] = f"your current sharding: {c['lost_on']}"
     out: dict[str, Any] = {
         "devices": devices,
         "slices": o.slices,
@@ -269,6 +304,7 @@ def answer(devices: str, model: Model, entries: list[dict[str, Any]], clock: Clo
         "pick": None,
         "candidates": candidates,
         "front": on_front,
+        "current": next((i for i, c in enumerate(candidates) if c.get("current")), None),
     }
     if pick is not None:
         out["pick"] = {"index": 0, "mesh": pick["mesh"], "rules": pick["rules"], "knobs": pick["knobs"],
