@@ -172,3 +172,26 @@ def test_the_front_and_what_each_lost_on() -> None:
     assert rank.lost_on(c[1], c[0], True, 0.1).endswith("communication-bound: all-gathers over fsdp 61 % of the step")
     assert "on the front: less HBM" in rank.lost_on(c[1], c[0], True, 0.1)
     assert rank.lost_on(c[3], c[0], False, 0.1).startswith("over HBM by 3.0 GiB")
+
+
+@pytest.mark.workers
+@pytest.mark.slow
+def test_the_mcp_search_tool_answers_the_search() -> None:
+    """The MCP server's ``search`` tool (issue 36 waited for this one): the same JSON, from its worker process."""
+    import anyio
+    from mcp import Client
+
+    from shardscope.mcp.server import Options, build
+
+    async def main() -> None:
+        async with Client(build(Options())) as client:
+            r = await client.call_tool("search", {"devices": DEVICES, "target": "tests/search_models.py:mlp_fixed",
+                                                  "budget_seconds": 240})  # fmt: skip
+            assert not r.is_error, r.content
+            data = r.structured_content
+            assert data is not None
+            cands = data["candidates"]
+            assert data["pick"]["strategy"] == cands[0]["strategy"] and cands[0]["lost_on"].startswith("picked")
+            assert all(c["lost_on"] for c in cands) and data["front"]
+
+    anyio.run(main)

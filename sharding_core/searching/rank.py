@@ -94,6 +94,8 @@ def _not_compiled(c: Mapping[str, Any], pick: Mapping[str, Any] | None) -> str:
         return str(error["message"])
     seconds = est.get("communication_seconds")
     said = f" (estimated communication {fmt_seconds(seconds)} a step)" if seconds is not None else ""
+    if error.get("code") == "skipped":
+        return f"not compiled: {error['message']}{said}"
     if error.get("code") == "budget" or not error:
         return f"not compiled: the search's time ran out before it{said}"
     return f"not compiled: {error.get('message')}{said}"

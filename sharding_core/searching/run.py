@@ -223,6 +223,8 @@ def search(fn: Callable[..., Any], devices: str, o: Options) -> dict[str, Any]:
             entries[i]["fits"] = False
         elif o.exhaustive or o.max_compiles is None or len(jobs) < o.max_compiles:
             jobs.append(Job(i, devices, o.slices, found[i].layout, found[i].rules, found[i].knobs, o.hbm_headroom))
+        else:
+            entries[i]["error"] = {"code": "skipped", "message": f"past the {o.max_compiles} compiles asked for"}
     say(o, f"{len(found)} candidates; {len(jobs)} to compile in estimate order within {fmt_seconds(o.budget)}")
     _compile(fn, jobs, entries, clock, o)
     return answer(devices, model, entries, clock, o, usable)
