@@ -195,3 +195,18 @@ def test_the_mcp_search_tool_answers_the_search() -> None:
             assert all(c["lost_on"] for c in cands) and data["front"]
 
     anyio.run(main)
+
+
+def test_the_search_page_names_every_option() -> None:
+    import argparse
+    from pathlib import Path
+
+    from shardscope import search_command
+
+    parser = argparse.ArgumentParser()
+    search_command.add_parser(parser.add_subparsers())
+    sub = parser._subparsers._group_actions[0].choices["search"]  # type: ignore[union-attr]
+    page = (Path(__file__).resolve().parent.parent / "docs" / "search.md").read_text()
+    missing = sorted(o for a in sub._actions for o in a.option_strings if o.startswith("--") and o != "--help"
+                     and f"`{o}" not in page)  # fmt: skip
+    assert missing == []
