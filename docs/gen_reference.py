@@ -453,6 +453,7 @@ PYTHON_API: tuple[tuple[str, str], ...] = (
     ("sharding_core", "publish"),
     ("sharding_core", "inspect_jit"),
     ("sharding_core", "plan"),
+    ("sharding_core", "search"),
     ("sharding_core", "explain"),
     ("sharding_core", "why_budget"),
     ("sharding_core", "new_run_id"),

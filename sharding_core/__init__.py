@@ -1,7 +1,7 @@
 """Shardscope's domain: device sets, meshes, PartitionSpecs and layouts, computed by JAX.
 
-``capture``, ``publish``, ``inspect_jit``, ``explain``, ``why_budget``, ``plan``, ``mesh``, ``estimate_collective``,
-``new_run_id`` and ``PublishError`` are loaded
+``capture``, ``publish``, ``inspect_jit``, ``explain``, ``why_budget``, ``plan``, ``search``, ``mesh``,
+``estimate_collective``, ``new_run_id`` and ``PublishError`` are loaded
 on first use (PEP 562), so ``import sharding_core`` stays light for a training script. Drawing a value inline
 in a notebook is ``shardscope.show`` (the notebook host lives beside the front end, in :mod:`shardscope`).
 """
@@ -12,7 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sharding_core.capturing import capture, explain, inspect_jit, plan
+    from sharding_core.capturing import capture, explain, inspect_jit, plan, search
     from sharding_core.cost.estimate import estimate_collective
     from sharding_core.program.targets import mesh
     from sharding_core.publishing import PublishError, new_run_id, publish
@@ -29,6 +29,7 @@ _LAZY = {
     "PublishError": "sharding_core.publishing",
     "mesh": "sharding_core.program.targets",
     "plan": "sharding_core.capturing",
+    "search": "sharding_core.capturing",
 }
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "new_run_id",
     "plan",
     "publish",
+    "search",
     "why_budget",
 ]
 

@@ -51,6 +51,9 @@ from sharding_core.planning.program import (
 from sharding_core.program.report import LOCAL
 from sharding_core.program.targets import target_of
 from sharding_core.program.values import spec_axes_by_dim
+from sharding_core.searching import run as searching
+from sharding_core.searching.compiling import build, candidate_mesh
+from sharding_core.searching.space import Grid
 from sharding_core.snapshot.format import FORMAT, MAX_SNAPSHOT_LEAVES, VERSION
 from sharding_core.snapshot.leaves import ROOT_PATH
 from sharding_core.snapshot.leaves import flax_box_types as _flax_box_types
@@ -192,6 +195,30 @@ def fit_plan(
     result = fitting.verify([c for c in found if c is not None],
                             lambda fn, a, k: program_snapshot(fn, a, k, detailed=False))  # fmt: skip
     return {"needed": True, **result}
+
+
+def search(fn: Callable[..., Any], devices: str, **options: Any) -> dict[str, Any]:
+    """Which mesh and logical-axis rules to use for ``fn(mesh, rules, **knobs) -> (jitted, args)`` on ``devices``
+    (``tpu:GEN:TOPO``, ``gpu:KIND:HxG``; compile-only): candidates enumerated, the most promising compiled within
+    ``budget`` (seconds, or ``"10m"``) and ranked by the compiled program's expected step time among those that fit
+    the HBM less ``hbm_headroom``. Returns the search's JSON; ``["pick"]["plan"]`` is the pick's plan (as
+    :func:`plan` gives it). Options: ``slices``, ``budget``, ``hbm_headroom``, ``workers``, ``max_compiles``,
+    ``exhaustive``, ``knobs`` ({name: [values]}), ``axes``, ``memory_bytes``, ``compile_seconds``, ``progress``
+    (a callable given each progress line). See :mod:`sharding_core.searching`."""
+    o = searching.options(**options)
+    result = searching.search(fn, devices, o)
+    pick = result["pick"]
+    if pick is not None:
+        mesh = pick["mesh"]
+        dcn = tuple(mesh.get("dcn_shape") or (1,) * len(mesh["shape"]))
+        layout = Grid(tuple(zip(mesh["axis_names"], mesh["shape"], strict=True)), dcn)
+        rules = tuple((n, tuple(a) if isinstance(a, list) else a) for n, a in pick["rules"])
+        searching.say(o, f"planning the pick, {pick['strategy']} (one more compile, with XLA's buffer assignment)")
+        jitted, args, kwargs = build(fn, candidate_mesh(devices, o.slices, layout), rules, pick["knobs"])
+        plan_snap = program_snapshot(jitted, args, kwargs, detailed=True)
+        plan_snap["name"] = f"{getattr(fn, '__name__', 'fn')} on {devices}: {pick['strategy']}"
+        pick["plan"] = plan_snap
+    return result
 
 
 def program_snapshot(

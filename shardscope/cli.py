@@ -136,6 +136,9 @@ def _parser() -> argparse.ArgumentParser:
     from shardscope.plan_command import add_parser as add_plan_parser
 
     add_plan_parser(sub, _ints)
+    from shardscope.search_command import add_parser as add_search_parser
+
+    add_search_parser(sub)
     return p
 
 
@@ -523,6 +526,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from shardscope.plan_command import run as plan
 
         return plan(args)
+    if args.command == "search":
+        from shardscope.search_command import run as search
+
+        return search(args)
     if args.command == "nccl-fit":
         return nccl_fit(args)
     if args.command == "calibrate":

@@ -1,0 +1,36 @@
+"""The issue's models as ``FN(mesh, rules)`` for ``bench/bench_search.py`` (in a module of their own, so the
+search's worker processes import them by file and name): the Llama and Mixtral steps of ``examples/``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from examples import llama, moe
+
+
+def llama_8b(mesh: Any, rules: Any = None) -> Any:
+    """Llama 3 8B, B=64 x S=2048 (2048 tokens a chip on 64 chips)."""
+    return llama.plan_fn("8b", tuple(rules or ()), 64, 2048)(mesh)
+
+
+def llama_70b(mesh: Any, rules: Any = None) -> Any:
+    """Llama 3 70B, B=256 x S=512: 512 tokens a chip on 256 chips (the scaling book's Part 6 regime)."""
+    return llama.plan_fn("70b", tuple(rules or ()), 256, 512)(mesh)
+
+
+def mixtral(mesh: Any, rules: Any = None) -> Any:
+    """Mixtral 8x7B's shapes (examples/moe.py), B=64 x S=4096, with the search's rules."""
+    rules = tuple(rules or ())
+    config = moe.MOE_CONFIGS["mixtral"]
+    params = llama.abstract_params(config, mesh, rules, moe.param_shapes(config), moe.LOGICAL)
+    opt = llama.optimizer()
+    opt_state = llama.abstract_opt_state(opt, params, mesh)
+    data = llama.abstract_batch(64, 4096, mesh, rules)
+    shardings = jax.tree.map(lambda s: s.sharding, (params, opt_state, data))
+    out = (shardings[0], shardings[1], NamedSharding(mesh, P()))
+    step = llama.make_step(config, opt, mesh, rules, moe.moe_layer)
+    return jax.jit(step, in_shardings=shardings, out_shardings=out, donate_argnums=(0, 1)), (params, opt_state, data)
