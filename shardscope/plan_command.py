@@ -70,6 +70,11 @@ def add_parser(sub: Any, ints: Any) -> None:
         help="baseline threshold: bytes per step new collectives may move (default 1 MiB)",
     )
     p.add_argument("--no-temporaries", action="store_true", help="skip reading XLA's buffer assignment (faster)")
+    _add_reading_options(p)
+
+
+def _add_reading_options(p: Any) -> None:
+    """What more a plan reads: a measured profile, the why and its fixes, the values, the findings, the fit."""
     p.add_argument(
         "--profile",
         default=None,
