@@ -3,6 +3,7 @@
 // one wording everywhere, replication included.
 
 import { compactIds, fmtBytes, fmtDateTime, meshAxes } from "../lib/format.js";
+import { memoryOf } from "./program.js";
 import { rulesText } from "./rules.js";
 
 /** @typedef {import("./layout.js").Layout} Layout */
@@ -115,7 +116,7 @@ export function snapshotFacts(snap) {
   for (const l of snap.leaves) counts[kindText(l)] = (counts[kindText(l)] || 0) + 1;
   const logical = snap.leaves.filter((/** @type {any} */ l) => l.logical_axes).length;
   const jit = snap.jit;
-  const mem = snap.program?.memory; // the program report's: XLA's memory_analysis fields by their names
+  const mem = memoryOf(snap.program); // the program report's: XLA's memory_analysis fields by their names
   const perDevice = jit
     ? Object.entries(mem || {}).map(([k, b]) => `${k.replace("_size_in_bytes", "")} ${fmtBytes(/** @type {number} */ (b))}`)
     : [];
