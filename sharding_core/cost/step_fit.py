@@ -24,8 +24,10 @@ from typing import Any
 
 import numpy as np
 
+from sharding_core.cost.context import context_for
 from sharding_core.cost.runs import TRAIN
 from sharding_core.cost.step import Efficiency, _Replay, collective_seconds, hw_for
+from sharding_core.devices import parse_devices
 
 # The grid each constant is searched on (lowest, highest, step) and the fit's start.
 GRID: dict[str, tuple[float, float, float]] = {
@@ -76,9 +78,6 @@ class Prepared:
 def prepare(run: Any, snap: Mapping[str, Any]) -> Prepared:
     """A run (:class:`sharding_core.cost.runs.Run`) and its plan with today's figures (the snapshot after
     :func:`sharding_core.cost.annotate.snapshot_with_estimates`)."""
-    from sharding_core.cost.context import context_for
-    from sharding_core.devices import parse_devices
-
     plan = snap["plan"]
     ctx = context_for(parse_devices(run.devices, slices=run.slices))
     if ctx.hardware is None:
