@@ -94,10 +94,10 @@ def scheduled_hlo(lowered: Any, timeout: float = 7200.0) -> tuple[str | None, in
     waiting for its code generation.
 
     libtpu writes the module after its HLO passes (scheduling and buffer assignment included) to ``xla_dump_to``
-    before its backend passes, which take 80-90 % of a compile here and do not change the schedule (checked
-    against full compiles: the reduced copies). The compile runs in a thread; once the file is complete the HLO
-    and the buffer assignment's total (its memory-usage report, default memory space) are returned and the caller
-    exits the process. A compile that fails first (a memory refusal) gives its error."""
+    before its backend passes, which take 80-90 % of a compile here and come after both (``fit`` compares the
+    reduced copies compiled both ways, where both are cached). The compile runs in a thread; once the file is
+    complete the HLO and the buffer assignment's total (its memory-usage report, default memory space) are
+    returned and the caller exits the process. A compile that fails first (a memory refusal) gives its error."""
     import shutil
     import tempfile
     import threading
