@@ -10,6 +10,7 @@ worker when the client cancels.
 from __future__ import annotations
 
 import itertools
+import json
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -76,6 +77,12 @@ def test_tools_are_listed_with_their_schemas() -> None:
         uris = {str(r.uri) for r in (await client.list_resources()).resources}
         assert {"shardscope://hardware", "shardscope://measurements", "shardscope://scoreboard"} <= uris
         assert "shardscope://docs/agents.md" in uris
+        read = await client.read_resource("shardscope://scoreboard")
+        board = json.loads(read.contents[0].text)  # type: ignore[union-attr]
+        from sharding_core.cost.runs import RUNS, SOURCES
+
+        assert [r["id"] for r in board["rows"]] == [r.id for r in RUNS] and len(RUNS) >= 30
+        assert all(r["source"]["url"] == SOURCES[r["source"]["key"]].url for r in board["rows"])
 
     run(check)
 

@@ -508,3 +508,28 @@ RUNS: tuple[Run, ...] = (*_tables(), *_recipes(), _tiering(), *_not_reproduced()
 """Every run on the scoreboard, reproduced here or not (``not_compiled`` says why)."""
 
 BY_ID: dict[str, Run] = {r.id: r for r in RUNS}
+
+
+def scoreboard_rows() -> list[dict[str, Any]]:
+    """Every run as JSON: what was measured (step seconds, what was read and how, the source's URL and split) and
+    the configuration that reproduces it, or why it is not reproduced here. The predictions beside them are the
+    compiled runs' (``bench/bench_steps.py fit``; ``docs/cost-model.md`` prints the scoreboard)."""
+    return [
+        {
+            "id": r.id,
+            "source": {"key": r.source, "title": SOURCES[r.source].title, "url": SOURCES[r.source].url},
+            "split": r.split,
+            "read": r.read,
+            "derivation": r.derivation,
+            "measured_seconds": r.measured_seconds,
+            "devices": r.devices,
+            "slices": r.slices,
+            "mesh": {"shape": list(r.mesh), "axis_names": list(r.axes)},
+            "example": r.example,
+            "model": r.model,
+            "strategy": r.strategy,
+            "knobs": {k: list(v) if isinstance(v, tuple) else v for k, v in r.knobs.items()},
+            "not_compiled": r.not_compiled,
+        }
+        for r in RUNS
+    ]

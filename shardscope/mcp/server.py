@@ -540,7 +540,8 @@ def _resources(mcp: MCPServer) -> None:
 
     @mcp.resource("shardscope://scoreboard", mime_type="application/json")
     def scoreboard() -> str:
-        """The scoreboard of published runs, where this version has one (sharding_core.cost's scoreboard)."""
+        """The scoreboard of published training runs: each step time measured, its source, split and configuration
+        (sharding_core/cost/runs.py; the predictions and errors: docs/cost-model.md)."""
         return orjson.dumps(scoreboard_rows()).decode()
 
     for page in sorted(DOCS_DIR.glob("*.md")) if DOCS_DIR.is_dir() else ():
@@ -577,19 +578,11 @@ def measurement_rows() -> dict[str, Any]:
     return {"rows": rows, "sources": {k: {"url": s.url, "split": s.split} for k, s in SOURCES.items()}}
 
 
-SCOREBOARD_HOOK = ("sharding_core.cost.scoreboard", "rows")
-"""Where the scoreboard of published runs will live (another change adds it): ``module``, ``function``."""
-
-
 def scoreboard_rows() -> dict[str, Any]:
-    import importlib
+    """The published runs the expected step time is fitted to (train) and scored on (held out)."""
+    from sharding_core.cost.runs import scoreboard_rows as rows
 
-    try:
-        rows = getattr(importlib.import_module(SCOREBOARD_HOOK[0]), SCOREBOARD_HOOK[1])
-    except (ImportError, AttributeError):
-        return {"available": False, "rows": [], "note": "not available in this version (the scoreboard arrives "
-                "with the step-time model's published runs)"}  # fmt: skip
-    return {"available": True, "rows": rows()}
+    return {"available": True, "rows": rows(), "scored": "docs/cost-model.md#whole-steps-the-expected-step-time"}
 
 
 def run_stdio(options: Options) -> None:
