@@ -85,6 +85,14 @@ def add_parser(sub: Any, ints: Any) -> None:
         help="with --why, look for fixes too, compiling up to N candidate programs (implies --why)",
     )
     p.add_argument(
+        "--fix-seconds", type=float, default=120.0, metavar="S", help="the time the fix search may take (default 120)"
+    )
+    _add_program_options(p)
+
+
+def _add_program_options(p: Any) -> None:
+    """``--values`` and ``--findings``: what the program does with each value, and what it wastes."""
+    p.add_argument(
         "--values",
         type=int,
         nargs="?",
@@ -100,9 +108,6 @@ def add_parser(sub: Any, ints: Any) -> None:
         help="print the silent waste found (a collective reduced every iteration of an accumulation loop, the batch "
         "not split over the parameters' axis, ...), each with its line and fix; with --baseline, a new finding is a "
         "regression",
-    )
-    p.add_argument(
-        "--fix-seconds", type=float, default=120.0, metavar="S", help="the time the fix search may take (default 120)"
     )
 
 
@@ -144,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
     from sharding_core.cost.calibrate import apply_profile
     from sharding_core.errors import ShardingError
     from sharding_core.planning import baseline as base
-    from sharding_core.planning.report import render, render_comparison, render_findings, render_values
+    from sharding_core.planning.report import render_comparison
     from sharding_core.program.targets import compile_target, mesh
     from sharding_core.publishing import PublishError, publish
     from sharding_core.why import NO_FIXES, Budget
@@ -153,13 +158,7 @@ def run(args: argparse.Namespace) -> int:
         if args.values is not None and args.values < 0:
             raise ShardingError("bad_values", "--values N takes N >= 0 (0: every value)")
         profile = _profile(args) if args.profile else None
-        previous = None
-        if args.baseline:
-            try:
-                previous = json.loads(Path(args.baseline).read_text())
-            except (OSError, ValueError) as e:
-                raise ShardingError(base.BAD_BASELINE, f"cannot read the baseline {args.baseline}: {e}") from None
-            base.check_plan(previous, f"baseline {args.baseline}")
+        previous = _baseline(args.baseline) if args.baseline else None
         fn = load_function(args.target)
         names = tuple(a.strip() for a in args.axes.split(",")) if args.axes else ("data",)
         shape = tuple(args.mesh) if args.mesh else None
@@ -191,11 +190,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error [script_failed]: {args.target} raised (traceback above)", file=sys.stderr)
         return EXIT_ERROR
     report = sys.stderr if args.json == "-" else sys.stdout  # stdout carries the JSON alone
-    report.write(render(snap))
-    if args.values is not None:
-        report.write("\n" + render_values(snap, args.values))
-    if args.findings:
-        report.write("\n" + render_findings(snap))
+    report.write(_rendered(snap, args))
     if profile is not None:
         from sharding_core.cost.calibrate import describe
 
@@ -222,6 +217,31 @@ def run(args: argparse.Namespace) -> int:
         report.write(render_comparison(result))
         return EXIT_REGRESSED if result["regressed"] else 0
     return 0
+
+
+def _baseline(path: str) -> dict[str, Any]:
+    """``--baseline PLAN.json``, read and checked to be a plan."""
+    from sharding_core.errors import ShardingError
+    from sharding_core.planning import baseline as base
+
+    try:
+        previous = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise ShardingError(base.BAD_BASELINE, f"cannot read the baseline {path}: {e}") from None
+    base.check_plan(previous, f"baseline {path}")
+    return previous  # type: ignore[no-any-return]
+
+
+def _rendered(snap: dict[str, Any], args: argparse.Namespace) -> str:
+    """The plan as text, with its values (``--values``) and findings (``--findings``)."""
+    from sharding_core.planning.report import render, render_findings, render_values
+
+    text = render(snap)
+    if args.values is not None:
+        text += "\n" + render_values(snap, args.values)
+    if args.findings:
+        text += "\n" + render_findings(snap)
+    return text
 
 
 def _profile(args: argparse.Namespace) -> dict[str, Any]:
