@@ -95,6 +95,14 @@ def _add_reading_options(p: Any) -> None:
         help="with --why, look for fixes too, compiling up to N candidate programs (implies --why)",
     )
     p.add_argument(
+        "--fix-seconds", type=float, default=120.0, metavar="S", help="the time the fix search may take (default 120)"
+    )
+    _add_program_options(p)
+
+
+def _add_program_options(p: Any) -> None:
+    """``--values`` and ``--findings``: what the program does with each value, and what it wastes."""
+    p.add_argument(
         "--values",
         type=int,
         nargs="?",
@@ -121,9 +129,6 @@ def _add_reading_options(p: Any) -> None:
         help="when the program does not fit (or keeps less than HEADROOM, a fraction of HBM, free), compile candidate "
         "fixes and rank those that fit by step time: the largest arguments sharded further, donation, and the keyword "
         "knobs FN(mesh, **knobs) accepts (remat=, microbatches=)",
-    )
-    p.add_argument(
-        "--fix-seconds", type=float, default=120.0, metavar="S", help="the time the fix search may take (default 120)"
     )
 
 
@@ -276,14 +281,9 @@ def _baseline(path: str) -> dict[str, Any]:
 def _write(args: argparse.Namespace, snap: dict[str, Any], profile: dict[str, Any] | None, report: Any) -> bool:
     """The plan as text on ``report``, its JSON (``--json``) and its link (``--publish``); False when publishing
     failed (said on stderr)."""
-    from sharding_core.planning.report import render, render_findings, render_values
     from sharding_core.publishing import PublishError, publish
 
-    report.write(render(snap))
-    if args.values is not None:
-        report.write("\n" + render_values(snap, args.values))
-    if args.findings:
-        report.write("\n" + render_findings(snap))
+    report.write(_rendered(snap, args))
     if profile is not None:
         from sharding_core.cost.calibrate import describe
 
@@ -301,6 +301,18 @@ def _write(args: argparse.Namespace, snap: dict[str, Any], profile: dict[str, An
             print(f"error [{e.code}]: {e.message}", file=sys.stderr)
             return False
     return True
+
+
+def _rendered(snap: dict[str, Any], args: argparse.Namespace) -> str:
+    """The plan as text, with its values (``--values``) and findings (``--findings``)."""
+    from sharding_core.planning.report import render, render_findings, render_values
+
+    text = render(snap)
+    if args.values is not None:
+        text += "\n" + render_values(snap, args.values)
+    if args.findings:
+        text += "\n" + render_findings(snap)
+    return text
 
 
 def _profile(args: argparse.Namespace) -> dict[str, Any]:
