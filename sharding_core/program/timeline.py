@@ -446,7 +446,7 @@ def temporary_entries(timeline: Timeline, hlo: str, leaves: list[dict[str, Any]]
                 v.size,
                 v.shape,
                 what,
-                v.name,
+                v.name if v.key.endswith("{}") else v.key,  # a tuple element: while.115{3}
                 source=_short_source(src.get("source")),
                 op=op or None,
                 memory_space="default" if color == 0 else f"color {color}",

@@ -71,8 +71,9 @@ SNAPSHOT_FIELDS = ("format", "version", "name", "created", "jax_version", "proce
                    "platform", "device_kind", "devices", "meshes", "rules", "layouts", "leaves", "skipped",
                    "collectives", "jit")  # fmt: skip
 """Every snapshot's fields (what :func:`sharding_core.capture` writes)."""
-PROGRAM_FIELDS = ("target", "plan", "program")
-"""What ``inspect_jit``, ``explain`` and plans add (:mod:`sharding_core.capturing`); a fix's snapshot has them too."""
+PROGRAM_FIELDS = ("target", "plan", "program", "memory_timeline")
+"""What ``inspect_jit``, ``explain`` and plans add (:mod:`sharding_core.capturing`; ``memory_timeline``: plans); a fix's
+snapshot has them too."""
 EXPLAINED_FIELDS = ("fixes", "why_search")
 """What ``explain`` adds besides (its fixes' snapshots carry none of these two)."""
 DEVICE_COLUMNS = ("id", "process_index", "core_on_chip", "coords")
