@@ -576,4 +576,4 @@ def test_the_request_model_declares_the_formats_fields_and_capture_writes_them()
     assert list(snap) == list(fmt.SNAPSHOT_FIELDS) and list(snap["leaves"][0]) == list(fmt.LEAF_FIELDS)
     assert list(snap["meshes"][0]) == list(fmt.MESH_FIELDS) and list(snap["devices"]) == list(fmt.DEVICE_COLUMNS)
     # a program on this process's own devices: no target (that is for compile-only devices)
-    assert set(inspect_jit(lambda a: a * 2, x)) == {*fmt.SNAPSHOT_FIELDS, "plan", "program"}
+    assert set(inspect_jit(lambda a: a * 2, x)) == {*fmt.SNAPSHOT_FIELDS, "plan", "program", "values", "findings"}

@@ -71,9 +71,11 @@ SNAPSHOT_FIELDS = ("format", "version", "name", "created", "jax_version", "proce
                    "platform", "device_kind", "devices", "meshes", "rules", "layouts", "leaves", "skipped",
                    "collectives", "jit")  # fmt: skip
 """Every snapshot's fields (what :func:`sharding_core.capture` writes)."""
-PROGRAM_FIELDS = ("target", "plan", "program", "memory_timeline")
-"""What ``inspect_jit``, ``explain`` and plans add (:mod:`sharding_core.capturing`; ``memory_timeline``: plans); a fix's
-snapshot has them too."""
+PROGRAM_FIELDS = ("findings", "values", "target", "memory_timeline", "program", "plan", "cost_profile")
+"""What ``inspect_jit``, ``explain`` and plans add (:mod:`sharding_core.capturing`): the silent waste found and every
+value's sharding (``findings`` also on a capture whose arrays jit would refuse), the target, memory over program
+order (plans), the program report, the plan, and the calibrated profile its figures came from; a fix's snapshot has
+them too."""
 EXPLAINED_FIELDS = ("fixes", "why_search")
 """What ``explain`` adds besides (its fixes' snapshots carry none of these two)."""
 DEVICE_COLUMNS = ("id", "process_index", "core_on_chip", "coords")
