@@ -53,11 +53,11 @@ def fsdp_only(result: dict[str, Any], fn: Any, devices: str) -> dict[str, Any]:
             "expected_seconds": step.get("expected_seconds"), "seconds": time.perf_counter() - t0}  # fmt: skip
 
 
-def run_case(name: str, budget: float, exhaustive: bool) -> dict[str, Any]:
+def run_case(name: str, budget: float, exhaustive: bool, **extra: Any) -> dict[str, Any]:
     fn, devices = CASES[name]
     t0 = time.perf_counter()
     result = sharding_core.search(fn, devices, budget=budget, exhaustive=exhaustive,
-                                  progress=lambda s: print(s, file=sys.stderr, flush=True))  # fmt: skip
+                                  progress=lambda s: print(s, file=sys.stderr, flush=True), **extra)  # fmt: skip
     seconds = time.perf_counter() - t0
     pick = result["candidates"][0] if result["pick"] is not None else None
     out: dict[str, Any] = {
@@ -81,11 +81,19 @@ def main() -> int:
     p.add_argument("--only", action="append", choices=sorted(CASES), default=None)
     p.add_argument("--budget", type=float, default=600.0)
     p.add_argument("--exhaustive", action="store_true", help="compile every candidate (the sweep to compare with)")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--max-compiles", type=int, default=None)
+    p.add_argument("--fsdp-current", action="store_true", help="pure FSDP as the current sharding: compiled first")
     args = p.parse_args()
     artifacts = ROOT / "artifacts"
     artifacts.mkdir(exist_ok=True)
     for name in args.only or ["8b", "70b", "moe"]:
-        row = run_case(name, args.budget if not args.exhaustive else 6 * 3600.0, args.exhaustive)
+        extra: dict[str, Any] = {"workers": args.workers, "max_compiles": args.max_compiles}
+        if args.fsdp_current:
+            chips = {"8b": 64, "70b": 256, "moe": 64, "gpu8b": 32}[name]
+            extra["current"] = {"mesh": {"shape": [chips], "axis_names": ["fsdp"]},
+                                "rules": [["batch", "fsdp"], ["embed", "fsdp"]]}  # fmt: skip
+        row = run_case(name, args.budget if not args.exhaustive else 6 * 3600.0, args.exhaustive, **extra)
         line = json.dumps(row)
         print(line, flush=True)
         suffix = "_exhaustive" if args.exhaustive else ""

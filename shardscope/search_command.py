@@ -156,7 +156,7 @@ def render(result: dict[str, Any]) -> str:
     if pick is not None:
         lines += ["", f"pick: {pick['strategy']}", "", pick["paste"]["python"], "MaxText:", pick["paste"]["maxtext"]]
     else:
-        lines += ["", "nothing fits."]
+        lines += ["", result.get("why_no_pick") or "nothing fits."]
         closest = result.get("closest")
         if closest is not None:
             lines.append(f"closest: {closest['strategy']}, peak {fmt_bytes(closest['peak_bytes'])} "

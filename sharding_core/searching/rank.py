@@ -24,7 +24,8 @@ def order(candidates: Sequence[Mapping[str, Any]]) -> list[int]:
             return (1, float(c.get("peak_bytes") or 0), est)
         if c.get("compiled"):
             return (2, est, 0.0)
-        return (3, est, float((c.get("estimate") or {}).get("argument_bytes") or 0))
+        pruned = (c.get("error") or {}).get("code") == "pruned"  # over HBM by its arguments alone: last
+        return (4 if pruned else 3, est, float((c.get("estimate") or {}).get("argument_bytes") or 0))
 
     return sorted(range(len(candidates)), key=key)
 

@@ -314,6 +314,11 @@ def answer(devices: str, model: Model, entries: list[dict[str, Any]], clock: Clo
                        "paste": rank.paste(devices, o.slices, pick["mesh"], pick["rules"], pick["knobs"])}  # fmt: skip
     else:
         out["closest"] = closest(candidates)
+        if out["compiled"] == 0:
+            out["why_no_pick"] = (
+                f"no candidate compiled within the budget ({fmt_seconds(o.budget)}): a compile of this model takes "
+                "longer here; give a larger budget (or fewer candidates: --axes, --max-compiles)"
+            )
     out["seconds"] = round(clock.elapsed(), 3)
     return out
 
