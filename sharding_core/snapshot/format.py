@@ -81,9 +81,9 @@ EXPLAINED_FIELDS = ("fixes", "why_search")
 DEVICE_COLUMNS = ("id", "process_index", "core_on_chip", "coords")
 MESH_FIELDS = ("shape", "axis_names", "axis_types", "device_ids")
 RUN_FIELDS = ("id", "process_index", "process_count")
-LEAF_FIELDS = ("path", "kind", "type", "box", "shape", "dtype", "sharding", "spec", "declared_spec", "logical_axes",
-               "rules", "mesh", "mesh_axes", "memory_kind", "array_kind", "fully_addressable", "num_devices",
-               "addressable_devices", "layout", "note")  # fmt: skip
+LEAF_FIELDS = ("path", "kind", "type", "box", "shape", "dtype", "sharding", "spec", "typed", "declared_spec",
+               "logical_axes", "rules", "mesh", "mesh_axes", "memory_kind", "array_kind", "fully_addressable",
+               "num_devices", "addressable_devices", "layout", "note")  # fmt: skip
 """The format's fields, written once: the server's request model (``server/api/snapshots.py``) declares exactly
 these (``tests/test_snapshots_api.py`` checks it) and :func:`check_snapshot` cross-checks what they point at."""
 
