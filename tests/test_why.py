@@ -329,3 +329,23 @@ def test_a_fix_snapshot_with_fixes_of_its_own_is_refused(client: TestClient, exp
     assert before == len(
         client.get(f"/api/snapshots/{client.post('/api/snapshots', json=explained).json()['id']}").json()["fixes"]
     )
+
+
+def test_the_jaxpr_of_a_why_has_no_colour_codes_under_ipython(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression (issue 28): in Jupyter JAX colours its printer, and the why's jaxpr read ``a\\x1b[35m:bf16[...]``."""
+    from jax._src import pretty_printer
+
+    from sharding_core.why.program import equations
+
+    monkeypatch.setattr(pretty_printer, "CAN_USE_COLOR", True)  # what JAX decides under IPython
+
+    def f(a: jax.Array, b: jax.Array) -> jax.Array:
+        return a @ b
+
+    x = jax.ShapeDtypeStruct((8, 8), jnp.bfloat16)
+    traced = jax.jit(f).trace(x, x)
+    coloured = str(traced.jaxpr.jaxpr.eqns[0])
+    assert "\x1b[" in coloured  # JAX's own printer colours it here
+    here = f"{short_path(__file__)}:{f.__code__.co_firstlineno + 1}"  # return a @ b
+    text = equations(jax.jit(f), (x, x), {})("dot_general", here)
+    assert text is not None and "dot_general" in text and "\x1b" not in text

@@ -12,6 +12,7 @@ JAX option's is the program traced again with the option set. Each candidate is 
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -54,6 +55,10 @@ def _leaf(path: str, aval: Any, sharding: Any) -> Leaf:
     return Leaf(path, tuple(int(s) for s in aval.shape), str(aval.dtype), spec)
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+"""A terminal colour code (the pretty printer's under IPython)."""
+
+
 def equations(
     jitted: Any, args: Sequence[Any], kwargs: Mapping[str, Any]
 ) -> Callable[[str | None, str | None], str | None]:
@@ -71,7 +76,8 @@ def equations(
             for eqn in getattr(jaxpr, "eqns", ()):
                 where = equation_frame(eqn)
                 if where is not None:
-                    text = " ".join(str(eqn).split())
+                    # JAX colours its printer under IPython (a Jupyter kernel): the codes are not text
+                    text = " ".join(_ANSI.sub("", str(eqn)).split())
                     if len(text) > MAX_EQUATION_CHARS:
                         text = text[: MAX_EQUATION_CHARS - 80] + " … " + text[-70:]
                     rows.append((eqn.primitive.name, short_path(where[0]), where[1], text))
