@@ -797,3 +797,28 @@ def test_the_plans_memory_term_is_the_cost_models_hbm_traffic_rule(v5p_plan: Any
         snap["collectives"], context_for(parse_devices("tpu:v5p:2x2x4")), "bfloat16", PLAN_ROOFLINE,
     )  # fmt: skip
     assert kernel_lab["memory_seconds"] == line["memory_seconds"]
+
+
+def test_the_plans_why_says_each_line_once_and_prints_every_fix() -> None:
+    """Regression (issue 28): the CLI printed the same why three times for one line (the forward pass, its remat and
+    the backward pass each make a collective there) and only the top fix of each."""
+    from sharding_core.planning.report import render
+
+    why = {"source": "model.py:42", "explanation": "x is sharded on fsdp along d_model", "fixes": []}
+    fixes = [
+        {"text": "shard x as P('fsdp', None)", "collectives_after": 0, "bytes_after": 0, "bytes_before": 1 << 20,
+         "peak_after": 1 << 30},
+        {"text": "replicate w", "collectives_after": 1, "bytes_after": 1 << 10, "bytes_before": 1 << 20,
+         "peak_after": 3 << 30},
+    ]  # fmt: skip
+    colls = [
+        {"op": "all-reduce", "bytes": 1 << 20, "repeat": 4, "why": {**why, "fixes": fixes}},
+        {"op": "all-reduce", "bytes": 1 << 20, "repeat": 4, "why": why},
+        {"op": "all-reduce", "bytes": 1 << 20, "repeat": 4, "why": why},
+        {"op": "all-gather", "bytes": 1 << 10, "repeat": 1, "why": {**why, "source": "model.py:7"}},
+    ]
+    snap = {"name": "t", "devices": {"id": list(range(8))}, "device_kind": "cpu", "collectives": colls}
+    text = render(snap)
+    lines = [line for line in text.splitlines() if line.startswith("  all-") and "model.py" in line]
+    assert len(lines) == 2 and lines[0].startswith("  all-reduce at model.py:42 (3 collectives, 12.0 MiB per step)")
+    assert "shard x as P('fsdp', None)" in text and "replicate w" in text

@@ -127,26 +127,35 @@ def _collectives(snap: Mapping[str, Any], plan: Mapping[str, Any]) -> list[str]:
 
 
 MAX_WHY_ROWS = 5
+MAX_WHY_FIXES = 4
+"""Fixes printed for one why (every one the search kept, up to this)."""
 
 
 def _why(snap: Mapping[str, Any]) -> list[str]:
-    """The costliest collectives' why (sharding_core.why), with the best fix each where one was searched."""
+    """The costliest collectives' why (sharding_core.why), each said once for its line (the forward pass, its remat
+    and the backward pass often make one collective each at the same line, for the same reason), with every fix
+    searched for it."""
     colls = [c for c in snap.get("collectives") or [] if c.get("why")]
     if not colls:
         return []
-    ranked = sorted(colls, key=lambda c: -int(c.get("bytes") or 0) * int(c.get("repeat", 1)))
-    out = ["why (the costliest collectives)"]
-    for c in ranked[:MAX_WHY_ROWS]:
+    groups: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
+    for c in colls:
         why = c["why"]
-        out.append(f"  {c['op']} at {why.get('source') or 'no line'}: {why.get('explanation')}")
-        fixes = why.get("fixes") or []
-        if fixes:
-            f = fixes[0]
+        groups.setdefault((str(c["op"]), str(why.get("source")), str(why.get("explanation"))), []).append(c)
+    per_step = {k: sum(int(c.get("bytes") or 0) * int(c.get("repeat", 1)) for c in g) for k, g in groups.items()}
+    out = ["why (the costliest collectives)"]
+    for key in sorted(groups, key=lambda k: -per_step[k])[:MAX_WHY_ROWS]:
+        group = groups[key]
+        why = group[0]["why"]
+        many = f" ({len(group)} collectives, {_b(per_step[key])} per step)" if len(group) > 1 else ""
+        out.append(f"  {key[0]} at {why.get('source') or 'no line'}{many}: {why.get('explanation')}")
+        fixes = [f for c in group for f in (c["why"].get("fixes") or [])]
+        for f in fixes[:MAX_WHY_FIXES]:
             out.append(
                 f"    fix: {f['text']} -> {f['collectives_after']} collectives, {_b(f['bytes_after'])} "
                 f"(from {_b(f.get('bytes_before'))}), peak {_b(f.get('peak_after'))}"
             )
-        elif why.get("fixes_note"):
+        if not fixes and why.get("fixes_note"):
             out.append(f"    ({why['fixes_note']})")
     search = snap.get("why_search") or {}
     if search.get("searched"):
