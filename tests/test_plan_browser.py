@@ -217,7 +217,7 @@ def test_a_plan_leads_with_its_verdict_hbm_and_roofline(mount: Any, plans: Plans
     # with nothing overlapped" (at expected times): one definition, one wording
     nothing = f"{seconds_text(st['upper_bound_seconds'])} with nothing overlapped"
     expect(step).to_contain_text(nothing)
-    expect(roofline.locator("dt:text-is('lower bound') + dd")).to_contain_text(nothing)
+    expect(roofline.locator("dt:text-is('at 100 % MFU') + dd")).to_contain_text(nothing)
     assert "no overlap" not in p.part("plan").inner_text()
     # ... and three memory numbers without a key: the bar's sum, XLA's temporaries and XLA's peak, each named
     parts_sum = sum(drawn.values())
