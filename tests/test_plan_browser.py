@@ -256,6 +256,42 @@ def test_the_memory_timeline_marks_xlas_peak_and_names_the_buffers_at_it(mount: 
     p.shot("plan-timeline")
 
 
+# Before the test that picks a collective: in JupyterLab the widget shown again in the same notebook kept the
+# previous test's pick (#1), so "the costliest is drawn until another is chosen" holds for a widget nobody chose in.
+def test_the_collectives_are_costliest_first_and_sort_by_any_column(mount: Any, plans: Plans) -> None:
+    """Regression (issue 28): the table was in program order with no sort (the costliest was row 7 of 30) while
+    the CLI sorts by per-step cost. The order here: each collective's estimate times its runs per step, from the
+    plan's JSON (ties in program order); "#" is program order again."""
+    p: Mounted = mount("plan")
+    colls = plans.snap["collectives"]
+    table = p.part("collectives").locator("table")
+    rows = table.locator("tbody tr")
+    expect(rows).to_have_count(len(colls))
+
+    def order() -> list[int]:
+        return [int(i) for i in rows.evaluate_all("rs => rs.map(r => r.dataset.index)")]
+
+    per_step = [c["estimate"]["seconds"] * c["repeat"] for c in colls]
+    assert order() == sorted(range(len(colls)), key=lambda i: (-per_step[i], i))
+    assert per_step[order()[0]] == max(per_step)
+    expect(table.locator("th[aria-sort=descending]")).to_have_text(re.compile("^estimate"))
+    # the costliest is the one drawn on the mesh until another is chosen
+    expect(p.part("collective-mesh").locator(".mesh-caption")).to_have_text(re.compile(f"^#{order()[0] + 1} "))
+    table.locator("th button", has_text="bytes").click()
+    nbytes = [c["bytes"] for c in colls]
+    assert order() == sorted(range(len(colls)), key=lambda i: (-nbytes[i], i))
+    table.locator("th button", has_text="bytes").click()  # again: the other way
+    assert order() == sorted(range(len(colls)), key=lambda i: (nbytes[i], i))
+    expect(table.locator("th[aria-sort=ascending]")).to_have_text(re.compile("^bytes"))
+    table.locator("th button", has_text="#").click()
+    assert order() == list(range(len(colls)))
+    # every column in view, in the widget too (issue 28: its collectives table was clipped at 1,090 px)
+    clipped = p.part("collectives").evaluate("w => w.scrollWidth - w.clientWidth")
+    assert clipped <= 1, clipped
+    p.part("collectives").scroll_into_view_if_needed()
+    p.shot("plan-collectives")
+
+
 def test_the_collectives_run_per_step_and_draw_their_groups(mount: Any, plans: Plans) -> None:
     p: Mounted = mount("plan")
     rows = p.part("collectives").locator("tr.collective")
@@ -304,40 +340,6 @@ def test_the_collectives_run_per_step_and_draw_their_groups(mount: Any, plans: P
     expect(p.page.locator("[data-part=spec-error]")).to_be_hidden()
     expect(p.page.locator("[data-part=topo-view]")).to_have_attribute("data-axis", f"⟨{c['op']} over {over}⟩")
     assert p.page.locator("[data-part=hop-table] tbody tr").count() == len(groups)
-
-
-def test_the_collectives_are_costliest_first_and_sort_by_any_column(mount: Any, plans: Plans) -> None:
-    """Regression (issue 28): the table was in program order with no sort (the costliest was row 7 of 30) while
-    the CLI sorts by per-step cost. The order here: each collective's estimate times its runs per step, from the
-    plan's JSON (ties in program order); "#" is program order again."""
-    p: Mounted = mount("plan")
-    colls = plans.snap["collectives"]
-    table = p.part("collectives").locator("table")
-    rows = table.locator("tbody tr")
-    expect(rows).to_have_count(len(colls))
-
-    def order() -> list[int]:
-        return [int(i) for i in rows.evaluate_all("rs => rs.map(r => r.dataset.index)")]
-
-    per_step = [c["estimate"]["seconds"] * c["repeat"] for c in colls]
-    assert order() == sorted(range(len(colls)), key=lambda i: (-per_step[i], i))
-    assert per_step[order()[0]] == max(per_step)
-    expect(table.locator("th[aria-sort=descending]")).to_have_text(re.compile("^estimate"))
-    # the costliest is the one drawn on the mesh until another is chosen
-    expect(p.part("collective-mesh").locator(".mesh-caption")).to_have_text(re.compile(f"^#{order()[0] + 1} "))
-    table.locator("th button", has_text="bytes").click()
-    nbytes = [c["bytes"] for c in colls]
-    assert order() == sorted(range(len(colls)), key=lambda i: (-nbytes[i], i))
-    table.locator("th button", has_text="bytes").click()  # again: the other way
-    assert order() == sorted(range(len(colls)), key=lambda i: (nbytes[i], i))
-    expect(table.locator("th[aria-sort=ascending]")).to_have_text(re.compile("^bytes"))
-    table.locator("th button", has_text="#").click()
-    assert order() == list(range(len(colls)))
-    # every column in view, in the widget too (issue 28: its collectives table was clipped at 1,090 px)
-    clipped = p.part("collectives").evaluate("w => w.scrollWidth - w.clientWidth")
-    assert clipped <= 1, clipped
-    p.part("collectives").scroll_into_view_if_needed()
-    p.shot("plan-collectives")
 
 
 def test_a_refusal_leads_with_xlas_figures(mount: Any, plans: Plans) -> None:
