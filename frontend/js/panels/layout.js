@@ -400,6 +400,9 @@ function mountPickers(parent, withPickers, on) {
   parent.append(aside);
   /** @type {ReturnType<typeof layoutControls> | null} */
   let controls = null;
+  /** The control an error is about, kept for pickers built after it arrived (the grid's request goes first). */
+  /** @type {string | null} */
+  let marked = null;
   return {
     aside, error,
     /** The pickers for the platforms' catalog. @param {any} cat */
@@ -411,13 +414,22 @@ function mountPickers(parent, withPickers, on) {
         onChange: on.onChange,
         onInput: on.onInput,
       });
+      if (marked) controls.mark(marked);
+    },
+    /** No control is marked (the layout came back). */
+    unmark() {
+      marked = null;
+      aside.querySelectorAll("[aria-invalid]").forEach((e) => e.removeAttribute("aria-invalid"));
     },
     /** @param {State} state */
     write: (state) => controls?.write(state),
     /** @param {State} state */
     read: (state) => controls?.read(state),
     /** @param {string} field */
-    mark: (field) => controls?.mark(field),
+    mark: (field) => {
+      marked = field;
+      controls?.mark(field);
+    },
   };
 }
 
@@ -485,11 +497,15 @@ function explainer(host, cards, at) {
     waysOut(picture.specError, errorFields(err), ways());
     host.bump("errorShown");
   });
+  /** The error shown (null: none), said again once the pickers exist (the grid's request goes before them). */
+  /** @type {unknown} */
+  let last = null;
   /** @param {unknown} err */
   function explain(err) {
+    last = err ?? null;
     const pointer = picture.pointer;
     for (const box of Object.values(spec.boxes)) box.removeAttribute("aria-invalid");
-    pickers.aside.querySelectorAll("[aria-invalid]").forEach((e) => e.removeAttribute("aria-invalid"));
+    pickers.unmark();
     if (!err) {
       picture.markStale(false);
       spoken.show(null);
@@ -522,7 +538,14 @@ function explainer(host, cards, at) {
     pointer.hidden = true;
     spoken.show(err, at.state().spec);
   }
-  return { explain, dispose: spoken.dispose };
+  return {
+    explain,
+    /** The error shown, explained again: the pickers and the catalog's ways out came after it. */
+    again: () => {
+      if (last) explain(last);
+    },
+    dispose: spoken.dispose,
+  };
 }
 
 /**
@@ -781,6 +804,7 @@ export function mount(root, host, initial) {
     catalog = cat;
     pickers.start(cat);
     stateToControls();
+    errors.again();
     reshard.start();
     // the main action first: the spec box has the focus where a keyboard is the likely input
     if (host.kind === "page" && window.matchMedia("(pointer: fine)").matches && !document.activeElement?.closest("input, select, textarea")) {
