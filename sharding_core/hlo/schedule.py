@@ -38,7 +38,7 @@ from typing import Any
 from sharding_core.hlo import work as hlo_work
 from sharding_core.hlo.module import Computation, Module, Op
 from sharding_core.hlo.program import ProgramFacts, program_facts
-from sharding_core.hlo.text import _BITS, COLLECTIVE_OPS, fused_chain
+from sharding_core.hlo.text import COLLECTIVE_OPS, ELEMENT_BITS, fused_chain
 
 __all__ = ["SCHEDULE_VERSION", "schedule_facts", "schedule_of"]
 
@@ -63,7 +63,7 @@ def _arrays(shape: str) -> Iterator[tuple[str, list[int], int, int]]:
     """Each array of a shape: dtype, dims, bytes and memory space (0 unless the layout says ``S(n)``)."""
     for m in _ARRAY.finditer(shape):
         dims = [int(d) for d in m.group(2).split(",") if d]
-        nbytes = (math.prod(dims) * _BITS.get(m.group(1), 0) + 7) // 8
+        nbytes = (math.prod(dims) * ELEMENT_BITS.get(m.group(1), 0) + 7) // 8
         space = _SPACE.search(m.group(3) or "")
         yield m.group(1), dims, nbytes, int(space.group(1)) if space else 0
 

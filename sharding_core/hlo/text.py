@@ -40,7 +40,7 @@ COLLECTIVE_OPS = (
 """Base names of the collective instructions reported (their ``-start`` async forms map to these)."""
 
 # Bits per element of XLA's primitive types (``xla_data.proto``), for byte counts.
-_BITS: dict[str, int] = {
+ELEMENT_BITS: dict[str, int] = {
     "pred": 8,
     "s2": 2,
     "u2": 2,
@@ -91,7 +91,7 @@ class ArrayShape:
 
     @property
     def bytes(self) -> int:
-        bits = _BITS.get(self.dtype)
+        bits = ELEMENT_BITS.get(self.dtype)
         if bits is None:
             raise HloParseError(f"unknown HLO element type {self.dtype!r}")
         return (math.prod(self.dims) * bits + 7) // 8

@@ -23,7 +23,7 @@ import re
 from typing import Any
 
 from sharding_core.hlo.module import Computation, Module, Op
-from sharding_core.hlo.text import _BITS, _shapes
+from sharding_core.hlo.text import ELEMENT_BITS, _shapes
 
 # Opcodes HloCostAnalysis counts one flop per output element for (elementwise arithmetic, compare, select...).
 ELEMENTWISE = frozenset(
@@ -117,7 +117,7 @@ def elements(shape: str) -> int:
 
 
 def nbytes(shape: str) -> int:
-    return sum((math.prod(s.dims) * _BITS.get(s.dtype, 0) + 7) // 8 for s in _shapes(shape))
+    return sum((math.prod(s.dims) * ELEMENT_BITS.get(s.dtype, 0) + 7) // 8 for s in _shapes(shape))
 
 
 def _dims(shape: str) -> tuple[int, ...]:

@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from sharding_core.hlo.text import ELEMENT_BITS
 from sharding_core.program.memory import instruction_sources
 
 MAX_POINTS = 1200  # points kept for the chart: each kept point is the highest of the ones it stands for
@@ -49,27 +50,6 @@ _MAX = re.compile(r"^HloLiveRange \(max (\d+)\)")
 _SEQUENCE = re.compile(r"^\s+(\d+):(\S+)$")
 _ARRAY = re.compile(r"^(?P<dtype>[a-z]\w*)\[(?P<dims>[\d,]*)\]")
 
-BITS = {
-    "pred": 8,
-    "s2": 2,
-    "u2": 2,
-    "s4": 4,
-    "u4": 4,
-    "s8": 8,
-    "u8": 8,
-    "s16": 16,
-    "u16": 16,
-    "s32": 32,
-    "u32": 32,
-    "s64": 64,
-    "u64": 64,
-    "f16": 16,
-    "bf16": 16,
-    "f32": 32,
-    "f64": 64,
-    "c64": 64,
-    "c128": 128,
-}
 DTYPES = {
     "pred": "bool",
     "s8": "int8",
@@ -128,7 +108,7 @@ def logical_bytes(text: str) -> int:
     n = 1
     for d in dims:
         n *= d
-    bits = BITS.get(dtype) or (8 if dtype.startswith("f8") else 32)
+    bits = ELEMENT_BITS.get(dtype) or (8 if dtype.startswith("f8") else 32)
     return (n * bits + 7) // 8
 
 

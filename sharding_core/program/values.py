@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from sharding_core.hlo.program import program_facts
-from sharding_core.hlo.text import _BITS, HloParseError, balanced_end, instructions
+from sharding_core.hlo.text import ELEMENT_BITS, HloParseError, balanced_end, instructions
 from sharding_core.program.memory import stack_frames
 
 PARTITIONER_PASS = "spmd-partitioning"  # noqa: S105 - an XLA pass name, no password
@@ -254,7 +254,13 @@ def read_values(hlo: str, grid: np.ndarray | None, axis_names: Sequence[str]) ->
         op_name, frame = _metadata(ins.attrs)
         arr = _ARRAY.match(ins.shape)
         sharding = _sharding_attr(ins.attrs)
-        if frame is None or op_name is None or arr is None or sharding is None or arr.group("dtype") not in _BITS:
+        if (
+            frame is None
+            or op_name is None
+            or arr is None
+            or sharding is None
+            or arr.group("dtype") not in ELEMENT_BITS
+        ):
             continue
         shape = [int(v) for v in arr.group("dims").split(",") if v]
         spec = spec_of(sharding, len(shape), grid, axis_names)
@@ -289,8 +295,8 @@ def _row(
         "spec": spec,
         "sharding": sharding,
         "typed": f"{dtype}[{','.join(dims)}]" if spec is not None else None,
-        "bytes": (math.prod(local) * _BITS[hlo_dtype] + 7) // 8,
-        "logical_bytes": (math.prod(shape) * _BITS[hlo_dtype] + 7) // 8,
+        "bytes": (math.prod(local) * ELEMENT_BITS[hlo_dtype] + 7) // 8,
+        "logical_bytes": (math.prod(shape) * ELEMENT_BITS[hlo_dtype] + 7) // 8,
         "repeat": int(facts.runs_of(ins.computation)) if facts is not None else 1,
         "computation": ins.computation,
         "name": ins.name,
