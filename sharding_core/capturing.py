@@ -713,9 +713,12 @@ class _Builder:
             "collectives": None,
             "jit": None,
         }
-        if target is not None and target.source != "local":
-            # compile-only devices (shardscope.mesh): hosts of a slice this process does not run on
-            out["target"] = target.describe()
+        described = target.describe() if target is not None else None
+        if described is not None and described["compile_only"]:
+            # compile-only devices (shardscope.mesh): hosts of a slice this process does not run on. The process's
+            # own CPUs (local, or a cpu:N set an earlier plan named) are no target: a capture of them is the same
+            # whichever sets this process planned on before.
+            out["target"] = described
         return out
 
 

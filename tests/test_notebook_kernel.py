@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import sys
 from typing import Any
 
 import jax
@@ -27,10 +26,12 @@ pytestmark = pytest.mark.workers  # worker processes or subprocesses
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
-MAX_KERNEL_RSS = 3 * 1024**3
-"""The kernel's peak resident memory running the notebook (JAX, Flax, a 4096-device layout): about 0.7 GiB."""
+MAX_KERNEL_RSS = 1024**3
+"""The kernel's peak resident memory running the notebook (JAX, Flax, a 4096-device layout): 311 MiB measured."""
 
-PEAK_RSS = "import resource; print('peak-rss-kib', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+PEAK_RSS = "import re; print('peak-rss-kib', re.search(r'VmHWM:\\s+(\\d+) kB', open('/proc/self/status').read())[1])"
+"""The kernel's own peak (Linux's VmHWM). Not ``getrusage``'s ``ru_maxrss``: that keeps the peak of the process
+image before ``exec``, a fork of this test's process (CI's full run read 3.5 GiB: pytest's own size by then)."""
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +76,7 @@ def test_every_show_is_a_widget_view_and_nothing_errs(executed: Any) -> None:
     for name in SHOW_CELLS:
         shown(executed, name)  # one widget view each, with its payload
     rss = next(o.text for o in executed.cells[-1].outputs if o.output_type == "stream")
-    peak = int(rss.split()[-1]) * (1 if sys.platform == "darwin" else 1024)  # ru_maxrss: KiB on Linux
+    peak = int(rss.split()[-1]) * 1024
     print(f"kernel peak RSS {peak / 2**20:.0f} MiB")
     assert peak < MAX_KERNEL_RSS
 

@@ -32,6 +32,7 @@ from server.services.snapshots import PARSED_PER_JSON_BYTE, SnapshotRepository
 from server.settings import MAX_BODY_BYTES, MAX_SNAPSHOT_BYTES, SETTINGS, Settings
 from server.store import SCHEMA_VERSION
 from sharding_core import capture, inspect_jit, new_run_id
+from sharding_core.program.targets import mesh as devices_mesh
 from sharding_core.snapshot import format as fmt
 from sharding_core.snapshot.format import MAX_LEAF_PATH_CHARS, MAX_RULES, MAX_SNAPSHOT_NAME_CHARS
 from tests.conftest import ClientFactory
@@ -572,9 +573,15 @@ def test_the_request_model_declares_the_formats_fields_and_capture_writes_them()
     assert keys(MeshInfo) >= set(fmt.MESH_FIELDS)
     mesh = jax.make_mesh((2, 4), ("x", "y"))
     x = jax.device_put(jnp.ones((8, 16)), NamedSharding(mesh, P("x")))
+    # whichever sets this process planned on before: naming cpu:8 makes this process's own CPUs a set (CI's full
+    # run wrote a target into this capture when an earlier test had), yet they stay no compile-only target
+    devices_mesh("cpu:8", (2, 4), ("x", "y"))
     snap = capture({"x": x})
     # capture writes its findings too (a program field: optional, snapshots from before findings lack it)
     assert list(snap) == [*fmt.SNAPSHOT_FIELDS, "findings"] and list(snap["leaves"][0]) == list(fmt.LEAF_FIELDS)
     assert list(snap["meshes"][0]) == list(fmt.MESH_FIELDS) and list(snap["devices"]) == list(fmt.DEVICE_COLUMNS)
-    # a program on this process's own devices: no target (that is for compile-only devices)
-    assert set(inspect_jit(lambda a: a * 2, x)) == {*fmt.SNAPSHOT_FIELDS, "plan", "program", "values", "findings"}
+    # a program on this process's own devices: no compile-only target (its CPUs are named as the cpu:8 set a plan
+    # compiled for once one has, and it says so: compile_only false, this process's CPU devices)
+    inspected = inspect_jit(lambda a: a * 2, x)
+    assert set(inspected) - {"target"} == {*fmt.SNAPSHOT_FIELDS, "plan", "program", "values", "findings"}
+    assert inspected["target"]["compile_only"] is False and inspected["target"]["devices"] == "cpu:8"
