@@ -161,26 +161,57 @@ def stack_tables(hlo: str) -> dict[int, tuple[Frame, ...]]:
     return out
 
 
+_CALLS = re.compile(r"\bcalls=%?([\w.\-]+)")
+MAX_CALLERS = 8
+"""Calling instructions followed up from a collective without metadata (a fusion inside a fusion, ...)."""
+
+
+def _source(attrs: str, tables: dict[int, tuple[Frame, ...]]) -> InstructionSource | None:
+    """The op name and frames one instruction's ``metadata={...}`` names, or None without metadata."""
+    meta_at = attrs.find("metadata={")
+    if meta_at < 0:
+        return None
+    meta = attrs[meta_at:]
+    op = _OP_NAME.search(meta)
+    fid = _FRAME_ID.search(meta)
+    frames: tuple[Frame, ...] = tables.get(int(fid.group(1)), ()) if fid else ()
+    if not frames:
+        old_file, old_line = _OLD_FILE.search(meta), _OLD_LINE.search(meta)
+        if old_file and old_line:
+            frames = (Frame(old_file.group(1), int(old_line.group(1)), "?"),)
+    if op is None and not frames:
+        return None
+    return InstructionSource(op.group(1) if op else None, frames)
+
+
 def instruction_sources(hlo: str, names: Iterable[str] | None = None) -> dict[str, InstructionSource]:
-    """The op name and call stack of each instruction (of ``names`` only, when given) that has metadata."""
+    """The op name and call stack of each instruction (of ``names`` only, when given) that has metadata. One
+    without (XLA's TPU compiler leaves an all-reduce it fused into ``%all-reduce-scatter`` bare) has its calling
+    instruction's: the fusion carries the op the user wrote (``.../dot_general`` at the unembedding)."""
     wanted = set(names) if names is not None else None
     tables = stack_tables(hlo)
     out: dict[str, InstructionSource] = {}
+    callers: dict[str, tuple[InstructionSource | None, str]] = {}  # computation -> its caller's source and home
+    bare: list[tuple[str, str]] = []  # (instruction, its computation) wanted, without metadata
     for ins in instructions(hlo):
+        src = _source(ins.attrs, tables)
+        called = _CALLS.search(ins.attrs)
+        if called is not None:
+            callers.setdefault(called.group(1), (src, ins.computation))
         if wanted is not None and ins.name not in wanted:
             continue
-        meta_at = ins.attrs.find("metadata={")
-        if meta_at < 0:
-            continue
-        meta = ins.attrs[meta_at:]
-        op = _OP_NAME.search(meta)
-        fid = _FRAME_ID.search(meta)
-        frames: tuple[Frame, ...] = tables.get(int(fid.group(1)), ()) if fid else ()
-        if not frames:
-            old_file, old_line = _OLD_FILE.search(meta), _OLD_LINE.search(meta)
-            if old_file and old_line:
-                frames = (Frame(old_file.group(1), int(old_line.group(1)), "?"),)
-        out[ins.name] = InstructionSource(op.group(1) if op else None, frames)
+        if src is not None:
+            out[ins.name] = src
+        else:
+            bare.append((ins.name, ins.computation))
+    for name, computation in bare:
+        for _ in range(MAX_CALLERS):
+            caller, computation = callers.get(computation, (None, ""))
+            if caller is not None:
+                out[name] = caller
+                break
+            if not computation:
+                break
     return out
 
 
