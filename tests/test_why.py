@@ -29,7 +29,7 @@ from sharding_core.program.compile import Options, compile_program
 from sharding_core.snapshot.format import check_snapshot
 from sharding_core.why import sdy
 from sharding_core.why.fixes import PEAK_GROWTH, one_step_specs, why_budget
-from sharding_core.why.frames import einsum_ranks, primitive, short_path, stack_tables
+from sharding_core.why.frames import Frame, InstructionSource, einsum_ranks, primitive, short_path, stack_tables
 
 CONTRACT = {"source", "op", "operands", "leaves", "origin", "partitioner", "explanation", "fixes"}
 FIX_CONTRACT = {"leaf", "spec", "text", "collectives_after", "bytes_after", "seconds_after", "peak_after"}
@@ -165,6 +165,17 @@ def test_primitive_of_merged_op_names_and_einsum_ranks() -> None:
     assert primitive(None) is None
     assert einsum_ranks("jit(f)/transpose(jvp())/bsd,df->bsf/dot_general") == (3, 2, 3)
     assert einsum_ranks("jit(f)/dot_general") is None
+
+
+def test_a_why_stack_ends_at_the_users_outermost_frame() -> None:
+    """Issue 28: the CLI's stack ended in Shardscope's own frames (the plan command that called the user's
+    function); library frames between the user's are kept, those outside them dropped."""
+    user = [Frame("/home/me/model.py", 40, "layer"), Frame("/home/me/model.py", 52, "step")]
+    lib = [Frame("/x/site-packages/shardscope/plan_command.py", 120, "run"), Frame("<frozen runpy>", 88, "_run_code")]
+    middle = Frame("/x/site-packages/jax/_src/api.py", 300, "jit")
+    source = InstructionSource("jit(step)/dot_general", (user[0], middle, user[1], *lib))
+    assert source.user_stack() == (user[0], middle, user[1])
+    assert InstructionSource(None, tuple(lib)).user_stack() == tuple(lib)  # no frame of the user's: all of it
 
 
 def test_short_paths_never_show_a_home_directory() -> None:

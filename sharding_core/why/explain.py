@@ -388,7 +388,7 @@ def located(
     prim = primitive(op_name)
     why: dict[str, Any] = {
         "source": frame.text(root) if frame is not None else None,
-        "stack": frames_json(source.frames, root) if source is not None else [],
+        "stack": frames_json(source.user_stack(), root) if source is not None else [],
         "op": op_name,
         "primitive": prim,
         "jaxpr": None,

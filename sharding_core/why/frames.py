@@ -71,6 +71,13 @@ class InstructionSource:
     op_name: str | None
     frames: tuple[Frame, ...]
 
+    def user_stack(self) -> tuple[Frame, ...]:
+        """The call stack, innermost first, without the library frames outside the user's outermost one (the
+        ``shardscope plan`` and ``runpy`` frames that called the user's function); all of it when every frame is
+        library code."""
+        last = max((k for k, f in enumerate(self.frames) if not is_library(f.file)), default=None)
+        return self.frames if last is None else self.frames[: last + 1]
+
     def user_frame(self) -> Frame | None:
         """The innermost frame outside library code (else the innermost frame)."""
         for f in self.frames:
