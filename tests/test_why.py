@@ -27,8 +27,8 @@ import sharding_core
 from sharding_core.errors import ShardingError
 from sharding_core.program.compile import Options, compile_program
 from sharding_core.snapshot.format import check_snapshot
-from sharding_core.why import sdy
-from sharding_core.why.fixes import PEAK_GROWTH, one_step_specs, why_budget
+from sharding_core.why import fixes, sdy
+from sharding_core.why.fixes import PEAK_GROWTH, Budget, Candidate, Outcome, Search, one_step_specs, why_budget
 from sharding_core.why.frames import Frame, InstructionSource, einsum_ranks, primitive, short_path, stack_tables
 
 CONTRACT = {"source", "op", "operands", "leaves", "origin", "partitioner", "explanation", "fixes"}
@@ -316,6 +316,25 @@ def test_the_budget_bounds_the_recompiles() -> None:
     assert "budget" in c["why"]["fixes_note"]
     with pytest.raises(ValueError, match="recompiles >= 0"), why_budget(recompiles=-1):
         pass
+
+
+def test_the_search_starts_no_compile_it_expects_to_end_past_its_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 28: "--fix-seconds 300" ran 377.6 s: a compile started just inside the budget ended far past it. Each
+    compile is expected to take the slowest so far (at first the program's own): on a clock that the compiles alone
+    advance (7 s each, the program's own 5 s), a 20 s budget compiles two and stops at 14 s, not 21 s."""
+    clock = [0.0]
+    monkeypatch.setattr(fixes.time, "perf_counter", lambda: clock[0])
+
+    def recompile(candidate: Candidate) -> Outcome:
+        clock[0] += 7.0
+        return Outcome([], None)
+
+    search = Search(recompile, [], None, Budget(recompiles=8, seconds=20.0), compile_seconds=5.0)
+    tried = [search.evaluate(Candidate("input", f"inputs/args/{k}", "P()", "")) for k in range(4)]
+    assert [t is not None for t in tried] == [True, True, False, False]
+    assert search.spent == 14.0 <= 20.0 and search.skipped == 2
+    slow = Search(recompile, [], None, Budget(recompiles=8, seconds=20.0), compile_seconds=25.0)
+    assert slow.evaluate(Candidate("input", "inputs/args/0", "P()", "")) is None  # the program alone takes longer
 
 
 def test_a_jit_that_pins_its_input_shardings_is_recompiled_with_the_new_one() -> None:

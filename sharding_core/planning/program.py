@@ -187,6 +187,7 @@ def explain_planned(
         budget=budget,
         peak=planned.report.peak,
         estimate=estimate,
+        compile_seconds=compiled,  # the dump's compile: what each candidate's is expected to take at first
     )
     fixes: list[Planned] = []
     for fixed in found["results"]:

@@ -81,11 +81,13 @@ def attach(
     equation: EquationLookup | None = None,
     note: str | None = None,
     estimate: Estimator | None = None,
+    compile_seconds: float = 0.0,
 ) -> dict[str, Any]:
     """Every collective gets ``line`` and ``why``; with a budget and ``recompile``, fixes, ranked by the seconds
     ``estimate`` puts on a program's collectives (the cost model's, where the caller has hardware figures; else by
-    bytes). Returns the search's summary and the results of the fixes kept (``results``: what each fix's ``result``
-    index points at)."""
+    bytes); ``compile_seconds`` (the program's own compile) is what the first candidate is expected to take: the
+    search starts no compile it expects to end past the budget's seconds. Returns the search's summary and the
+    results of the fixes kept (``results``: what each fix's ``result`` index points at)."""
     t0 = time.perf_counter()
     sources = lines(collectives, view.hlo, view.root)
     taken: dict[tuple[str, str | None, str | None], list[tuple[int, int | None]]] = {}
@@ -114,7 +116,7 @@ def attach(
         for c in collectives:
             c["why"].setdefault("fixes_note", "fixes not searched (explain with a recompile budget to find them)")
         return {"summary": summary, "results": results}
-    search = Search(recompile, collectives, peak, budget, estimate)
+    search = Search(recompile, collectives, peak, budget, estimate, compile_seconds)
     index: dict[tuple[str, str | None, str | None], int] = {}
     for c in _ranked(collectives, search.estimate(collectives)):
         _fix(c, search, candidates(c["why"], c, fixable, view.mesh, outputs_fixable), index, results)
@@ -162,6 +164,11 @@ def _fix(
         why["fixes_note"] = (
             f"{search.skipped - before} candidate(s) not compiled: the budget "
             f"({budget.recompiles} recompiles, {budget.seconds:g} s) was spent"
+            + (
+                f", or too little of it was left for a compile of {search.slowest:.3g} s"
+                if len(search.tried) < budget.recompiles
+                else ""
+            )
         )
     elif not fixes:
         why["fixes_note"] = f"none of the {len(cands)} candidates made the program's collectives cheaper"

@@ -249,6 +249,7 @@ class Search:
         peak: int | None,
         budget: Budget,
         estimate: Estimator | None = None,
+        compile_seconds: float = 0.0,
     ):
         self.recompile = recompile
         self.estimate: Estimator = estimate or _as_is
@@ -259,13 +260,17 @@ class Search:
         self.started = time.perf_counter()
         self.tried: dict[tuple[str, str | None, str | None], Tried] = {}
         self.skipped = 0
+        # what one more compile is expected to take: the slowest so far, at first the program's own (issue 28:
+        # "--fix-seconds 300" ran 377.6 s, a compile started at 299 s of a large program's)
+        self.slowest = max(0.0, compile_seconds)
 
     @property
     def spent(self) -> float:
         return time.perf_counter() - self.started
 
     def _room(self) -> bool:
-        return len(self.tried) < self.budget.recompiles and self.spent < self.budget.seconds
+        """Recompiles left, and time for one more: none is started that would end past the budget's seconds."""
+        return len(self.tried) < self.budget.recompiles and self.spent + self.slowest <= self.budget.seconds
 
     def evaluate(self, candidate: Candidate) -> Tried | None:
         found = self.tried.get(candidate.key)
@@ -274,10 +279,12 @@ class Search:
         if not self._room():
             self.skipped += 1
             return None
+        t0 = time.perf_counter()
         try:
             outcome = self.recompile(candidate)
         except Exception as e:  # noqa: BLE001 - JAX refuses a spec in many ways (types, divisibility, ...)
             outcome = Outcome([], None, None, _first_line(e))
+        self.slowest = max(self.slowest, time.perf_counter() - t0)
         totals = Totals.of(self.estimate(outcome.collectives)) if outcome.error is None else None
         tried = Tried(candidate, outcome, totals)
         self.tried[candidate.key] = tried

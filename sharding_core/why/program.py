@@ -139,9 +139,11 @@ def explain_program(
     budget: Budget,
     peak: int | None,
     estimate: Estimator | None = None,
+    compile_seconds: float = 0.0,
 ) -> dict[str, Any]:
     """Gives every collective its ``why`` (fixes within ``budget``, ranked by ``estimate``'s seconds where it gives
-    them; ``peak``: the program's, for the memory guard). Returns the search's ``summary`` and ``results``: the
+    them; ``peak``: the program's, for the memory guard; ``compile_seconds``: what a candidate's compile is expected
+    to take at first). Returns the search's ``summary`` and ``results``: the
     :class:`Fixed` programs the fixes point at."""
     import jax
 
@@ -190,6 +192,7 @@ def explain_program(
         equation=equations(jitted, program.args, program.kwargs),
         note=dump.note,
         estimate=estimate,
+        compile_seconds=compile_seconds,
     )
     return found
 
