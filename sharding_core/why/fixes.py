@@ -10,9 +10,11 @@ Each candidate is compiled by the caller's ``recompile`` (in the user's process 
 in the kernel lab's worker for kernel runs, compile-only for TPU sets) and read like the original: *all* its
 collectives and its peak memory. A candidate is a fix only when the program's collectives cost less in
 total — estimated seconds where the device set has hardware figures, else the bytes they move per step — so
-one that removes an all-gather but adds two all-gathers is not a fix. Fixes are ranked by that total (most
-time saved first), with a memory guard: a fix whose peak grows by more than :data:`PEAK_GROWTH` ranks after
-every fix that does not (replicating a weight removes every gather and multiplies its memory).
+one that removes an all-gather but adds two all-gathers is not a fix. Fixes are ranked by time and memory
+together: that total and the peak, each as a share of the program's own, the peak weighed by :data:`PEAK_WEIGHT`
+(a fix that removes the collectives but grows the peak 1.5x ranks after one that keeps a little and lowers the
+peak), with a memory guard besides: a fix whose peak grows by more than :data:`PEAK_GROWTH` ranks after every fix that does not (replicating a
+weight removes every gather and multiplies its memory).
 
 The search is bounded (:class:`Budget`): a number of recompiles and seconds per capture, shared by all its
 collectives, the costliest explained first; candidates are compiled once whichever collectives share them.
@@ -37,6 +39,13 @@ PEAK_GROWTH = 1.5
 (which removes every gather of it) grew the peak 1.67x to 2.5x in the corpus; the Megatron layout of the
 issue's walkthrough (w2 split on its rows) grows a toy MLP's peak 1.33x, its activations being most of it:
 1.5 tells them apart (the research's 1.25 ranked the walkthrough's fix after one that keeps a gather)."""
+
+PEAK_WEIGHT = 0.5
+"""What the peak weighs beside the collectives' cost when fixes are ranked (each a share of the program's own:
+cost_after / cost_before + PEAK_WEIGHT x peak_after / peak_before, least first). Two cases bound it: issue 28's
+embedding lookup, where replicating the table (collectives gone, peak 1.5x) must rank after sharding it on its
+other dimension (3 % of the traffic left, peak 0.63x), needs more than 0.034; the walkthrough's Megatron fix (a
+quarter of the traffic, peak 1.33x) ranking above one that halves it at the same peak needs less than 0.75."""
 
 MAX_FIXES = 3
 """Fixes kept per collective (the best by rank)."""
@@ -305,10 +314,17 @@ class Search:
                 good.append(t)
         peak0 = self.peak or 0
 
-        def rank(t: Tried) -> tuple[bool, float, int, int]:
+        def rank(t: Tried) -> tuple[bool, float, float, int, int]:
             assert t.totals is not None
-            grows = peak0 > 0 and (t.outcome.peak or 0) > PEAK_GROWTH * peak0
-            return (grows, t.totals.cost(self.baseline)[0], t.outcome.peak or 0, t.totals.count)
+            peak = t.outcome.peak or 0
+            grows = peak0 > 0 and peak > PEAK_GROWTH * peak0
+            after, _ = t.totals.cost(self.baseline)
+            before, _ = self.baseline.cost(t.totals)
+            # time and memory together (issue 28): the collectives' cost and the peak, each as a share of the
+            # program's own, the peak weighed by PEAK_WEIGHT
+            share = peak / peak0 if peak0 > 0 and peak > 0 else 1.0
+            score = (after / before if before > 0 else 0.0) + PEAK_WEIGHT * share
+            return (grows, score, after, peak, t.totals.count)
 
         good.sort(key=rank)
         return good[:MAX_FIXES]
