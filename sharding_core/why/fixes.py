@@ -13,8 +13,8 @@ total — estimated seconds where the device set has hardware figures, else the 
 one that removes an all-gather but adds two all-gathers is not a fix. Fixes are ranked by time and memory
 together: that total and the peak, each as a share of the program's own, the peak weighed by :data:`PEAK_WEIGHT`
 (a fix that removes the collectives but grows the peak 1.5x ranks after one that keeps a little and lowers the
-peak), with a memory guard besides: a fix whose peak grows by more than :data:`PEAK_GROWTH` ranks after every fix that does not (replicating a
-weight removes every gather and multiplies its memory).
+peak), with a memory guard besides: a fix whose peak grows by more than :data:`PEAK_GROWTH` ranks after every
+fix that does not (replicating a weight removes every gather and multiplies its memory).
 
 The search is bounded (:class:`Budget`): a number of recompiles and seconds per capture, shared by all its
 collectives, the costliest explained first; candidates are compiled once whichever collectives share them.
