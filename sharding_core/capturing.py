@@ -54,7 +54,7 @@ from sharding_core.program.values import spec_axes_by_dim
 from sharding_core.searching import run as searching
 from sharding_core.searching.compiling import build, candidate_mesh
 from sharding_core.searching.space import Grid
-from sharding_core.snapshot.format import FORMAT, MAX_SNAPSHOT_LEAVES, VERSION
+from sharding_core.snapshot.format import FORMAT, MAX_SNAPSHOT_LEAVES, MAX_SNAPSHOT_NAME_CHARS, VERSION
 from sharding_core.snapshot.leaves import ROOT_PATH
 from sharding_core.snapshot.leaves import flax_box_types as _flax_box_types
 from sharding_core.snapshot.leaves import is_capture_leaf as _is_capture_leaf
@@ -243,10 +243,24 @@ def program_snapshot(
         snap["why_search"] = explained.summary
         if explained.fixes:
             snap["fixes"] = [planned_snapshot(p, len(args), light=False) for p in explained.fixes]
+            _name_fixes(snap)
     snap = snapshot_with_estimates(snap)
     if check_fixes and planned.mesh is not None:
         checked_constraint_fixes(snap, f, args, kwargs, planned.mesh)
     return snap
+
+
+def _name_fixes(snap: dict[str, Any]) -> None:
+    """Each fix's program named by its fix ("jit(layer), fixed: shard inputs/args/2 as P('model') instead of ..."):
+    a compare of the program with its fix then says which side is which (issue 28: both read "jit(layer)")."""
+    texts: dict[int, str] = {}
+    for c in snap.get("collectives") or ():
+        for fix in (c.get("why") or {}).get("fixes") or ():
+            if isinstance(fix.get("result"), int):
+                texts.setdefault(fix["result"], str(fix.get("text") or ""))
+    for k, fixed in enumerate(snap["fixes"]):
+        if texts.get(k):
+            fixed["name"] = f"{snap.get('name')}, fixed: {texts[k]}"[:MAX_SNAPSHOT_NAME_CHARS]
 
 
 MAX_CONSTRAINT_CANDIDATES = 3

@@ -424,6 +424,35 @@ def test_compare_breaks_a_tie_with_bytes_and_memory(server: Server, watched: Wat
     shot(page, "views-compare-tie")
 
 
+def test_compare_says_a_side_has_no_collectives(server: Server, watched: Watched) -> None:
+    """Issue 28: a fix that removed every collective read "About the same by lower bound ... 1.1x less HBM" (both
+    sides compute-bound) without saying it left none. The API's answer with B's collectives taken away and the
+    estimates made equal: the tie-breaker says 0 collectives first, and what A moves."""
+    base = "/?devices=tpu:v5e:4x4&mesh=4x4&axes=x,y&spec=P('x', 'y')&shape=256,256&dtype=bfloat16&reshard="
+    sides = {"a": base + "P(None, 'y')", "b": base + "P()"}
+    page = watched.page
+    seen: dict[str, Any] = {}
+
+    def none_in_b(route: Any) -> None:
+        r = route.fetch().json()
+        for side in ("a", "b"):
+            r[side]["lower_bound_seconds"] = 8.74e-6
+        r["b"]["communication"] = {**r["b"]["communication"], "count": 0, "runs": 0, "bytes": 0}
+        r["verdict"] = {**r["verdict"], "cheaper": None, "text": "about the same by lower bound on run time"}
+        seen.update(r)
+        route.fulfill(status=200, content_type="application/json", body=json.dumps(r))
+
+    page.route("**/api/compare", none_in_b)
+    page.goto(f"http://127.0.0.1:{server.port}/compare.html?{urlencode(sides)}")
+    page.wait_for_selector("body[data-compares='1']", state="attached", timeout=120_000)
+    a = seen["a"]["communication"]
+    expect(page.locator(part("tie-breaker"))).to_contain_text(
+        f"B is cheaper by the tie-breakers: 0 collectives, where A has {a['count']} moving"
+    )
+    expect(page.locator(part("verdict"))).to_have_attribute("data-cheaper", "b")
+    shot(page, "views-compare-no-collectives")
+
+
 def reshard_of(address: str) -> dict[str, Any]:
     from urllib.parse import parse_qs, urlsplit
 

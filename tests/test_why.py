@@ -394,6 +394,23 @@ def test_an_explained_snapshot_is_published_and_its_fix_diffed_and_compared(
     assert compared.status_code == 200, compared.text
     sides = compared.json()
     assert sides["b"]["communication"]["bytes"] == fix["bytes_after"] < sides["a"]["communication"]["bytes"]
+    # the sides say which is the fix (issue 28: both read "jit(block)", and a fix with no collective left "captured
+    # arrays")
+    assert (sides["a"]["title"], sides["b"]["title"]) == ("jit(block)", f"jit(block), fixed: {fix['text']}")
+    m = mesh_2x4()
+    two = [jax.ShapeDtypeStruct((64, 64), jnp.float32, sharding=NamedSharding(m, s)) for s in (P("data"), P("model"))]
+    with why_budget(recompiles=4, seconds=60):
+        added = sharding_core.explain(jax.jit(jnp.add), *two)  # resharding one operand to the other's: none left
+    gone = [f for c in added["collectives"] for f in c["why"]["fixes"] if f["collectives_after"] == 0]
+    assert gone, [c["why"].get("fixes_note") for c in added["collectives"]]
+    sid = client.post("/api/snapshots", json=added).json()["id"]
+    compared = client.post(
+        "/api/compare",
+        json={"a": {"snapshot": {"snapshot": sid}}, "b": {"snapshot": {"snapshot": sid, "fix": gone[0]["result"]}}},
+    )
+    assert compared.status_code == 200, compared.text
+    b = compared.json()["b"]
+    assert b["communication"]["count"] == 0 and b["program"].startswith("inspect_jit capture on ")
     missing = client.post("/api/snapshots/diff", json={"a": {"snapshot": sid}, "b": {"snapshot": sid, "fix": 40}})
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
 

@@ -111,14 +111,17 @@ def snapshot_summary(snap: Mapping[str, Any], label: str) -> dict[str, Any]:
     why = NO_CPU_FIGURES if platform == "cpu" else f"no hardware figures for {platform} devices of kind {kind!r}"
     ctx = figures_only(kind, platform, hw, why)
     hbm = hbm_fit(nbytes, ctx)
-    totals = communication(collectives, f"inspect_jit capture on {kind or platform}" if collectives else None)
+    # a compiled program (inspect_jit, a plan, a fix's program) even with no collective at all (issue 28: a fix that
+    # removed them all read "captured arrays")
+    compiled = bool(collectives or read.get("jit") or read.get("program"))
+    totals = communication(collectives, f"inspect_jit capture on {kind or platform}" if compiled else None)
     # A plan (sharding_core.planning) has a roofline with loops counted and XLA's peak: use it.
     planned = (read.get("plan") or {}).get("roofline")
     return {
         "label": label,
         "kind": "snapshot",
         "title": str(snap.get("name") or "snapshot"),
-        "program": f"inspect_jit capture on {kind or platform}" if collectives else f"captured arrays on {kind}",
+        "program": f"inspect_jit capture on {kind or platform}" if compiled else f"captured arrays on {kind}",
         "mesh": "",
         "specs": [],
         "collectives": [_slim(c) for c in collectives],

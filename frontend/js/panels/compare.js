@@ -48,6 +48,17 @@ function times(small, big) {
  */
 export function tieBreaker(r) {
   if (r.verdict.cheaper) return null;
+  // One side with no collective at all (a fix that removed them): said first, in words (issue 28).
+  const none = /** @type {("a" | "b")[]} */ (["a", "b"]).filter((k) => r[k].communication.count === 0);
+  if (none.length === 1) {
+    const side = none[0];
+    const otherSide = side === "a" ? "b" : "a";
+    const other = r[otherSide].communication;
+    const hbm = times(r[side].hbm?.bytes_per_device ?? null, r[otherSide].hbm?.bytes_per_device ?? null);
+    const more = hbm ? ` and ${hbm} less HBM per device` : "";
+    const text = `${side.toUpperCase()} is cheaper by the tie-breakers: 0 collectives, where ${otherSide.toUpperCase()} has ${other.count} moving ${fmtBytes(other.bytes)} a step${more}`;
+    return { cheaper: side, text };
+  }
   /** @type {[string, number | null, number | null][]} */
   const measures = [
     ["fewer bytes moved by its collectives", r.a.communication.bytes, r.b.communication.bytes],
