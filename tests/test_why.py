@@ -159,6 +159,34 @@ def test_a_collective_fused_without_metadata_takes_its_fusions_line() -> None:
     assert all(c["line"] is not None for c in snap["collectives"])
 
 
+def into_heads(x: jax.Array) -> jax.Array:
+    y = x.reshape(8, 128, 2, 128)  # two heads over a dimension split four ways
+    return (y * 2).sum(-1)
+
+
+HEADS_LINE = inspect.getsourcelines(into_heads)[1] + 1
+
+
+def test_a_reshape_into_heads_is_named_and_its_input_fixed() -> None:
+    """Issue 28: x P('data', None, 'model') reshaped into 2 heads with model of 4. The why blamed the outputs
+    leaf, spoke Shardy's sub-axes ("model:(1)2"), said "its out_sharding" for a jit without one, never named the
+    reshape, and offered no fix on x — yet resharding x removes both collectives and lowers the peak."""
+    x = jax.ShapeDtypeStruct((8, 128, 256), jnp.float32, sharding=NamedSharding(mesh_2x4(), P("data", None, "model")))
+    with why_budget(recompiles=8, seconds=60):
+        snap = sharding_core.explain(jax.jit(into_heads), x)
+    (gather,) = [c for c in snap["collectives"] if c["op"] == "all-gather"]
+    why = gather["why"]
+    assert why["kind"] == "boundary" and why["split_by"] == "reshape"
+    assert f"The reshape at tests/test_why.py:{HEADS_LINE} split 'model'" in why["explanation"]
+    assert "model:(1)2: 2 of model's 4 ways" in why["explanation"]
+    assert "its out_sharding" not in why["explanation"] and "names no out_shardings" in why["explanation"]
+    assert "inputs/args/0" in why["leaves"]
+    top = why["fixes"][0]
+    assert top["leaf"] == "inputs/args/0" and top["collectives_after"] == 0 and top["peak_after"] < top["peak_before"]
+    fixed = snap["fixes"][top["result"]]
+    assert not fixed["collectives"]  # the fix's own compiled program: none left
+
+
 def test_primitive_of_merged_op_names_and_einsum_ranks() -> None:
     assert primitive("jit(f)/bsf,fd->bsd/dot_general") == "dot_general"
     assert primitive("jit(step)/(jvp()/gather:transpose(jvp(jit(log_softmax)))/reduce_sum)") == "gather"

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sharding_core.cost.collectives import repeat_of
-from sharding_core.why.explain import Leaf, View, explain
+from sharding_core.why.explain import Leaf, View, explain, split_sentence
 from sharding_core.why.fixes import NO_FIXES, Budget, Candidate, Estimator, Outcome, Recompile, Search, candidates
 from sharding_core.why.frames import instruction_sources
 from sharding_core.why.sdy import Dims
@@ -41,7 +41,9 @@ __all__ = [
 ]
 
 EquationLookup = Callable[[str | None, str | None], str | None]
-"""(primitive, "file:line") -> the jaxpr equation's text, or None."""
+"""(primitive, "file:line") -> the jaxpr equation's text, or None; (primitive, :data:`ANY_LINE`) -> the "file:line"
+of the program's only equation of that primitive (None for none or several)."""
+ANY_LINE = "*"
 
 
 def lines(collectives: Sequence[dict[str, Any]], hlo: str, root: str | None = None) -> dict[str, Any]:
@@ -98,6 +100,13 @@ def attach(
                 why["jaxpr"] = equation(why.get("primitive"), why["source"])
             except Exception:  # noqa: BLE001 - the equation is a nicety: a trace that fails leaves it out
                 why["jaxpr"] = None
+        if why.get("split_by"):
+            try:  # the line of the program's only equation of that primitive (a reshape), where there is one
+                at = equation(str(why["split_by"]), ANY_LINE) if equation is not None else None
+            except Exception:  # noqa: BLE001 - as above
+                at = None
+            why["split_line"] = at
+            why["explanation"] += split_sentence(why, c, at)
         if note:
             why["note"] = note
         c["why"] = why

@@ -665,6 +665,77 @@ def _reaches_root(hlo: str, name: str, hops: int = 8) -> bool:
     return root in frontier
 
 
+_SUB_AXIS = re.compile(r"(?P<axis>[^:]+):\((?P<pre>\d+)\)(?P<size>\d+)")
+
+
+def _spec_words(dims: sdy.Dims, view: View) -> str:
+    """A spec with Shardy's sub-axes said in words: ``P('data', None, 'model:(1)2')`` reads ``P('data', None,
+    'model:(1)2') (model:(1)2: 2 of model's 4 ways)``."""
+    text = str(sdy.spec_text(dims))
+    notes = []
+    for d in dims:
+        for a in d:
+            m = _SUB_AXIS.fullmatch(a)
+            if m is not None:
+                total = view.mesh.get(m["axis"])
+                notes.append(f"{a}: {m['size']} of {m['axis']}'s {total if total else '?'} ways")
+    return f"{text} ({'; '.join(notes)})" if notes else text
+
+
+def _output_words(wanted: Mapping[str, str], before: sdy.Dims, i: int) -> str:
+    """What the output's sharding is: its out_sharding where the jit gives one (Shardy's origin "self" or
+    "output: i"), else the sharding the output was left with, and why where a sub-axis cannot leave the program."""
+    if not wanted or any(o == "self" or o.startswith("output") for o in wanted.values()):
+        return "its out_sharding"
+    if any(_SUB_AXIS.fullmatch(a) for d in before for a in d):
+        return (
+            "the output's sharding: this jit names no out_shardings for it, and an output's PartitionSpec cannot "
+            "split a dimension over part of an axis"
+        )
+    return "the output's sharding (this jit names no out_shardings for it)"
+
+
+MAX_SPLIT_WALK = 10_000
+"""Values looked at walking back from an output to the op that split an axis into sub-axes."""
+
+
+def _splitter(module: sdy.Module, value: str, axes: Sequence[str]) -> sdy.Op | None:
+    """The op (a reshape, most often) whose result first splits one of ``axes`` into sub-axes, walking back from
+    ``value`` through the ops that produce it; None when no op does."""
+
+    def subs(dims: sdy.Dims | None) -> bool:
+        return any(":" in a and a.split(":")[0] in axes for d in dims or () for a in d)
+
+    def whole(dims: sdy.Dims | None) -> bool:
+        return any(a in axes for d in dims or () for a in d)
+
+    todo: list[str] = [value]
+    seen: set[str] = set()
+    while todo and len(seen) < MAX_SPLIT_WALK:
+        v = todo.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        found = module.producer(v)
+        if found is None or not subs(module.sharding_of(v)):
+            continue
+        op, _ = found
+        if any(whole(module.sharding_of(o)) for o in op.operands):
+            return op  # an operand holds the whole axis, the result parts of it
+        todo.extend(op.operands)
+    return None
+
+
+def split_sentence(why: Mapping[str, Any], collective: Mapping[str, Any], line: str | None) -> str:
+    """What a relayout's why adds when an op split the collective's axis into sub-axes on the way (``split_by``)."""
+    axes = " and ".join(repr(a) for a in base_axes(collective.get("axes")) or ["the axis"])
+    where = f"The {why['split_by']} at {line}" if line else f"A {why['split_by']}"
+    return (
+        f" {where} split {axes} into parts (Shardy's sub-axes); dropping {axes} from the input it came from, or a "
+        f"sharding whose dimensions the {why['split_by']} keeps whole, removes the relayout."
+    )
+
+
 def _boundary(
     why: dict[str, Any], view: View, module: sdy.Module, collective: Mapping[str, Any], axes: list[str], size: str
 ) -> dict[str, Any]:
@@ -701,16 +772,19 @@ def _boundary(
                 _origin(why, view, "output sharding", a, f"output: {i}")
                 if wanted.get(a) not in (None, "self"):
                     why["origin"][-1]["shardy"] = wanted[a]
-            computed = module.origins_of(v)
-            for a in axes:
-                if a in computed:
-                    _origin(why, view, "returned value", a, computed[a], _producer_edges(module, v))
-            came = ", ".join(dict.fromkeys(origin_words(computed[a], view) for a in axes if a in computed))
+            # Shardy keys a sub-axis as "model:(1)2": matched to the collective's axes by its axis
+            computed = {k: o for k, o in module.origins_of(v).items() if k.split(":")[0] in base_axes(axes)}
+            for a, o in computed.items():
+                _origin(why, view, "returned value", a, o, _producer_edges(module, v))
+            came = ", ".join(dict.fromkeys(origin_words(o, view) for o in computed.values()))
             why["explanation"] = (
                 f"No op asked for this {kind} (it carries no HLO metadata): it is XLA's relayout of {leaf} from "
-                f"{sdy.spec_text(before)}, as the program computes it{f' ({came})' if came else ''}, to "
-                f"{sdy.spec_text(after)}, its out_sharding ({size} per device)."
+                f"{_spec_words(before, view)}, as the program computes it{f' ({came})' if came else ''}, to "
+                f"{sdy.spec_text(after)}, {_output_words(wanted, before, i)} ({size} per device)."
             )
+            split = _splitter(module, v, base_axes(axes))
+            if split is not None:
+                why["split_by"] = split.short  # said, with its line where the jaxpr has one, by split_sentence
             return why
     why["kind"] = "unexplained"
     why["explanation"] = (

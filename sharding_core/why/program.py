@@ -93,6 +93,9 @@ def equations(
         return rows
 
     def lookup(prim: str | None, source: str | None) -> str | None:
+        if source == "*":  # sharding_core.why.ANY_LINE: where the program's only equation of ``prim`` is
+            at = {f"{r[1]}:{r[2]}" for r in table() if r[0] == prim}
+            return at.pop() if len(at) == 1 else None
         if not source or ":" not in source:
             return None
         file, _, line = source.rpartition(":")
