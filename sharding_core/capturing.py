@@ -46,7 +46,7 @@ from sharding_core.planning.program import (
     explain_planned,
     mesh_axes,
     plan_program,
-    timeline_of,
+    program_reading,
 )
 from sharding_core.program.report import LOCAL
 from sharding_core.program.targets import target_of
@@ -379,48 +379,15 @@ def planned_snapshot(planned: Planned, nargs: int, *, light: bool) -> dict[str, 
     snap["jit"] = _jit_section(planned, nargs, signature.donated)
     snap["plan"] = dict(planned.plan)
     snap["program"] = report.json()
-    if report.values is not None:
+    if planned.program is not None:
+        read = program_reading(planned.program, report, snap.get("collectives") or [], mesh_axes(planned.mesh),
+                               argument_names(planned.fn, nargs))  # fmt: skip
+        if "findings" in read:
+            read["findings"] = [*snap.get("findings", []), *read["findings"]]
+        snap.update(read)
+    elif report.values is not None:
         snap["values"] = list(report.values)
-    if report.refusal is None and planned.program is not None and planned.program.hlo:
-        snap["findings"] = [*snap.get("findings", []), *program_findings(planned, snap.get("collectives") or [])]
-    timeline = timeline_of(report, planned.program.hlo if planned.program is not None else None,
-                           argument_names(planned.fn, nargs))  # fmt: skip
-    if timeline is not None:
-        snap["memory_timeline"] = timeline
     return snap
-
-
-def program_findings(planned: Planned, collectives: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The silent waste in a compiled program (:mod:`sharding_core.findings.waste`)."""
-    program, report = planned.program, planned.report
-    assert program is not None and program.hlo is not None and report.signature is not None
-    inputs = waste.Inputs(
-        hlo=program.hlo,
-        collectives=collectives,
-        values=report.values,
-        axes=mesh_axes(planned.mesh),
-        leaves=input_leaves(report.signature),
-        entering=program.partitioner_input,
-    )
-    return waste.waste_findings(inputs)
-
-
-def input_leaves(signature: Any) -> list[tuple[str, tuple[int, ...], list[list[str]]]]:
-    """Each input leaf as ``(path, shape, mesh axes per dimension)`` (no axes: not a NamedSharding)."""
-    import jax
-
-    flat, _ = jax.tree_util.tree_flatten_with_path(signature.in_avals)
-    shardings = jax.tree_util.tree_leaves(signature.in_shardings)
-    out: list[tuple[str, tuple[int, ...], list[list[str]]]] = []
-    for (path, aval), sharding in zip(flat, shardings, strict=False):
-        spec = getattr(sharding, "spec", None)
-        dims: list[list[str]] = []
-        if spec is not None:
-            for entry in list(spec)[: len(aval.shape)]:
-                names = entry if isinstance(entry, tuple) else (entry,)
-                dims.append([str(n) for n in names if isinstance(n, str)])
-        out.append((jax.tree_util.keystr(path, simple=True, separator="/"), tuple(aval.shape), dims))
-    return out
 
 
 def _jit_section(planned: Planned, nargs: int, donated: int) -> dict[str, Any]:

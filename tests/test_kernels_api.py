@@ -339,6 +339,34 @@ def test_a_compiled_run_reports_what_xlas_figures_say_it_needs(monkeypatch: pyte
     assert needs - without_worker == read[0]  # plus the worker's own resident memory then
 
 
+def test_a_run_carries_values_findings_and_its_memory_timeline(client: TestClient) -> None:
+    """The contract: plans, captures and kernel runs carry ``values``, ``findings`` and ``memory_timeline``. A CPU
+    run's values are each intermediate's sharding, checked here against what JAX's own
+    ``jax.debug.inspect_array_sharding`` reports inside the same function; the timeline's peak is XLA's."""
+    mesh = jax.make_mesh((2, 4), ("x", "y"), axis_types=(AxisType.Auto, AxisType.Auto))
+    seen: list[Any] = []
+
+    def layer(x: jax.Array) -> jax.Array:
+        y = x * 2.0
+        jax.debug.inspect_array_sharding(y, callback=seen.append)
+        return y
+
+    x = jax.device_put(np.ones((512, 512), np.float32), NamedSharding(mesh, parse_spec("P('x', 'y')")))
+    jax.jit(layer)(x)
+    (jax_spec,) = {str(s.spec).replace("PartitionSpec", "P") for s in seen}
+    plan = plan_run("elementwise", "cpu:8", MeshSpec((2, 4), ("x", "y")), [RunInput((512, 512), "P('x', 'y')")])
+    result = runner.run_job(plan.job)
+    muls = [v for v in result["values"] if v["op"] == "mul"]
+    assert muls and {v["spec"] for v in muls} == {jax_spec} == {"P('x', 'y')"}
+    assert result["memory_timeline"]["peak_bytes"] == result["program"]["memory"]["peak_memory_in_bytes"]
+    assert result["findings"] == []
+    r = client.post("/api/kernels/run", json={"kernel": "elementwise", "devices": "cpu:8",
+                                              "mesh": {"shape": [2, 4], "axis_names": ["x", "y"]}})  # fmt: skip
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["values"] and body["findings"] == [] and body["memory_timeline"]["peak_bytes"] > 0
+
+
 def test_long_hlo_text_is_cut_and_flagged() -> None:
     plan = plan_run("elementwise", "cpu:8", MeshSpec((2, 4), ("x", "y")), None)
     result = runner.run_job(plan.job, max_text_chars=100)

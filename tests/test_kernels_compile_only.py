@@ -80,6 +80,20 @@ def test_a_compile_only_run_tells_the_pool_no_needs() -> None:
     assert states == [("compiling", None)] and result["compile_only"] is True
 
 
+def test_a_compile_only_run_carries_values_findings_and_its_memory_timeline() -> None:
+    """The contract: plans, captures and kernel runs carry ``values``, ``findings`` and ``memory_timeline``. A
+    compile-only run's are its TPU program's: each value's spec as the compiled output has it, the timeline's peak
+    XLA's own peak_memory_in_bytes for the program libtpu compiled."""
+    plan = plan_run("elementwise", "tpu:v5e:2x4", MESH, PAST, max_compile_seconds=60)
+    result = runner.run_job(plan.job)
+    assert result["compile_only"] is True
+    (out,) = result["outputs"]
+    muls = [v for v in result["values"] if v["op"] == "mul" and v["shape"] == out["shape"]]
+    assert muls and all(v["spec"] == out["spec"] == "P('x', 'y')" for v in muls)
+    assert result["memory_timeline"]["peak_bytes"] == result["program"]["memory"]["peak_memory_in_bytes"]
+    assert result["findings"] == []  # an elementwise program wastes nothing
+
+
 def test_a_tpu_run_past_the_budget_by_xlas_figures_compiles_only_instead_of_refusing() -> None:
     """Regression: the estimate counts no program, so a reshard whose gathered result fits the estimate could be
     refused after the CPU compile (XLA's figures past max_worker_memory) where a compile-only run would answer.

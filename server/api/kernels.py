@@ -21,16 +21,21 @@ from typing_extensions import TypedDict
 from server.api.deps import KERNEL_MEANING, RUN_ERRORS, RunsDep, responses
 from server.api.schema import (
     CLOSED,
+    MAX_FINDINGS,
+    MAX_VALUES,
     Collective,
     Communication,
     ErrorDetail,
     FiguresFrom,
+    Finding,
     KernelRunRequest,
     KernelTiming,
     KernelTpu,
     Layout,
+    MemoryTimeline,
     MeshInfo,
     ProgramReport,
+    ProgramValue,
     Reply,
     Roofline,
     vocab,
@@ -191,6 +196,18 @@ class KernelRunResponse(Reply):
         "(null for other sets)",
     )
     estimate_on: EstimateOn
+    values: list[ProgramValue] | None = Field(
+        None,
+        max_length=MAX_VALUES,
+        description="Every value's sharding in the headline program (sharding_core.program.values), as plans and "
+        "captures carry it",
+    )
+    findings: list[Finding] | None = Field(
+        None, max_length=MAX_FINDINGS, description="What to change (sharding_core.findings), with its fix"
+    )
+    memory_timeline: MemoryTimeline | None = Field(
+        None, description="Memory over program order (sharding_core.program.timeline), peak_bytes XLA's"
+    )
 
 
 class KernelJobCreated(Reply):

@@ -25,6 +25,7 @@ from sharding_core.kernels.catalog import KERNEL_DTYPES
 from sharding_core.kernels.plan import INPUT_DATA
 from sharding_core.layout import DTYPES, MAX_ARRAY_ELEMENTS, MAX_RANK
 from sharding_core.mesh import AXIS_TYPES, MAX_AXIS_NAME_CHARS, MAX_MESH_AXES, ORDERS, MeshSpec
+from sharding_core.program import timeline as tl
 from sharding_core.program.memory import MEMORY_FIELDS
 from sharding_core.snapshot.format import AXIS_TYPE_NAMES, ID_PATTERN, MAX_LEAF_PATH_CHARS, MAX_RUN_PROCESSES
 from sharding_core.spec import MAX_SPEC_CHARS
@@ -541,6 +542,49 @@ class SnapshotRef(TypedDict):
 
 
 # ---- a finding: what a capture, plan or kernel run should change (sharding_core.findings) ---------------
+
+Bytes = Annotated[int, Field(ge=0, le=2**62)]
+MAX_TIMELINE_POINTS = 2 * tl.MAX_POINTS
+
+
+@with_config(CLOSED)
+class TimelineBuffer(TypedDict):
+    """A buffer live at the peak of a memory timeline (sharding_core.program.timeline)."""
+
+    bytes: Bytes
+    logical_bytes: Bytes
+    shape: Annotated[list[Annotated[int, Field(ge=0, le=2**62)]], Field(max_length=MAX_RANK + 1)]
+    dtype: Annotated[str, Field(max_length=64)]
+    what: Annotated[str, Field(max_length=64)]
+    name: Annotated[str, Field(max_length=1024)]
+    source: Annotated[str, Field(max_length=2048)] | None
+    sharding: Annotated[str, Field(max_length=1024)] | None
+    op: Annotated[str, Field(max_length=4096)] | None
+    padded: bool
+    memory_space: Annotated[str, Field(max_length=64)]
+
+
+@with_config(CLOSED)
+class MemoryTimeline(TypedDict):
+    """Memory over program order (sharding_core.program.timeline.memory_timeline): points, XLA's peak, the buffers
+    at the peak."""
+
+    points: Annotated[list[Annotated[list[Annotated[int, Field(ge=0, le=2**62)]], Field(min_length=2, max_length=2)]],
+                      Field(max_length=MAX_TIMELINE_POINTS)]  # fmt: skip
+    length: Annotated[int, Field(ge=0, le=2**40)]
+    peak_bytes: Bytes
+    peak_index: Annotated[int, Field(ge=0, le=2**40)]
+    timeline_peak_bytes: Bytes
+    resident_bytes: Bytes
+    peak_instruction: Annotated[str, Field(max_length=1024)] | None
+    colors: Annotated[list[Annotated[int, Field(ge=0, le=64)]], Field(max_length=16)]
+    at_peak: Annotated[list[TimelineBuffer], Field(max_length=tl.MAX_AT_PEAK)]
+    at_peak_total: Annotated[int, Field(ge=0, le=2**40)]
+    groups: Annotated[list[dict[Annotated[str, Field(max_length=64)], Any]], Field(max_length=16)]
+    padded: Annotated[list[dict[Annotated[str, Field(max_length=64)], Any]], Field(max_length=tl.MAX_AT_PEAK)]
+    note: Annotated[str, Field(max_length=2048)] | None
+    source: Annotated[str, Field(max_length=512)]
+
 
 MAX_FINDINGS = 256
 LineText = Annotated[str, Field(max_length=4096, description="file:line in the user's source")]

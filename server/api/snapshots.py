@@ -41,6 +41,7 @@ from server.api.schema import (
     ErrorDetail,
     Finding,
     LogicalRule,
+    MemoryTimeline,
     MeshInfo,
     ProcessIndex,
     ProgramReport,
@@ -57,7 +58,6 @@ from server.jsonio import OrjsonResponse, OrjsonRoute, StreamedJsonResponse
 from sharding_core.devices import MAX_DEVICES, MAX_SLICES
 from sharding_core.layout import MAX_RANK
 from sharding_core.mesh import MAX_MESH_AXES
-from sharding_core.program import timeline as tl
 from sharding_core.snapshot.format import (
     ARRAY_KINDS,
     FORMAT,
@@ -167,49 +167,6 @@ class SnapshotJit(TypedDict):
     loop_corrected_flops: NotRequired[Annotated[float, Field(ge=0)] | None]
     loops: NotRequired[Annotated[list[SnapshotLoop], Field(max_length=MAX_COLLECTIVES)]]
     unknown_trip_counts: NotRequired[Annotated[list[ShortText], Field(max_length=MAX_COLLECTIVES)]]
-
-
-Bytes = Annotated[int, Field(ge=0, le=2**62)]
-MAX_TIMELINE_POINTS = 2 * tl.MAX_POINTS
-
-
-@with_config(_SNAPSHOT_CONFIG)
-class TimelineBuffer(TypedDict):
-    """A buffer live at the peak of a memory timeline (sharding_core.program.timeline)."""
-
-    bytes: Bytes
-    logical_bytes: Bytes
-    shape: Annotated[list[Annotated[int, Field(ge=0, le=2**62)]], Field(max_length=MAX_RANK + 1)]
-    dtype: Annotated[str, Field(max_length=64)]
-    what: Annotated[str, Field(max_length=64)]
-    name: Annotated[str, Field(max_length=1024)]
-    source: Annotated[str, Field(max_length=2048)] | None
-    sharding: Annotated[str, Field(max_length=1024)] | None
-    op: Annotated[str, Field(max_length=4096)] | None
-    padded: bool
-    memory_space: Annotated[str, Field(max_length=64)]
-
-
-@with_config(_SNAPSHOT_CONFIG)
-class MemoryTimeline(TypedDict):
-    """Memory over program order (sharding_core.program.timeline.memory_timeline): points, XLA's peak, the buffers
-    at the peak."""
-
-    points: Annotated[list[Annotated[list[Annotated[int, Field(ge=0, le=2**62)]], Field(min_length=2, max_length=2)]],
-                      Field(max_length=MAX_TIMELINE_POINTS)]  # fmt: skip
-    length: Annotated[int, Field(ge=0, le=2**40)]
-    peak_bytes: Bytes
-    peak_index: Annotated[int, Field(ge=0, le=2**40)]
-    timeline_peak_bytes: Bytes
-    resident_bytes: Bytes
-    peak_instruction: Annotated[str, Field(max_length=1024)] | None
-    colors: Annotated[list[Annotated[int, Field(ge=0, le=64)]], Field(max_length=16)]
-    at_peak: Annotated[list[TimelineBuffer], Field(max_length=tl.MAX_AT_PEAK)]
-    at_peak_total: Annotated[int, Field(ge=0, le=2**40)]
-    groups: Annotated[list[dict[Annotated[str, Field(max_length=64)], Any]], Field(max_length=16)]
-    padded: Annotated[list[dict[Annotated[str, Field(max_length=64)], Any]], Field(max_length=tl.MAX_AT_PEAK)]
-    note: Annotated[str, Field(max_length=2048)] | None
-    source: Annotated[str, Field(max_length=512)]
 
 
 @with_config(_SNAPSHOT_CONFIG)

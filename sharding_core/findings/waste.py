@@ -382,3 +382,21 @@ def _split_around(
                 if a is not None and a["shape"] == v["shape"] and a.get("spec") == b["spec"]:
                     return axis, b, a
     return None
+
+
+def input_leaves(signature: Any) -> list[tuple[str, tuple[int, ...], list[list[str]]]]:
+    """Each input leaf as ``(path, shape, mesh axes per dimension)`` (no axes: not a NamedSharding)."""
+    import jax
+
+    flat, _ = jax.tree_util.tree_flatten_with_path(signature.in_avals)
+    shardings = jax.tree_util.tree_leaves(signature.in_shardings)
+    out: list[tuple[str, tuple[int, ...], list[list[str]]]] = []
+    for (path, aval), sharding in zip(flat, shardings, strict=False):
+        spec = getattr(sharding, "spec", None)
+        dims: list[list[str]] = []
+        if spec is not None:
+            for entry in list(spec)[: len(aval.shape)]:
+                names = entry if isinstance(entry, tuple) else (entry,)
+                dims.append([str(n) for n in names if isinstance(n, str)])
+        out.append((jax.tree_util.keystr(path, simple=True, separator="/"), tuple(aval.shape), dims))
+    return out

@@ -42,6 +42,7 @@ from sharding_core.kernels.build import (
 )
 from sharding_core.kernels.catalog import Built, Kernel
 from sharding_core.kernels.plan import KernelJob
+from sharding_core.planning.program import program_reading
 from sharding_core.program import targets
 from sharding_core.program.compile import PLAIN, Options, Program, lower
 from sharding_core.program.report import Reading, Report, read_report
@@ -136,7 +137,7 @@ def _explain(job: KernelJob, kernel: Kernel, done: _Compiled, section: dict[str,
         dump=dump or Dump(None, "gspmd"),
         lowered=program.lowered,
         arg_leaves=[*done.structs, *done.extra],
-        mesh_axes=dict(zip(job.axis_names, job.mesh_shape, strict=True)),
+        mesh_axes=job.mesh_axes,
         input_specs=tuple(i.spec for i in job.inputs),
         out_specs=job.out_specs,
         outputs_fixable=kernel.mode == "jit",
@@ -207,7 +208,7 @@ def compile_only(
     import jax
 
     target = _target(job)
-    done = _compile(job, kernel, built, target, Options(shardy=True))
+    done = _compile(job, kernel, built, target, Options(shardy=True, buffers=True, values=True))
     found = _section(job, target, done, max_text_chars)
     _explain(job, kernel, done, found)
     program = done.program
@@ -232,6 +233,13 @@ def compile_only(
         "executed_on": describe_target(target, job, str(found["device_kind"])),
         "compile_only": True,
         target.kind: found,
+        **program_reading(
+            program,
+            done.report,
+            found["collectives"],
+            job.mesh_axes,
+            [i.name for i in job.inputs] + [name for name, _ in extra],
+        ),
     }
 
 

@@ -94,6 +94,11 @@ class KernelJob:
         return math.prod(self.mesh_shape)
 
     @property
+    def mesh_axes(self) -> dict[str, int]:
+        """Each mesh axis's size, in mesh order."""
+        return dict(zip(self.axis_names, self.mesh_shape, strict=True))
+
+    @property
     def id_grid(self) -> list[Any]:
         grid: list[Any] = np.asarray(self.device_ids, dtype=np.int64).reshape(self.mesh_shape).tolist()
         return grid
@@ -603,4 +608,6 @@ def result_json(plan: KernelPlan, raw: Mapping[str, Any]) -> dict[str, Any]:
         "tpu": raw.get("tpu"),
         "gpu": raw.get("gpu"),
         "estimate_on": {"devices": devset.key, "dtype": dominant_dtype(job.inputs)},
+        # as every plan and capture: each value's sharding, the findings, memory over program order
+        **{k: raw[k] for k in ("values", "findings", "memory_timeline") if k in raw},
     }

@@ -38,6 +38,7 @@ from sharding_core.kernels.build import (
 from sharding_core.kernels.catalog import Built, Kernel, KernelContext, get_kernel
 from sharding_core.kernels.memory import Estimate, resident_bytes
 from sharding_core.kernels.plan import MAX_VALUES_SHOWN, KernelJob
+from sharding_core.planning.program import program_reading
 from sharding_core.program.compile import Options, Program, lower
 from sharding_core.program.report import Reading, Report, read_report
 from sharding_core.program.shardy import Dump
@@ -213,7 +214,7 @@ def _run(job: KernelJob, progress: Progress, max_text_chars: int) -> dict[str, A
         for name, info in leaves(lowered.out_info):
             _refuse_large(f"output {name}", info.shape, job.max_elements)
         # Shardy writes its module after propagation, with sdy.sharding_origins, for this compile only.
-        program = lowered.compile(Options(shardy=True))
+        program = lowered.compile(Options(shardy=True, buffers=True, values=True))  # + every value, the timeline
         reading = Reading(job.id_grid, job.axis_names, lambda d: sim_of_real[d.id],
                           tuple([i.name for i in job.inputs] + [name for name, _ in extra]))  # fmt: skip
         report = read_report(program, reading)
@@ -251,6 +252,8 @@ def _run(job: KernelJob, progress: Progress, max_text_chars: int) -> dict[str, A
         "executed_on": f"{job.size} CPU device{'s' if job.size != 1 else ''} in a worker process",
         "tpu": _tpu_section(job, kernel, built, max_text_chars),
         "gpu": _gpu_section(job, kernel, built, max_text_chars),
+        # values, findings and memory_timeline, as every plan and capture carries them
+        **program_reading(program, report, collectives, job.mesh_axes, list(reading.input_names)),
     }
 
 
@@ -271,7 +274,7 @@ def _why(
         dump=program.shardy or Dump(None, "gspmd"),
         lowered=program.lowered,
         arg_leaves=arg_leaves,
-        mesh_axes=dict(zip(job.axis_names, job.mesh_shape, strict=True)),
+        mesh_axes=job.mesh_axes,
         input_specs=tuple(i.spec for i in job.inputs),
         out_specs=job.out_specs,
         outputs_fixable=kernel.mode == "jit",

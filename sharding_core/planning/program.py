@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from sharding_core.findings import waste
 from sharding_core.program import memory as mem
 from sharding_core.program.compile import Options, Program, compile_program
 from sharding_core.program.report import Reading, Report, read_report
@@ -154,6 +155,35 @@ def timeline_of(report: Report, hlo: str | None, names: Sequence[str | None] | N
     leaves = mem.flat_leaves(signature.in_avals, signature.in_shardings, names)
     platform = str(report.target.get("platform") or "")
     return memory_timeline(report.timeline, report.memory, leaves, hlo or "", platform)
+
+
+def program_reading(
+    program: Program,
+    report: Report,
+    collectives: Sequence[Mapping[str, Any]],
+    axes: Mapping[str, int],
+    names: Sequence[str | None] | None = None,
+) -> dict[str, Any]:
+    """What the contract has every plan, capture and kernel run carry beside its report: ``values`` (each value's
+    sharding, when the compile dumped the partitioner's input), ``findings`` (:mod:`sharding_core.findings.waste`)
+    and ``memory_timeline`` (when it dumped the buffer assignment)."""
+    out: dict[str, Any] = {}
+    if report.values is not None:
+        out["values"] = list(report.values)
+    if report.refusal is None and program.hlo and report.signature is not None:
+        inputs = waste.Inputs(
+            hlo=program.hlo,
+            collectives=collectives,
+            values=report.values,
+            axes=axes,
+            leaves=waste.input_leaves(report.signature),
+            entering=program.partitioner_input,
+        )
+        out["findings"] = waste.waste_findings(inputs)
+    timeline = timeline_of(report, program.hlo, names)
+    if timeline is not None:
+        out["memory_timeline"] = timeline
+    return out
 
 
 @dataclasses.dataclass(frozen=True)
