@@ -115,7 +115,9 @@ def inspect_jit(f: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, A
     band and a verdict (:mod:`sharding_core.planning.program`). When XLA refuses the program for memory,
     ``plan.refusal`` holds its figures and there are no outputs.
     """
-    return _refused_beside_context_mesh(f, args, kwargs) or program_snapshot(f, args, kwargs, detailed=False)
+    # detailed: XLA's buffer assignment too (the memory timeline the contract has every capture carry; measured
+    # within the noise of the compile on a llama step)
+    return _refused_beside_context_mesh(f, args, kwargs) or program_snapshot(f, args, kwargs, detailed=True)
 
 
 def explain(f: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
@@ -130,7 +132,7 @@ def explain(f: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
     recompiled programs ("try this fix"), ``why_search`` what the search did. The work is bounded:
     :func:`sharding_core.why_budget` (default 8 recompiles and 20 s per call; ``recompiles=0``: explain only)."""
     return _refused_beside_context_mesh(f, args, kwargs) or program_snapshot(
-        f, args, kwargs, detailed=False, why=current_budget()
+        f, args, kwargs, detailed=True, why=current_budget()
     )
 
 

@@ -583,5 +583,9 @@ def test_the_request_model_declares_the_formats_fields_and_capture_writes_them()
     # a program on this process's own devices: no compile-only target (its CPUs are named as the cpu:8 set a plan
     # compiled for once one has, and it says so: compile_only false, this process's CPU devices)
     inspected = inspect_jit(lambda a: a * 2, x)
-    assert set(inspected) - {"target"} == {*fmt.SNAPSHOT_FIELDS, "plan", "program", "values", "findings"}
+    assert set(inspected) - {"target"} == {
+        *fmt.SNAPSHOT_FIELDS, "plan", "program", "values", "findings", "memory_timeline"
+    }  # fmt: skip
+    # the contract's memory timeline, its peak XLA's
+    assert inspected["memory_timeline"]["peak_bytes"] == inspected["jit"]["memory_per_device"]["peak_memory_in_bytes"]
     assert inspected["target"]["compile_only"] is False and inspected["target"]["devices"] == "cpu:8"
