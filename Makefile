@@ -118,8 +118,11 @@ newest-jax: install-dev debootstrap
 	  tests/newest_jax.sh "$$(ls $(NEWEST_DIST)/shardscope-*.whl)" build/newest-jax-locked.json
 
 # PYTEST_ARGS narrows the run (make test PYTEST_ARGS=tests/test_newest_jax.py); the default is everything.
+# The suite on TEST_WORKERS processes (pytest-xdist; each module's tests on one worker, so its servers, browsers and
+# compiles are made once). TEST_WORKERS=0 runs it in this process.
+TEST_WORKERS ?= 2
 test: install-dev chromium services debootstrap lint typecheck docs
-	.venv/bin/python -m pytest $(PYTEST_ARGS)
+	.venv/bin/python -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
 
 bench: install-dev
 	.venv/bin/python bench/bench_layout.py
