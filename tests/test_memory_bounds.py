@@ -1,7 +1,7 @@
 """Distinct large requests cannot grow the server without bound.
 
-Regression (issue 12): 400 distinct 16384-device layouts took a server from 193 to 2,135 MiB (about 5 MiB a layout) and it
-never came back — JAX's own ``common_devices_indices_map`` cache kept 4096 entries of megabytes each.
+Regression (issue 12): 400 distinct 16384-device layouts took a server from 193 to 2,135 MiB (about 5 MiB a
+layout) and it never came back — JAX's own ``common_devices_indices_map`` cache kept 4096 entries of megabytes each.
 Layouts now bypass that cache, and the domain's caches (layouts, device sets, meshes, topologies) are
 bounded by bytes (setting ``max_cache_bytes``), so a real ``shardscope serve`` answering 200 distinct 16384-device
 layouts plateaus: with a 64 MiB budget (a quarter of the default, so the caches are full by the 50th; 1,000 layouts
