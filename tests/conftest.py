@@ -10,6 +10,7 @@ loop); ``tpu`` and ``gpu`` (the optional libtpu and GPU-compiler extras)."""
 
 from __future__ import annotations
 
+import collections
 import os
 
 os.environ["JAX_PLATFORMS"] = "cpu"
@@ -36,7 +37,12 @@ TIERS = ("browser", "workers", "live")
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Every test of a tier is also ``slow`` (the fast inner loop leaves the tiers out); a test marked ``slow``
-    alone is refused, so each new slow test says which tier it belongs to."""
+    alone is refused, so each new slow test says which tier it belongs to. Two tests with one node id are refused
+    too: pytest-xdist schedules by node id and would run one of them, silently (schemathesis's 22 once shared one:
+    ``make test``'s two workers ran 1846 of 1867 tests and said nothing)."""
+    shared = sorted(k for k, n in collections.Counter(item.nodeid for item in items).items() if n > 1)
+    if shared:
+        raise pytest.UsageError(f"tests sharing a node id (pytest-xdist runs one of each): {', '.join(shared[:5])}")
     untiered = [item.nodeid for item in items if item.get_closest_marker("slow") and not _tier(item)]
     if untiered:
         raise pytest.UsageError(f"marked slow without a tier ({', '.join(TIERS)}): {', '.join(untiered[:5])}")
