@@ -201,11 +201,13 @@ def instruction_sources(hlo: str, names: Iterable[str] | None = None) -> dict[st
     callers: dict[str, tuple[InstructionSource | None, str]] = {}  # computation -> its caller's source and home
     bare: list[tuple[str, str]] = []  # (instruction, its computation) wanted, without metadata
     for ins in instructions(hlo):
-        src = _source(ins.attrs, tables)
-        called = _CALLS.search(ins.attrs)
+        # metadata read only where it is needed: a wanted instruction's, or a caller's (most are neither)
+        called = _CALLS.search(ins.attrs) if "calls=" in ins.attrs else None
+        is_wanted = wanted is None or ins.name in wanted
+        src = _source(ins.attrs, tables) if is_wanted or called is not None else None
         if called is not None:
             callers.setdefault(called.group(1), (src, ins.computation))
-        if wanted is not None and ins.name not in wanted:
+        if not is_wanted:
             continue
         if src is not None:
             out[ins.name] = src
