@@ -547,9 +547,8 @@ def test_plan_command_end_to_end_with_baseline(tmp_path: Path, server: Server) -
     assert link and link[1].startswith(dashboard), r.stdout[-500:]
     with urllib.request.urlopen(f"{dashboard}/api/links/{link[1].rsplit('/', 1)[1]}", timeout=30) as answer:
         state = json.loads(answer.read())
-    stored = json.loads(
-        urllib.request.urlopen(f"{dashboard}/api/snapshots/{state['state']['snapshot']}", timeout=30).read()
-    )
+    with urllib.request.urlopen(f"{dashboard}/api/snapshots/{state['state']['snapshot']}", timeout=30) as answer:
+        stored = json.loads(answer.read())
     assert (
         stored["name"] == "plan model.py:small on tpu:v5p:2x2x4"
         and stored["plan"]["verdict"] == saved["plan"]["verdict"]
