@@ -79,7 +79,6 @@ docs: install-dev
 docs-gen: install-dev
 	.venv/bin/python docs/gen_reference.py
 	.venv/bin/python -m server.vocabulary
-	.venv/bin/python -m shardscope.pages
 
 # The wheel users install: sharding_core, server, shardscope and the front end inside it.
 wheel: $(UV)

@@ -323,6 +323,78 @@ def test_static_files_are_kept_and_revalidated(client: TestClient, path: str) ->
     assert again.status_code == 304 and again.content == b"" and again.headers["cache-control"] == "no-cache"
 
 
+def test_static_files_come_from_memory_and_follow_changes(make_client: ClientFactory, tmp_path: Path) -> None:
+    # Issue 37: each file is read once and answered from memory (no thread hops per module), until the file changes.
+    (tmp_path / "js").mkdir()
+    module = tmp_path / "js" / "m.js"
+    module.write_text("export const a = 1;\n")
+    big = tmp_path / "big.js"
+    big.write_bytes(b"//" + b"x" * (2 << 20))  # past the per-file bound: streamed from disk, never kept
+    c = make_client(frontend_dir=tmp_path)
+    first = c.get("/js/m.js")
+    assert first.status_code == 200 and first.text == "export const a = 1;\n"
+    assert "javascript" in first.headers["content-type"] and first.headers["content-length"] == "20"
+    module.write_text("export const a = 22;\n")  # a new size and time: read again, a new ETag
+    second = c.get("/js/m.js")
+    assert second.text == "export const a = 22;\n" and second.headers["etag"] != first.headers["etag"]
+    assert c.get("/js/m.js", headers={"if-none-match": first.headers["etag"]}).status_code == 200
+    assert c.get("/js/m.js", headers={"if-none-match": second.headers["etag"]}).status_code == 304
+    head = c.head("/js/m.js")
+    assert head.status_code == 200 and head.content == b"" and head.headers["content-length"] == "21"
+    streamed = c.get("/big.js")
+    assert streamed.status_code == 200 and len(streamed.content) == 2 + (2 << 20)
+    module.unlink()
+    assert c.get("/js/m.js").status_code == 404  # gone from disk: gone from the server
+    assert c.get("/js/../../etc/passwd").status_code == 404 and c.get("/js/%2e%2e/%2e%2e/etc/passwd").status_code == 404
+
+
+ID = "A" * 11 + "b_-" + "9" * 8
+
+
+@pytest.mark.parametrize(
+    ("page", "expected"),
+    [
+        (f"/snapshots.html?snapshot={ID}", [f"/api/snapshots/{ID}"]),
+        (f"/snapshots.html?run={ID}&process=1&fix=2", [f"/api/snapshots/runs/{ID}"]),
+        (f"/snapshots.html?snapshot={ID}&run={ID}", [f"/api/snapshots/runs/{ID}"]),  # a run wins, as in early.js
+        ("/snapshots.html?snapshot=short", []),  # not an id: the page says so
+        ("/snapshots.html?snapshot=" + "A" * 22 + "%0d%0aSet-Cookie:%20x=1", []),  # never a header of its own
+        ("/snapshots.html", []),
+        (
+            "/compare.html?"
+            + urllib.parse.urlencode({"a": f"/snapshots.html?snapshot={ID}", "b": f"/snapshots.html?run={ID}"}),
+            [f"/api/snapshots/{ID}", f"/api/snapshots/runs/{ID}"],
+        ),
+        (
+            "/compare.html?"
+            + urllib.parse.urlencode(
+                {
+                    "a": f"http://127.0.0.1:8000/snapshots.html?snapshot={ID}",
+                    "b": f"https://elsewhere.example/snapshots.html?snapshot={ID}",
+                }
+            ),
+            [f"/api/snapshots/{ID}"],  # this server's page only
+        ),
+        (
+            "/compare.html?"
+            + urllib.parse.urlencode({"a": "/kernels.html?kernel=matmul", "b": f"/snapshots.html?snapshot={ID}"}),
+            [f"/api/snapshots/{ID}"],
+        ),
+        ("/?snapshot=" + ID, []),  # the layout explorer opens no snapshot
+    ],
+)
+def test_a_shared_page_preloads_the_snapshot_it_opens(client: TestClient, page: str, expected: list[str]) -> None:
+    # Issue 37: the browser asks for a link's snapshot with the page's first bytes, not after its modules have run.
+    answer = client.get(page)
+    assert answer.status_code == 200
+    link = answer.headers.get("link")
+    if not expected:
+        assert link is None
+        return
+    assert link == ", ".join(f"<{url}>; rel=preload; as=fetch; crossorigin=anonymous" for url in expected)
+    assert client.get(page, headers={"if-none-match": answer.headers["etag"]}).status_code == 304
+
+
 def test_openapi_documents_every_route(client: TestClient) -> None:
     schema = client.get("/openapi.json").json()
     assert {

@@ -1,17 +1,21 @@
-"""The dashboard's pages ask for everything they run at once (issue 37): each page's HTML lists every module
-its view imports as ``<link rel="modulepreload">`` (so the browser fetches them side by side, not one import
-level after another) and starts ``js/hosts/early.js`` on its own, which asks for the page's first data while
-the modules load. The import graph is read with the notebook bundler's own parser
-(``shardscope/notebook/bundle.py``), the one that follows the same imports for the widget.
+"""The dashboard's pages run one script each (issue 37): their view and every module it imports as one bundle,
+built by the server (``server/bundles.py``) with the notebook widget's bundler — one request instead of forty,
+the first paint no longer waiting on them — and built again as soon as one of its modules changes.
 """
 
 from __future__ import annotations
 
 import re
+import shutil
+import time
+from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 
-from shardscope.pages import EARLY, FRONTEND, PAGES, imported
+from shardscope.notebook.bundle import bundle
+from shardscope.pages import FRONTEND, PAGES, bundle_address, imported
+from tests.conftest import ClientFactory
 
 
 def test_every_page_is_listed() -> None:
@@ -19,20 +23,42 @@ def test_every_page_is_listed() -> None:
 
 
 @pytest.mark.parametrize("page", sorted(PAGES))
-def test_a_page_preloads_its_whole_module_graph(page: str) -> None:
+def test_a_page_runs_its_view_as_one_script(client: TestClient, page: str) -> None:
     html = (FRONTEND / page).read_text(encoding="utf-8")
-    listed = re.findall(r'<link rel="modulepreload" href="/([^"]+)">', html)
-    wanted = [m for m in imported(PAGES[page]) if m != EARLY]
-    block = "".join(f'  <link rel="modulepreload" href="/{m}">\n' for m in wanted)
-    assert sorted(listed) == sorted(wanted), f"{page} should list (make docs-gen writes it):\n{block}"
-    assert len(listed) == len(set(listed))
-    assert f'<script type="module" src="/{PAGES[page]}"></script>' in html
-    # early.js runs on its own, as soon as it is here (the page host imports the same module: one instance)
-    assert f'<script type="module" async src="/{EARLY}"></script>' in html
-    assert EARLY in imported(PAGES[page])
+    scripts = re.findall(r"<script\b[^>]*>", html)
+    assert scripts == [f'<script type="module" src="{bundle_address(page)}">'], scripts
+    assert "modulepreload" not in html
+    answer = client.get(bundle_address(page))
+    assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/javascript")
+    assert answer.headers["cache-control"] == "no-cache"
+    assert answer.text == bundle(FRONTEND, PAGES[page])
+    for module in imported(PAGES[page]):  # every module of the view's graph, once
+        assert answer.text.count(f"// ---- {module}\n") == 1, module
+    again = client.get(bundle_address(page), headers={"if-none-match": answer.headers["etag"]})
+    assert again.status_code == 304 and again.content == b""
 
 
 @pytest.mark.parametrize("page", sorted(PAGES))
 def test_no_page_asks_for_plotly_up_front(page: str) -> None:
     # Plotly (4.8 MB) is loaded by the chart that needs it (js/lib/plotly.js), never by a page's <head>.
     assert "/vendor/" not in (FRONTEND / page).read_text(encoding="utf-8")
+
+
+def test_a_bundle_follows_its_modules(make_client: ClientFactory, tmp_path: Path) -> None:
+    frontend = tmp_path / "frontend"
+    shutil.copytree(FRONTEND, frontend)
+    c = make_client(frontend_dir=frontend)
+    first = c.get("/js/views/layout.bundle.js")
+    assert first.status_code == 200 and "const answer = 42" not in first.text
+    dom = frontend / "js" / "lib" / "dom.js"
+    time.sleep(0.01)
+    dom.write_text(dom.read_text(encoding="utf-8") + "\nexport const answer = 42;\n", encoding="utf-8")
+    second = c.get("/js/views/layout.bundle.js")  # an edited module is served at once
+    assert "export const answer" not in second.text and "const answer = 42;" in second.text
+    assert second.headers["etag"] != first.headers["etag"]
+    assert c.get("/js/views/layout.bundle.js", headers={"if-none-match": first.headers["etag"]}).status_code == 200
+    # only the pages' views are bundled; a module is still served as itself
+    assert c.get("/js/views/nothere.bundle.js").status_code == 404
+    assert c.get("/js/lib/dom.bundle.js").status_code == 404
+    assert c.get("/js/views/layout.js").text.startswith("// The layout page")
+    assert c.post("/js/views/layout.bundle.js").status_code == 405

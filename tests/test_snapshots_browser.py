@@ -147,6 +147,33 @@ def test_open_filter_grid_chart_whatif_diff_and_share(
         fresh.context.close()
 
 
+def test_a_share_link_asks_for_its_snapshot_once_with_the_page(browser: Browser, published: dict[str, Any]) -> None:
+    # Issue 37: the server names the snapshot in the page's Link header (server/early.py); the browser asks for it
+    # with the page's first bytes and the panel's own fetch takes that answer: one request, started by the link.
+    context = browser.new_context()
+    page = context.new_page()
+    warnings: list[str] = []
+    page.on("console", lambda m: warnings.append(m.text) if m.type in ("warning", "error") else None)
+    page.goto(published["first"])
+    loaded(page)
+    snapshot_id = re.search(r"snapshot=([A-Za-z0-9_-]+)", page.url)
+    assert snapshot_id
+    asked = page.evaluate(
+        """(id) => performance.getEntriesByType("resource")
+              .filter((e) => new URL(e.name).pathname === `/api/snapshots/${id}`)
+              .map((e) => [e.initiatorType, e.startTime])""",
+        snapshot_id[1],
+    )
+    assert len(asked) == 1 and asked[0][0] == "link", asked
+    modules = page.evaluate(
+        """() => performance.getEntriesByType("resource")
+              .filter((e) => e.name.includes("/js/")).map((e) => e.startTime)"""
+    )
+    assert asked[0][1] <= min(modules), (asked, min(modules))  # before any module, not after them
+    context.close()
+    assert not [w for w in warnings if "preload" in w], warnings  # a preload the page did not use is a warning
+
+
 def test_an_unknown_snapshot_says_so(server: Server, watched: Watched) -> None:
     page = watched.page
     page.on("console", lambda m: None)

@@ -163,6 +163,12 @@ def _import_lines(module: Module, by_path: dict[str, Module]) -> str:
 
 def bundle(root: Path, entry: str = ENTRY) -> str:
     """One ES module: ``entry`` and every module it imports, in dependency order (see the module doc)."""
+    return bundle_with_files(root, entry)[0]
+
+
+def bundle_with_files(root: Path, entry: str = ENTRY) -> tuple[str, list[str]]:
+    """:func:`bundle`, and the modules it read (paths relative to ``root``, the entry last): the bundle is
+    current while none of them changes."""
     modules: dict[str, Module] = {}
     order: list[str] = []
     visiting: list[str] = []
@@ -191,8 +197,8 @@ def bundle(root: Path, entry: str = ENTRY) -> str:
             if missing:
                 raise _fail(f"imports {', '.join(missing)} which {src} does not export", module.path)
     parts = [
-        "// Shardscope's notebook widget: the dashboard's ES modules, bundled by shardscope/notebook/bundle.py.",
-        "// Generated; edit the modules under frontend/ instead.",
+        f"// Shardscope's {entry}: the dashboard's ES modules, bundled by shardscope/notebook/bundle.py.",
+        "// Generated; edit the modules under frontend/ instead (each begins at its '// ---- path' line).",
     ]
     for path in order[:-1]:
         m = modules[path]
@@ -203,7 +209,7 @@ def bundle(root: Path, entry: str = ENTRY) -> str:
         )
     top = modules[order[-1]]
     parts.append(f"// ---- {top.path} (entry)\n{_import_lines(top, modules)}\n{top.body.strip()}\n")
-    return "\n".join(parts)
+    return "\n".join(parts), order
 
 
 # ---- stylesheet ---------------------------------------------------------------------------------------

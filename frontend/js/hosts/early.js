@@ -1,9 +1,10 @@
-// What a page asks the server for first, asked before its modules have loaded. Each page names this
-// module in its own <script type="module" async> (besides the page host's import of it): it runs as soon
-// as it arrives, while the browser still fetches the panel's modules, and starts the GETs the page's
-// address already determines — the snapshot a share link opens, the catalogs the pickers need. The page
-// host takes each answer once (`early(url)`); an answer nobody takes is dropped with the page. Only GETs
-// of what the address names: nothing is written, nothing is sent that the page would not send itself.
+// What a page asks the server for first. The page host imports this module before the panel's, so in the
+// page's bundle (server/bundles.py) it runs before any panel code: it starts the GETs the page's address
+// already determines — the snapshot a share link opens, the catalogs the pickers need — while the panel is
+// still being built. The page host takes each answer once (`early(url)`); an answer nobody takes is dropped
+// with the page. Only GETs of what the address names: nothing is written, nothing is sent that the page
+// would not send itself. A share link's snapshot is asked for sooner still: the server names it in the
+// page's own Link header (server/early.py, rel=preload), and the fetch here takes that answer.
 
 import { getJSON } from "../lib/api.js";
 

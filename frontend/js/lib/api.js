@@ -53,10 +53,10 @@ export function isAbort(e) {
 /**
  * A debounced job whose newest run wins: `schedule(delay)` (re)starts the wait, and a run that starts
  * aborts the one in flight (through the signal handed to `work`). Errors other than the abort go to
- * `onError`; `stop()` cancels the wait and aborts what is in flight (a panel going away).
+ * `onError`; `now()` runs at once; `stop()` cancels the wait and aborts what is in flight (a panel going away).
  * @param {(signal: AbortSignal) => Promise<void>} work
  * @param {(e: unknown) => void} onError
- * @returns {{schedule: (delay: number) => void, stop: () => void}} delay in ms
+ * @returns {{schedule: (delay: number) => void, now: () => void, stop: () => void}} delay in ms
  */
 export function newestWins(work, onError) {
   /** @type {AbortController | null} */
@@ -78,6 +78,11 @@ export function newestWins(work, onError) {
     schedule(delay) {
       clearTimeout(timer);
       timer = window.setTimeout(run, delay);
+    },
+    /** Runs now, in this task (a page's first request: not after a timer and a frame). */
+    now() {
+      clearTimeout(timer);
+      run();
     },
     stop() {
       clearTimeout(timer);

@@ -621,13 +621,14 @@ function layoutLoader(host, state, parts) {
     });
   }
 
-  const { schedule, stop } = newestWins(refresh, (e) => {
+  const { schedule, now, stop } = newestWins(refresh, (e) => {
     if (status.textContent === "computing…") status.textContent = "";
     explain(e);
     host.bump("errors");
   });
   return {
     schedule,
+    now,
     stop,
     /** A keystroke in the spec box at `t` (performance.now()): measured to the paint of its layout. @param {number} t */
     keystroke(t) {
@@ -677,7 +678,7 @@ export function mount(root, host, initial) {
     state: () => state, catalog: () => catalog, pastedMesh: () => pastedMesh, typedAt: () => typedAt, apply, withPickers,
   });
   const explain = errors.explain;
-  const { schedule, stop, keystroke } = layoutLoader(host, () => state, { picture, reshard, status, explain, disposed: () => life.disposed });
+  const { schedule, now: loadNow, stop, keystroke } = layoutLoader(host, () => state, { picture, reshard, status, explain, disposed: () => life.disposed });
 
   function stateToControls() {
     pickers.write(state);
@@ -813,9 +814,9 @@ export function mount(root, host, initial) {
   }
 
   // the picture loads from the state while the pickers wait for the catalog, and are built a frame
-  // later (its request on its way first, however soon the catalog is here)
+  // later (its request on its way first — sent now, not after a timer — however soon the catalog is here)
   stateToControls();
-  schedule(0);
+  loadNow();
   if (data.platforms) {
     data.platforms().then(
       (cat) => afterPaint().then(() => startControls(cat)),
