@@ -304,6 +304,48 @@ def test_the_kernel_lab_shows_the_intros_psum_of_496(server: Server, watched: Wa
     shot(page, "views-psum-496")
 
 
+def test_a_kernel_run_shows_its_findings_and_every_values_sharding(server: Server, watched: Watched) -> None:
+    # Issue 32: a kernel run carries findings and every value's sharding (checked against JAX's own
+    # inspect_array_sharding in tests/test_kernels_api.py); the lab shows them as a plan's page does, from the
+    # answer the page itself received.
+    page = watched.page
+    answers: list[Any] = []
+
+    def keep(response: Any) -> None:  # the job's state once done: its result is what the page drew
+        if "/api/kernels/jobs/" in response.url and response.status == 200:
+            job = response.json()
+            if job.get("state") == "done":
+                answers.append(job["result"])
+
+    page.on("response", keep)
+    state = {"kernel": "elementwise", "in": "512,512|P('x', 'y')|float32"}
+    page.goto(f"http://127.0.0.1:{server.port}/kernels.html?{urlencode(state)}")
+    runs(page, 1)
+    assert answers, "the page received no run with values"
+    result = answers[-1]
+    findings = page.locator(part("findings-section"))
+    expect(findings).to_be_visible()
+    if result["findings"]:
+        expect(findings.locator(part("finding"))).to_have_count(len(result["findings"]))
+    else:
+        expect(findings).to_contain_text("No silent waste found")
+    values = page.locator(part("values-section"))
+    expect(values).to_be_visible()
+    shown = min(30, len(result["values"]))
+    expect(values.locator("table.values tbody tr")).to_have_count(shown)
+    expect(values).to_contain_text(f"{shown} of {len(result['values'])} values")
+    largest = max(result["values"], key=lambda v: v["bytes"])
+    expect(values.locator("table.values tbody tr").first.locator("td").nth(3)).to_have_text(largest["spec"])
+    mul = [v for v in result["values"] if v["op"] == "mul"]
+    assert mul and mul[0]["spec"] == "P('x', 'y')"
+    # the findings lead the results, the values follow the collectives
+    top, outputs = findings.bounding_box(), page.locator(part("outputs")).bounding_box()
+    after, table = page.locator(part("collective-count")).bounding_box(), values.bounding_box()
+    assert top and outputs and after and table
+    assert top["y"] < outputs["y"] < after["y"] < table["y"]
+    shot(page, "views-kernel-findings-values")
+
+
 def test_a_bf16_result_states_its_error_against_its_scale(server: Server, watched: Watched) -> None:
     # Regression: bf16 kernels showed an absolute max error with no relative scale.
     page = watched.page

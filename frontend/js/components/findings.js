@@ -65,6 +65,6 @@ export function valuesSection(box, snap) {
   all.addEventListener("change", draw);
   box.replaceChildren(h("h2", {}, "Values: each value's sharding along the program"),
     el("p", "muted", "The sharding the partitioner chose for every value (what jax.debug.inspect_array_sharding reports there)."),
-    h("div", { class: "row filters" }, h("label", {}, "Filter ", filter), h("label", {}, all, " show all")), count, wrap);
+    h("div", { class: "row filters" }, h("label", {}, "Filter ", filter), h("label", { class: "check" }, all, " show all")), count, wrap);
   draw();
 }

@@ -1,7 +1,8 @@
 // The kernel lab panel: pick a catalog kernel (or one of the tutorials' own cells), a device set, a mesh
 // and the inputs' specs, run it in the server's worker processes, and see every output's layout and
-// values, the collectives XLA inserted (each one handed to the topology view with the run's complete
-// state), memory, cost, correctness, Shardy's sharding origins and the HLO. An error stands beside the
+// values, the waste the program's findings name, the collectives XLA inserted (each one handed to the
+// topology view with the run's complete state), every value's sharding, memory, cost, correctness, Shardy's
+// sharding origins and the HLO. An error stands beside the
 // control that fixes it: an input's field, an output spec, the mesh, or the Run button.
 
 import { ApiError } from "../lib/api.js";
@@ -11,6 +12,7 @@ import { fmtMs, meshAxes } from "../lib/format.js";
 import { collectivesSection, collectivesTable } from "../components/collectives.js";
 import { draw as drawWhy } from "../components/why.js";
 import { estimateTotal, rooflinePanel } from "../components/estimates.js";
+import { findingsSection, valuesSection } from "../components/findings.js";
 import { memoryText, mountCompilerLog, mountOrigins, workText } from "../components/program.js";
 import { layoutGrid } from "../components/grid.js";
 import { devicePicker, meshPicker } from "../components/pickers.js";
@@ -473,12 +475,17 @@ function mountResults(parent, host, opts) {
   parent.append(results);
   const outputs = h("div", { class: "kernel-arrays", part: "outputs" });
   const cards = [mountSummary(results)];
-  results.append(h("h2", {}, "Outputs"), outputs);
+  // what the run wastes first (as on a plan's page), every value's sharding after the collectives
+  const findings = h("section", { class: "view kernel-findings", part: "findings-section", "aria-label": "Findings", hidden: true });
+  const values = h("section", { class: "view kernel-values", part: "values-section", "aria-label": "Values", hidden: true });
+  results.append(findings, h("h2", {}, "Outputs"), outputs);
   cards.push(
+    { render: (/** @type {any} */ r) => findingsSection(findings, r) },
     { render: (/** @type {any} */ r) => renderArrays(outputs, r.outputs, true, host.dark()) },
     mountCollectives(results, host, opts),
-    mountPlaced(results, host),
   );
+  results.append(values);
+  cards.push({ render: (/** @type {any} */ r) => valuesSection(values, r) }, mountPlaced(results, host));
   const origins = mountOrigins(results);
   const log = mountCompilerLog(results);
   cards.push(
