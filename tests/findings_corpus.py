@@ -354,6 +354,39 @@ def debug_constraint_removed() -> tuple[Any, tuple[Any, ...]]:
     return jax.jit(step), (sds(mesh, (1024, 4096), P(None, "model")),)
 
 
+# ---- partitioner fallback ---------------------------------------------------------------------------------
+
+VOCAB = 131072  # a Llama 3-sized vocabulary (128k)
+
+
+def tpu_inference_3511_topk() -> tuple[Any, tuple[Any, ...]]:
+    """vLLM's TPU sampler before vllm-project/tpu-inference #3511: top-k over logits whose vocabulary is split over
+    tensor parallelism. XLA's partitioner cannot pick along a split dimension: every device gathers the whole
+    (batch, vocab) logits and takes the top k of all of them."""
+    mesh = mesh1("model")
+
+    def sample(logits: Any) -> Any:
+        return jax.lax.top_k(logits, 8)  # the sampler's top-k
+
+    return jax.jit(sample), (sds(mesh, (64, VOCAB), P(None, "model")),)
+
+
+def tpu_inference_3511_topk_fixed() -> tuple[Any, tuple[Any, ...]]:
+    """The PR's fix: each vocabulary shard keeps its own top k, and only those candidates are gathered."""
+    mesh = mesh1("model")
+
+    def local(block: Any) -> Any:
+        values, index = jax.lax.top_k(block, 8)
+        index = index + jax.lax.axis_index("model") * block.shape[-1]
+        values = jax.lax.all_gather(values, "model", axis=1, tiled=True)
+        index = jax.lax.all_gather(index, "model", axis=1, tiled=True)
+        top, where = jax.lax.top_k(values, 8)
+        return top, jnp.take_along_axis(index, where, axis=1)
+
+    f = shard_map(local, mesh=mesh, in_specs=P(None, "model"), out_specs=(P(), P()), check=False)
+    return jax.jit(f), (sds(mesh, (64, VOCAB), P(None, "model")),)
+
+
 REPRODUCERS = [
     Case("maxtext_5056", "https://github.com/AI-Hypercomputer/maxtext/pull/5056", "reduced_every_iteration",
          maxtext_5056, maxtext_5056_fixed, "jax.grad(_mse)", 4),
@@ -378,6 +411,9 @@ REPRODUCERS = [
     Case("debug_constraint_to_replicated", "https://docs.jax.dev/en/latest/notebooks/Distributed_arrays_and_"
          "automatic_parallelization.html (with_sharding_constraint)", "replicated_between_split",
          debug_constraint_to_replicated, debug_constraint_removed),
+    Case("tpu_inference_3511_topk", "https://github.com/vllm-project/tpu-inference/pull/3511 (top-k over "
+         "vocab-split logits)", "partitioner_fallback", tpu_inference_3511_topk, tpu_inference_3511_topk_fixed,
+         "the sampler's top-k"),
 ]  # fmt: skip
 
 
@@ -580,4 +616,6 @@ CLEAN = [
     Case("scaling_book_accumulation_2d_fixed", "reduced once after the loop", None,
          scaling_book_accumulation_2d_fixed),
     Case("jax_fori_loop_norm_fixed", "gathered once before the loop", None, jax_fori_loop_norm_fixed, tpu=True),
+    Case("tpu_inference_3511_topk_fixed", "top-k per vocabulary shard, candidates gathered", None,
+         tpu_inference_3511_topk_fixed),
 ]  # fmt: skip

@@ -13,7 +13,10 @@ partitioner — :mod:`sharding_core.program.values`):
   activations carry that axis on another dimension: every device computes the whole batch;
 * ``replicated_between_split`` — a large value replicated over an axis that splits the same-shaped values it is
   made from and used by;
-* ``uneven_padding`` — a large value split unevenly, padded past :data:`PADDING_SHARE`.
+* ``uneven_padding`` — a large value split unevenly, padded past :data:`PADDING_SHARE`;
+* ``partitioner_fallback`` — an op XLA's SPMD partitioner cannot split along the dimension it works along (a top-k
+  over a split vocabulary, a cumulative sum over a split sequence, an FFT, a factorization): it gathers the whole
+  dimension on every device, which then computes the op in full (vllm-project/tpu-inference #3511).
 
 ``bytes_per_step`` is ``repeat × bytes`` (for ``batch_not_split``: the collective bytes per step over that
 axis). A fix is a sentence and the line to change; :mod:`sharding_core.findings.constraints` checks a
@@ -41,8 +44,16 @@ GATHER_SLICED_BACK = "gather_sliced_back"
 BATCH_NOT_SPLIT = "batch_not_split"
 REPLICATED_BETWEEN_SPLIT = "replicated_between_split"
 UNEVEN_PADDING = "uneven_padding"
+PARTITIONER_FALLBACK = "partitioner_fallback"
 KINDS = (REDUCED_EVERY_ITERATION, LOOP_INVARIANT, GATHER_SLICED_BACK, BATCH_NOT_SPLIT,
-         REPLICATED_BETWEEN_SPLIT, UNEVEN_PADDING)  # fmt: skip
+         REPLICATED_BETWEEN_SPLIT, UNEVEN_PADDING, PARTITIONER_FALLBACK)  # fmt: skip
+TOP_K = ("top_k", "approx_top_k")
+"""JAX primitives that pick along a dimension (XLA's partitioner gathers it whole where it is split)."""
+RUNNING = ("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp", "reduce_window_sum", "reduce_window_max",
+           "reduce_window_min", "reduce_window")  # fmt: skip
+"""JAX primitives that run along a dimension (a cumulative op lowers to a reduce-window the size of it)."""
+WHOLE = ("fft", "cholesky", "triangular_solve", "eigh", "eig", "svd", "qr", "lu", "householder_product")
+"""JAX primitives that need the whole of the dimensions they work on."""
 
 LARGE_BYTES = 1 << 20
 """A value this large per device is worth a finding when replicated or padded."""
@@ -77,6 +88,7 @@ def waste_findings(inputs: Inputs) -> list[dict[str, Any]]:
     if facts is not None:
         out += _loop_findings(facts, by_name, inputs.hlo)
         out += _gather_findings(facts, by_name)
+    out += fallback_findings(inputs.collectives)
     out += batch_not_split(inputs)
     out += padding(inputs.values or (), inputs.axes)
     out += replicated_between_split(inputs)
@@ -214,6 +226,48 @@ def _gather_findings(facts: ProgramFacts, by_name: Mapping[str, Mapping[str, Any
                              c.get("line"), 0)  # fmt: skip
                 out.append(finding(GATHER_SLICED_BACK, "all-gather sliced straight back", c.get("line"), n, repeat,
                                    text, fix, [_describe(c)]))  # fmt: skip
+    return out
+
+
+def primitive_of(source: str | None) -> str:
+    """The JAX primitive an HLO instruction's ``op_name`` ends with: ``jit(f)/jit(cumsum)/reduce_window_sum`` →
+    ``reduce_window_sum``, ``jit(f)/transpose(jvp(top_k))`` → ``top_k``."""
+    last = (source or "").rsplit("/", 1)[-1]
+    while "(" in last and last.endswith(")"):
+        last = last[last.index("(") + 1 : -1]
+    return last
+
+
+def fallback_findings(collectives: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """All-gathers XLA's partitioner inserted for an op it cannot split along the dimension it works along (the
+    op's own ``op_name`` on the gather says which), of :data:`LARGE_BYTES` or more."""
+    out: list[dict[str, Any]] = []
+    for c in collectives:
+        prim = primitive_of(c.get("source"))
+        if c.get("op") not in ("all-gather", "all-gather-start") or prim not in (*TOP_K, *RUNNING, *WHOLE):
+            continue
+        n, repeat = int(c.get("bytes") or 0), int(c.get("repeat") or 1)
+        if n < LARGE_BYTES:
+            continue
+        dims = ", ".join(str(d) for d in c.get("dimensions") or ()) or "?"
+        axes = ", ".join(c.get("axes") or ()) or "its mesh axes"
+        text = (f"{prim} works along dimension {dims} of a value the program splits over {axes}; XLA's partitioner "
+                f"cannot split it there, so every device gathers the whole {c.get('shape')} ({fmt_bytes(n)}"
+                f"{f', {repeat} times per step' if repeat > 1 else ''}; {c.get('name')}) and computes {prim} on all "
+                f"of it.")  # fmt: skip
+        if prim in TOP_K:
+            how = ("Take each shard's top k where the dimension is split — lax.top_k on the local block in a "
+                   "shard_map — then gather only the n × k candidates (values and global indices) and take their "
+                   "top k")  # fmt: skip
+        elif prim in RUNNING:
+            how = (f"Split another dimension of its operand instead (a with_sharding_constraint leaving dimension "
+                   f"{dims} unsplit moves 1/n of the bytes), or scan in blocks in a shard_map: each shard's running "
+                   f"result, then add the earlier shards' totals")  # fmt: skip
+        else:
+            how = (f"Split another dimension of its operand instead (a with_sharding_constraint leaving dimension "
+                   f"{dims} unsplit), so each device computes its own slices of the op whole")  # fmt: skip
+        out.append(finding(PARTITIONER_FALLBACK, f"partitioner fallback: {prim} over a split dimension",
+                           c.get("line"), n, repeat, text, fix_of(how, c.get("line"), 0), [_describe(c)]))  # fmt: skip
     return out
 
 
