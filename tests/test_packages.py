@@ -42,10 +42,22 @@ def test_the_domain_imports_neither_the_dashboard_nor_the_user_package() -> None
     assert not (ROOT / "sharding_core" / "notebook").exists()
 
 
-def test_the_server_takes_only_the_front_ends_location_from_the_user_package() -> None:
-    # server/app.py imported the CLI package for its version; it now reads the package metadata.
+FRONT_END = {"shardscope.assets", "shardscope.pages", "shardscope.notebook.bundle"}
+"""What the server takes from the user package: the front end — where its files are, its pages, and the bundler
+that makes each page's modules one script (the widget's, server/bundles.py)."""
+
+
+def test_the_server_takes_only_the_front_end_from_the_user_package() -> None:
+    # server/app.py imported the CLI package for its version; it now reads the package metadata. The front end's
+    # modules it uses import nothing of the user package but each other (no CLI, no notebook host, no anywidget).
     used = {m for mods in imported_modules("server").values() for m in mods if m.split(".")[0] == "shardscope"}
-    assert used == {"shardscope.assets"}
+    assert used == FRONT_END
+    for module in FRONT_END:
+        path = ROOT / (module.replace(".", "/") + ".py")
+        mods = imported_modules("shardscope")[str(path.relative_to(ROOT))]
+        assert {m for m in mods if m.split(".")[0] == "shardscope"} <= FRONT_END, (module, mods)
+        light = {"shardscope", "sharding_core", "__future__", "functools", "hashlib", "re", "dataclasses", "pathlib"}
+        assert {m.split(".")[0] for m in mods} <= light | {"collections"}, mods
 
 
 def test_one_version_from_the_package_metadata(client: TestClient) -> None:
