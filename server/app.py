@@ -212,9 +212,14 @@ class FrontendFiles:
         built = await anyio.to_thread.run_sync(self.bundles.get, view)
         if built is None:
             return None
-        headers = {"etag": built.etag, "content-type": "text/javascript; charset=utf-8"}
-        if self.files.is_not_modified(Headers(headers), Headers(scope=scope)):
+        request = Headers(scope=scope)
+        gzipped = any(p.split(";")[0].strip() == "gzip" for p in request.get("accept-encoding", "").lower().split(","))
+        etag = built.etag[:-1] + '-gz"' if gzipped else built.etag  # one ETag per representation
+        headers = {"etag": etag, "content-type": "text/javascript; charset=utf-8", "vary": "Accept-Encoding"}
+        if self.files.is_not_modified(Headers(headers), request):
             return NotModifiedResponse(Headers(headers))
+        if gzipped:
+            return Response(built.gzipped, headers={**headers, "content-encoding": "gzip"})
         return Response(built.text, headers=headers)
 
     async def _file(self, scope: Scope) -> Response | None:

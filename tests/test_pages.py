@@ -44,6 +44,19 @@ def test_no_page_asks_for_plotly_up_front(page: str) -> None:
     assert "/vendor/" not in (FRONTEND / page).read_text(encoding="utf-8")
 
 
+def test_a_bundle_goes_out_gzipped_to_a_browser_that_takes_it(client: TestClient) -> None:
+    address = bundle_address("snapshots.html")
+    plain = client.get(address, headers={"accept-encoding": "identity"})
+    assert "content-encoding" not in plain.headers and plain.headers["vary"] == "Accept-Encoding"
+    raw = client.get(address, headers={"accept-encoding": "gzip, deflate, br"})
+    assert raw.headers["content-encoding"] == "gzip" and raw.text == plain.text  # httpx decodes it
+    assert int(raw.headers["content-length"]) * 3 < len(plain.content)  # 250 KB of modules, a quarter on the wire
+    assert raw.headers["etag"] != plain.headers["etag"]  # one ETag per representation
+    for answer, encoding in ((plain, "identity"), (raw, "gzip")):
+        again = client.get(address, headers={"accept-encoding": encoding, "if-none-match": answer.headers["etag"]})
+        assert again.status_code == 304
+
+
 def test_a_bundle_follows_its_modules(make_client: ClientFactory, tmp_path: Path) -> None:
     frontend = tmp_path / "frontend"
     shutil.copytree(FRONTEND, frontend)
