@@ -129,14 +129,15 @@ class _MemoryFiles(StaticFiles):
         version = (stat_result.st_mtime_ns, stat_result.st_size)
         hit = self._cache.get(key)
         if hit is None or hit[0] != version:
+            if hit is not None:  # an older version: dropped, whether or not the new one is kept
+                del self._cache[key]
+                self._cached_bytes -= len(hit[1])
             if stat_result.st_size > MAX_CACHED_FILE_BYTES:
                 return super().file_response(full_path, stat_result, scope, status_code)
             with open(key, "rb") as f:  # a small file, once per version: the event loop barely notices
                 body = f.read(MAX_CACHED_FILE_BYTES + 1)
             if len(body) != stat_result.st_size:  # changed between the stat and the read: stream this one
                 return super().file_response(full_path, stat_result, scope, status_code)
-            if hit is not None:
-                self._cached_bytes -= len(hit[1])
             if self._cached_bytes + len(body) > MAX_CACHED_BYTES:
                 return super().file_response(full_path, stat_result, scope, status_code)
             hit = (version, body)

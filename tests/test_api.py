@@ -343,6 +343,11 @@ def test_static_files_come_from_memory_and_follow_changes(make_client: ClientFac
     assert head.status_code == 200 and head.content == b"" and head.headers["content-length"] == "21"
     streamed = c.get("/big.js")
     assert streamed.status_code == 200 and len(streamed.content) == 2 + (2 << 20)
+    module.write_bytes(b"//" + b"y" * (2 << 20))  # grown past the bound: streamed, its old version let go
+    assert c.get("/js/m.js").content == b"//" + b"y" * (2 << 20)
+    files = next(r.app.files for r in c.app.routes if getattr(r, "name", "") == "frontend")  # type: ignore[attr-defined]
+    assert files._cached_bytes == sum(len(body) for _, body in files._cache.values())
+    assert str(module) not in files._cache
     module.unlink()
     assert c.get("/js/m.js").status_code == 404  # gone from disk: gone from the server
     assert c.get("/js/../../etc/passwd").status_code == 404 and c.get("/js/%2e%2e/%2e%2e/etc/passwd").status_code == 404
