@@ -3,7 +3,8 @@ typing in the layout explorer.
 
 **First paint** (issue 37): for each page, from opening its link to the frame after the element a reader
 came for is on screen with its words — a plan's verdict (``[data-part=plan-verdict]``), the compare page's
-verdict, the layout explorer's grid, the topology picture, the kernel lab's kernel — in a fresh browser
+verdict, the layout explorer's grid, the topology picture, the kernel lab's kernel, and (issue 33) the 70B
+plan's memory over program order (its chart) — in a fresh browser
 context each run (nothing cached), median of ``--runs``. The page records it itself: a MutationObserver
 (installed before any of the page's scripts) sees the element visible with its text, then the time after
 the next animation frame (the paint) is taken, relative to the navigation's start (the ``/s/`` redirect
@@ -168,6 +169,8 @@ LAYOUT_6144 = {"devices": "tpu:v5p:16x16x24", "mesh": "24x256", "axes": "x,y", "
 CASES = {
     "plan link, small (MLP, v5e 2x2)": (("mlp",), "[data-part=plan-verdict]"),
     "plan link, Llama 70B (v5p 4x8x8)": (("llama70b",), "[data-part=plan-verdict]"),
+    # issue 33: the 70B plan's memory over program order (855 points, its buffers at the peak), drawn
+    "memory chart, Llama 70B (v5p 4x8x8)": (("llama70b",), "[data-part=memory-timeline] svg.memory-timeline-chart"),
     "compare link, two small plans": (("mlp", "mlp-dp"), "[data-part=verdict]"),
     "layout explorer, 8 devices": ((), "[data-part=grid] .layout-grid"),
     "layout explorer, 6144 devices": ((), "[data-part=grid] .layout-grid"),
@@ -191,7 +194,7 @@ def cases(base: str, only: str, fresh: bool) -> dict[str, tuple[str, str]]:
             return f"/snapshots.html?{urlencode(json.loads(r.read())['state'])}"
 
     def url(label: str) -> str:
-        if label.startswith("plan link"):
+        if label.startswith(("plan link", "memory chart")):
             return links[CASES[label][0][0]]
         if label.startswith("compare"):
             state = {"a": address("mlp"), "b": address("mlp-dp")}
