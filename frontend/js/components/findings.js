@@ -52,11 +52,15 @@ export function valuesSection(box, snap) {
     const q = filter.value.trim().toLowerCase();
     const hits = sorted.filter((v) => !q || `${v.op} ${v.source} ${v.spec} ${v.typed}`.toLowerCase().includes(q));
     const shown = all.checked ? hits : hits.slice(0, VALUES_SHOWN);
-    const { table, body } = headedTable("values", ["bytes / device", "× per step", "type", "spec", "op", "line"]);
+    const headers = ["bytes / device", "× per step", "type", "spec", "op", "line"];
+    // a card per value on a phone (css: table.why-cards), its type first
+    const { table, body } = headedTable("values why-cards", headers);
     for (const v of shown) {
-      body.insertRow().append(el("td", "num", fmtBytes(v.bytes)), el("td", "num", String(v.repeat ?? 1)),
-        el("td", "mono", v.typed || `${v.dtype}[${v.shape.join(",")}]`), el("td", "mono", v.spec || v.sharding),
-        el("td", "mono", v.op), el("td", "mono", (v.source || "—").split("/").slice(-1)[0]));
+      const cells = [el("td", "num", fmtBytes(v.bytes)), el("td", "num", String(v.repeat ?? 1)),
+        el("td", "mono lead", v.typed || `${v.dtype}[${v.shape.join(",")}]`), el("td", "mono", v.spec || v.sharding),
+        el("td", "mono", v.op), el("td", "mono", (v.source || "—").split("/").slice(-1)[0])];
+      cells.forEach((td, i) => (td.dataset.label = headers[i]));
+      body.insertRow().append(...cells);
     }
     count.textContent = `${shown.length} of ${hits.length} values${hits.length < rows.length ? ` (${rows.length} in all)` : ""}, largest per device first`;
     wrap.replaceChildren(table);
