@@ -214,7 +214,7 @@ class FrontendFiles:
         if built is None:
             return None
         request = Headers(scope=scope)
-        gzipped = any(p.split(";")[0].strip() == "gzip" for p in request.get("accept-encoding", "").lower().split(","))
+        gzipped = vendor.accepts_gzip(request.get("accept-encoding", ""))
         etag = built.etag[:-1] + '-gz"' if gzipped else built.etag  # one ETag per representation
         headers = {"etag": etag, "content-type": "text/javascript; charset=utf-8", "vary": "Accept-Encoding"}
         if self.files.is_not_modified(Headers(headers), request):

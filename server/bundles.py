@@ -29,6 +29,9 @@ from shardscope.pages import PAGES
 
 BUNDLE_PATH = re.compile(r"/js/views/(?P<view>[a-z_]{1,32})\.bundle\.js")
 """The address of a page's bundle."""
+MAX_KEPT_BYTES = 8 << 20
+"""The most the bundles kept take, plain and gzipped together (the five pages': 1.03 MiB plain, 0.32 MiB gzipped).
+A bundle that would pass it is built for its request and not kept."""
 
 
 @dataclass(frozen=True)
@@ -76,5 +79,11 @@ class PageBundles:
             data = text.encode("utf-8")
             compressed = gzip.compress(data, compresslevel=6, mtime=0)
             built = Bundle(data, compressed, f'"{hashlib.sha256(data).hexdigest()[:32]}"', stamp)
-            self._built[view] = built
+            self._built.pop(view, None)
+            if self.kept_bytes() + len(data) + len(compressed) <= MAX_KEPT_BYTES:
+                self._built[view] = built
             return built
+
+    def kept_bytes(self) -> int:
+        """The bytes the kept bundles take (bounded by :data:`MAX_KEPT_BYTES`)."""
+        return sum(len(b.text) + len(b.gzipped) for b in self._built.values())

@@ -139,10 +139,9 @@ class _Gzipped:
 _gzipped = _Gzipped()
 
 
-def accepts_gzip(request: Request) -> bool:
-    return any(
-        part.split(";")[0].strip() == "gzip" for part in request.headers.get("accept-encoding", "").lower().split(",")
-    )
+def accepts_gzip(accept_encoding: str) -> bool:
+    """Whether an ``Accept-Encoding`` header's value takes gzip (for Plotly here, and the pages' bundles)."""
+    return any(part.split(";")[0].strip() == "gzip" for part in accept_encoding.lower().split(","))
 
 
 def not_modified(request: Request, etag: str) -> bool:
@@ -175,7 +174,7 @@ def _script(request: Request, cache_control: str) -> Response:
     headers = {"Cache-Control": cache_control, "ETag": etag, "Vary": "Accept-Encoding"}
     if not_modified(request, etag):
         return Response(status_code=304, headers=headers)
-    body = _gzipped.get() if accepts_gzip(request) else None
+    body = _gzipped.get() if accepts_gzip(request.headers.get("accept-encoding", "")) else None
     if body is not None:
         return Response(body, media_type="text/javascript", headers={**headers, "Content-Encoding": "gzip"})
     return FileResponse(path, media_type="text/javascript", headers=headers)

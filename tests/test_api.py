@@ -353,6 +353,20 @@ def test_static_files_come_from_memory_and_follow_changes(make_client: ClientFac
     assert c.get("/js/../../etc/passwd").status_code == 404 and c.get("/js/%2e%2e/%2e%2e/etc/passwd").status_code == 404
 
 
+def test_static_files_in_memory_stay_within_their_byte_bound(
+    make_client: ClientFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import server.app
+
+    for name, size in (("a.js", 600), ("b.js", 500)):
+        (tmp_path / name).write_bytes(b"/" * size)
+    monkeypatch.setattr(server.app, "MAX_CACHED_BYTES", 1000)  # a.js fits, then b.js would pass the total
+    c = make_client(frontend_dir=tmp_path)
+    files = next(r.app.files for r in c.app.routes if getattr(r, "name", "") == "frontend")  # type: ignore[attr-defined]
+    assert c.get("/a.js").content == b"/" * 600 and c.get("/b.js").content == b"/" * 500  # b.js streamed
+    assert set(files._cache) == {str(tmp_path / "a.js")} and files._cached_bytes == 600 <= server.app.MAX_CACHED_BYTES
+
+
 ID = "A" * 11 + "b_-" + "9" * 8
 
 

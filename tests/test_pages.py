@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from shardscope.notebook.bundle import bundle
-from shardscope.pages import FRONTEND, PAGES, bundle_address, imported
+from shardscope.notebook.bundle import bundle, bundle_with_files
+from shardscope.pages import FRONTEND, PAGES, bundle_address
 from tests.conftest import ClientFactory
 
 
@@ -32,7 +32,9 @@ def test_a_page_runs_its_view_as_one_script(client: TestClient, page: str) -> No
     assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/javascript")
     assert answer.headers["cache-control"] == "no-cache"
     assert answer.text == bundle(FRONTEND, PAGES[page])
-    for module in imported(PAGES[page]):  # every module of the view's graph, once
+    modules = bundle_with_files(FRONTEND, PAGES[page])[1]
+    assert "js/hosts/early.js" in modules and len(modules) > 5
+    for module in modules[:-1]:  # every module of the view's graph, once (the entry last, at the top level)
         assert answer.text.count(f"// ---- {module}\n") == 1, module
     again = client.get(bundle_address(page), headers={"if-none-match": answer.headers["etag"]})
     assert again.status_code == 304 and again.content == b""
@@ -55,6 +57,19 @@ def test_a_bundle_goes_out_gzipped_to_a_browser_that_takes_it(client: TestClient
     for answer, encoding in ((plain, "identity"), (raw, "gzip")):
         again = client.get(address, headers={"accept-encoding": encoding, "if-none-match": answer.headers["etag"]})
         assert again.status_code == 304
+
+
+def test_bundles_are_kept_within_their_byte_bound(make_client: ClientFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    from server import bundles
+
+    c = make_client()
+    pages = next(r.app.bundles for r in c.app.routes if getattr(r, "name", "") == "frontend")  # type: ignore[attr-defined]
+    layout = c.get("/js/views/layout.bundle.js")
+    assert pages.kept_bytes() == len(layout.text.encode()) + len(pages.get("layout").gzipped)
+    monkeypatch.setattr(bundles, "MAX_KEPT_BYTES", pages.kept_bytes() + 1)  # room for no second bundle
+    topology = c.get("/js/views/topology.bundle.js")  # built for its request, served whole, not kept
+    assert topology.status_code == 200 and topology.text == bundle(FRONTEND, PAGES["topology.html"])
+    assert set(pages._built) == {"layout"} and pages.kept_bytes() <= bundles.MAX_KEPT_BYTES
 
 
 def test_a_bundle_follows_its_modules(make_client: ClientFactory, tmp_path: Path) -> None:

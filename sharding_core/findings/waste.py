@@ -244,7 +244,7 @@ def fallback_findings(collectives: Sequence[Mapping[str, Any]]) -> list[dict[str
     out: list[dict[str, Any]] = []
     for c in collectives:
         prim = primitive_of(c.get("source"))
-        if c.get("op") not in ("all-gather", "all-gather-start") or prim not in (*TOP_K, *RUNNING, *WHOLE):
+        if c.get("op") != "all-gather" or prim not in (*TOP_K, *RUNNING, *WHOLE):  # an async one's op is its base
             continue
         n, repeat = int(c.get("bytes") or 0), int(c.get("repeat") or 1)
         if n < LARGE_BYTES:
