@@ -30,7 +30,7 @@ class Case:
     build: Build
     fixed: Build | None = None
     line_marker: str | None = None  # a text on the line the finding must point at
-    repeat: int | None = None  # the loop's trip count, as the program writes it
+    repeat: int | None = None  # runs per step (a loop's trip count), as the program writes it: bytes checked in HLO
     tpu: bool = False  # compiled for libtpu's compile-only devices (TPU)
 
 
@@ -413,7 +413,7 @@ REPRODUCERS = [
          debug_constraint_to_replicated, debug_constraint_removed),
     Case("tpu_inference_3511_topk", "https://github.com/vllm-project/tpu-inference/pull/3511 (top-k over "
          "vocab-split logits)", "partitioner_fallback", tpu_inference_3511_topk, tpu_inference_3511_topk_fixed,
-         "the sampler's top-k"),
+         "the sampler's top-k", 1),  # its bytes checked against the all-gather in XLA's HLO
 ]  # fmt: skip
 
 

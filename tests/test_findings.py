@@ -59,7 +59,7 @@ def test_each_reproducer_is_flagged_with_bytes_per_step_and_its_line(case: corpu
     else:
         lines, _ = inspect.getsourcelines(inspect.unwrap(case.build))
         assert text + "\n" in lines, (top["source"], text)
-    if case.repeat is not None:  # a loop kind: the collective XLA wrote, run once per iteration
+    if case.repeat is not None:  # the collective XLA wrote (a loop kind: run once per iteration), its bytes
         assert top["repeat"] == case.repeat
         hlo = f.lower(*args).compile().as_text()
         name = re.search(r"\(([\w.\-]+)\)$", top["involved"][0])
