@@ -163,7 +163,11 @@ def openapi() -> dict[str, Any]:
     from server.app import create_app
 
     with tempfile.TemporaryDirectory() as tmp:
-        spec: dict[str, Any] = create_app(str(Path(tmp) / "links.db")).openapi()
+        app = create_app(str(Path(tmp) / "links.db"))
+        try:
+            spec: dict[str, Any] = app.openapi()
+        finally:  # its store's watch would go on looking at the deleted file for as long as this process lives
+            app.state.store.close()
     return spec
 
 

@@ -45,6 +45,20 @@ def test_every_reference_page_is_what_its_owner_generates(generated: dict[str, s
         assert page.read_text() == text, f"docs/{path} differs from its owner: run `make docs-gen`"
 
 
+def test_generating_the_api_page_leaves_no_store_watching_a_deleted_file() -> None:
+    """The OpenAPI page is made from an app over a store in a temporary directory; the store was never closed, so
+    its watch went on looking at the deleted file in every test worker that imported the generator, and CI's log
+    ended in dozens of "the store's watch could not look at it" lines."""
+    import threading
+
+    def watches() -> set[threading.Thread]:
+        return {t for t in threading.enumerate() if t.name == "shardscope-store-watch"}
+
+    before = watches()
+    generator().openapi()
+    assert watches() <= before
+
+
 def test_the_generated_pages_are_the_reference_pages_the_site_lists(generated: dict[str, str]) -> None:
     # A page written by hand under reference/ would be taken for a generated one and silently kept stale.
     on_disk = {str(p.relative_to(DOCS)) for p in (DOCS / "reference").glob("*.md")}
