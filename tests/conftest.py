@@ -29,7 +29,13 @@ from tests.helpers import BASE
 
 jax.config.update("jax_num_cpu_devices", 8)
 
-pytest_plugins = ["tests.plugins.live", "tests.plugins.browser", "tests.plugins.postgres", "tests.plugins.newest_jax"]
+pytest_plugins = [
+    "tests.plugins.live",
+    "tests.plugins.browser",
+    "tests.plugins.postgres",
+    "tests.plugins.newest_jax",
+    "tests.plugins.cputime",
+]
 
 ClientFactory = Callable[..., TestClient]
 TIERS = ("browser", "workers", "live")
