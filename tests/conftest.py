@@ -41,6 +41,28 @@ ClientFactory = Callable[..., TestClient]
 TIERS = ("browser", "workers", "live")
 
 
+# Seconds each of the longest modules took on the two-core machine (a fresh clone's `make test`, read with
+# SHARDSCOPE_TEST_CPU: tests/plugins/cputime.py). pytest-xdist hands out whole modules (`--dist loadfile`); by
+# default it starts with the modules of most tests, so these few-test, many-minute modules went last and one
+# worker ran the decoder's compiles alone for three minutes at the end. They go first, longest first; a stale
+# figure only changes the order, never what runs.
+LONG_MODULES = {
+    "tests/test_mcp_tasks.py": 317, "tests/test_load.py": 224, "tests/test_planning.py": 165,
+    "tests/test_findings_fix.py": 148, "tests/test_plan_browser.py": 146, "tests/test_reliability.py": 136,
+    "tests/test_why_browser.py": 91, "tests/test_memory_timeline.py": 85, "tests/test_findings.py": 84,
+    "tests/test_views_browser.py": 72, "tests/test_panels_browser.py": 72, "tests/test_screens_browser.py": 68,
+    "tests/test_notebook_browser.py": 66, "tests/test_grid_browser.py": 63, "tests/test_snapshots_browser.py": 62,
+    "tests/test_kernels_pool.py": 62, "tests/test_notebook_marimo.py": 60, "tests/test_kernels_api.py": 59,
+    "tests/test_api_schema.py": 58, "tests/test_browser.py": 55,
+}  # fmt: skip
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """xdist keeps the modules in the order collection leaves them (see LONG_MODULES)."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Every test of a tier is also ``slow`` (the fast inner loop leaves the tiers out); a test marked ``slow``
     alone is refused, so each new slow test says which tier it belongs to. Two tests with one node id are refused
@@ -55,6 +77,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if _tier(item):
             item.add_marker(pytest.mark.slow)
+    items.sort(key=lambda item: -LONG_MODULES.get(item.nodeid.split("::", 1)[0], 0))  # stable: the rest as collected
 
 
 def _tier(item: pytest.Item) -> bool:
