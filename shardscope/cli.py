@@ -5,8 +5,10 @@ your own nccl-tests output, ``calibrate`` a cost profile on the devices you have
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import os
+import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,7 +31,13 @@ def _serve_parser(sub: Any) -> None:
     """``shardscope serve``'s options."""
     s = sub.add_parser("serve", help="serve the dashboard (loopback only unless --host says otherwise)")
     s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--port", type=int, default=8000)
+    s.add_argument(
+        "--port",
+        type=int,
+        default=8000,
+        help="the port to listen on (0: a free one the system picks; either way the server prints "
+        "'shardscope: listening on http://HOST:PORT' once it holds it)",
+    )
     s.add_argument(
         "--db",
         default=None,
@@ -436,12 +444,29 @@ def _open_connections(max_open: int) -> int:
     return max_open
 
 
-def serve(args: argparse.Namespace) -> int:
-    import uvicorn
+BACKLOG = 2048
+"""Connections the listening socket queues before they are accepted (uvicorn's default ``backlog``)."""
 
-    from server.app import create_app
+
+def listen(host: str, port: int) -> socket.socket:
+    """The server's listening socket, bound before anything else starts: a port that is taken is a one-line
+    refusal rather than an error after start-up, and ``--port 0`` knows its port before the app is built (the
+    MCP route names its own URL). Bound as uvicorn's own ``Config.bind_socket`` binds (IPv6 when the host has a
+    colon; SO_REUSEADDR), listening at once with uvicorn's default backlog."""
+    sock = socket.socket(family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(BACKLOG)  # connections wait in the queue while the app starts, rather than being refused
+        sock.set_inheritable(True)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def serve(args: argparse.Namespace) -> int:
     from server.auth import TOKEN_HINT, token_problem
-    from server.http import protocol_class
     from server.settings import Settings
     from sharding_core.errors import ShardingError
 
@@ -459,6 +484,27 @@ def serve(args: argparse.Namespace) -> int:
         guard = "writes need the token" if args.token else "anyone who can reach it can write: consider --token"
         hosts = ", ".join(args.allowed_host) if args.allowed_host else "any Host (consider --allowed-host)"
         print(f"warning: binding {args.host}: reachable from other machines; {guard}; answers {hosts}", file=sys.stderr)
+    if not 0 <= args.port <= 65535:
+        return refuse(ShardingError("bad_port", f"--port {args.port} is not a port (0 to 65535; 0 picks a free one)"))
+    try:
+        sock = listen(args.host, args.port)
+    except OSError as e:
+        problem = f"cannot listen on {args.host}:{args.port}: {e.strerror or e}"
+        return refuse(ShardingError("address_unavailable", problem, hint="another --port, or --port 0 for a free one"))
+    with sock:
+        return _serve_on(args, sock, settings)
+
+
+def _serve_on(args: argparse.Namespace, sock: socket.socket, settings: Any) -> int:
+    """``shardscope serve`` once its socket is held."""
+    import uvicorn
+
+    from server.app import create_app
+    from server.http import protocol_class
+    from sharding_core.errors import ShardingError
+
+    port = int(sock.getsockname()[1])
+    shown_host = f"[{args.host}]" if ":" in args.host else args.host
     mcp = None
     if args.mcp or args.mcp_allow_code:
         try:
@@ -467,7 +513,7 @@ def serve(args: argparse.Namespace) -> int:
         except ImportError as e:
             return refuse(ShardingError("missing_extra", f"--mcp needs the mcp extra ({e.name} is not installed)",
                                         hint="pip install 'shardscope[mcp]'"))  # fmt: skip
-        own = f"http://{'localhost' if is_loopback(args.host) else args.host}:{args.port}"
+        own = f"http://{'localhost' if is_loopback(args.host) else shown_host}:{port}"
         mcp = Options(url=own, publish=True, token=args.token, allow_code=args.mcp_allow_code,
                       max_devices=settings.max_devices)  # fmt: skip
     try:
@@ -488,11 +534,12 @@ def serve(args: argparse.Namespace) -> int:
     # connection objects stalled the event loop 0.1-0.25 s several times a second.
     thresholds = gc.get_threshold()
     gc.set_threshold(GC_THRESHOLD, 20, 10)
-    try:
-        uvicorn.run(
+    print(f"shardscope: listening on http://{shown_host}:{port}", file=sys.stderr, flush=True)
+    server = uvicorn.Server(
+        uvicorn.Config(
             app,
             host=args.host,
-            port=args.port,
+            port=port,
             log_level="info",
             # server/http.py: head and body deadlines, bounded open connections, uvicorn's own answers in
             # our error shape. Requests in progress are bounded inside the app (max_connections), so no
@@ -504,10 +551,19 @@ def serve(args: argparse.Namespace) -> int:
             # Forwarded headers count only from --trusted-proxy (server.middleware.TrustedProxies): uvicorn's own
             # handling believed X-Forwarded-For from 127.0.0.1 by default, so any local client chose its address.
             proxy_headers=False,
+            backlog=BACKLOG,
         )
+    )
+    try:
+        with contextlib.suppress(KeyboardInterrupt):  # as uvicorn.run: Ctrl+C is a clean stop
+            server.run(sockets=[sock])
     finally:
         gc.set_threshold(*thresholds)
-    return 0
+    return 0 if server.started else STARTUP_FAILURE
+
+
+STARTUP_FAILURE = 3
+"""``shardscope serve``'s exit status when the app did not start (uvicorn's own ``STARTUP_FAILURE``)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -21,13 +21,12 @@ Standard library, JAX and the wheel only in ``check`` mode (no pytest in the roo
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -151,12 +150,6 @@ def answer(client: Any, body: dict[str, Any]) -> dict[str, Any]:
 # ---- check: the newest JAX in the root, against them -----------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def post(url: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     request = urllib.request.Request(
         url, data=json.dumps(body).encode(), headers={"content-type": "application/json"}, method="POST"
@@ -169,24 +162,14 @@ def post(url: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
 
 
 def serve(tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """A real ``shardscope serve`` from the installed wheel on a free loopback port, once it answers."""
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    cli = Path(sys.prefix) / "bin" / "shardscope"
-    log = (tmp / "serve.log").open("w")
-    server = subprocess.Popen(
-        [str(cli), "serve", "--port", str(port), "--db", str(tmp / "links.db")], stdout=log, stderr=log
-    )
-    deadline = time.monotonic() + SERVER_START_SECONDS
-    while True:
-        try:
-            with urllib.request.urlopen(base + "/api/health", timeout=10):
-                return server, base
-        except OSError:
-            if server.poll() is not None or time.monotonic() > deadline:
-                server.terminate()
-                raise AssertionError("shardscope serve did not start:\n" + (tmp / "serve.log").read_text()) from None
-            time.sleep(0.25)
+    """A real ``shardscope serve`` from the installed wheel, once it answers: ``wheel_surface.serve`` (beside this
+    file in both places it runs; loaded by path, as ``python -I`` puts no script directory on the path)."""
+    spec = importlib.util.spec_from_file_location("wheel_surface", Path(__file__).with_name("wheel_surface.py"))
+    assert spec is not None and spec.loader is not None
+    surface = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(surface)
+    started: tuple[subprocess.Popen[bytes], str] = surface.serve(tmp, SERVER_START_SECONDS)
+    return started
 
 
 def check_layout_api(base: str, want: dict[str, Any]) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ import orjson
 import pytest
 from playwright.sync_api import Browser
 
-from tests.plugins.live import Server, free_port, start, stop
+from tests.plugins.live import Server, start, stop
 
 pytestmark = pytest.mark.browser  # a real server or notebook and a browser
 
@@ -40,8 +40,8 @@ class Recorder(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def other_service() -> Iterator[int]:
-    port = free_port()
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Recorder)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)  # port 0: the system picks a free one
+    port = server.server_port
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield port

@@ -102,43 +102,117 @@ def fd_limit(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
     return limits
 
 
+@pytest.fixture
+def served(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """What ``serve`` would run: the address it asked for (``host``, ``port``), the socket it got and uvicorn's
+    ``config``. A socket on a free loopback port stands in for the one asked for (8000 may be taken here; 9 needs
+    root), and uvicorn is not run."""
+    import uvicorn
+
+    from shardscope import cli
+
+    calls: list[dict[str, Any]] = []
+    real_listen = cli.listen
+
+    def listen(host: str, port: int) -> Any:
+        calls.append({"host": host, "port": port})
+        return real_listen("127.0.0.1", 0)
+
+    def run(self: uvicorn.Server, sockets: list[Any] | None = None) -> None:
+        calls[-1].update(config=self.config, sockets=sockets)
+        self.started = True
+
+    monkeypatch.setattr(cli, "listen", listen)
+    monkeypatch.setattr(uvicorn.Server, "run", run)
+    return calls
+
+
 def test_serve_binds_loopback_by_default_and_warns_otherwise(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path, fd_limit: object
+    served: list[dict[str, Any]], capsys: pytest.CaptureFixture[str], tmp_path: Path, fd_limit: object
 ) -> None:
-    calls: list[dict[str, object]] = []
-    monkeypatch.setattr("uvicorn.run", lambda app, **kw: calls.append(kw))  # nothing is bound
     assert main(["serve", "--db", str(tmp_path / "a.db")]) == 0
-    assert calls[-1]["host"] == "127.0.0.1" and calls[-1]["port"] == 8000
+    assert served[-1]["host"] == "127.0.0.1" and served[-1]["port"] == 8000
     assert "warning" not in capsys.readouterr().err
     assert main(["serve", "--host", "0.0.0.0", "--port", "9", "--db", str(tmp_path / "b.db")]) == 0
-    assert calls[-1]["host"] == "0.0.0.0"
+    assert served[-1]["host"] == "0.0.0.0" and served[-1]["port"] == 9
     assert "warning: binding 0.0.0.0" in capsys.readouterr().err
 
 
+def test_serve_port_0_listens_on_a_free_port_and_says_which(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path, fd_limit: object
+) -> None:
+    """``--port 0``: the socket uvicorn is handed is already listening on the port the system chose, and the
+    server prints it (scripts and tests read that line rather than guessing a free port, which another process
+    can take first)."""
+    import socket
+
+    import uvicorn
+
+    seen: list[tuple[uvicorn.Config, list[Any], int]] = []
+
+    def run(self: uvicorn.Server, sockets: list[Any] | None = None) -> None:
+        assert sockets is not None and len(sockets) == 1
+        seen.append((self.config, sockets, sockets[0].getsockname()[1]))
+        with socket.create_connection(sockets[0].getsockname(), timeout=10):  # listening before uvicorn runs
+            pass
+        self.started = True
+
+    monkeypatch.setattr(uvicorn.Server, "run", run)
+    assert main(["serve", "--port", "0", "--db", str(tmp_path / "a.db")]) == 0
+    config, sockets, port = seen[-1]
+    assert port > 0 and config.port == port and config.host == "127.0.0.1"
+    assert f"shardscope: listening on http://127.0.0.1:{port}\n" in capsys.readouterr().err
+    assert sockets[0].fileno() == -1  # closed once serve returns
+
+
+def test_serve_refuses_a_taken_port_and_a_port_that_is_not_one(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A port something else holds is one line before anything starts (uvicorn's own error came after the app's
+    start-up, as a log line and exit status 1); so is a number no port has. Neither creates the store."""
+    import socket
+
+    import uvicorn
+
+    monkeypatch.setattr(uvicorn.Server, "run", lambda *a, **k: pytest.fail("uvicorn ran"))
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        taken = other.getsockname()[1]
+        assert main(["serve", "--port", str(taken), "--db", str(tmp_path / "a.db")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"error [address_unavailable]: cannot listen on 127.0.0.1:{taken}: Address already in use "
+        "(hint: another --port, or --port 0 for a free one)"
+    ), err
+    for bad in ("65536", "-1"):
+        assert main(["serve", "--port", bad, "--db", str(tmp_path / "a.db")]) == 2
+        assert capsys.readouterr().err.startswith(f"error [bad_port]: --port {bad} is not a port"), bad
+    assert not (tmp_path / "a.db").exists()
+
+
 def test_serve_runs_uvicorn_with_the_connection_layer(
-    monkeypatch: pytest.MonkeyPatch,
+    served: list[dict[str, Any]],
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
     fd_limit: list[tuple[int, int]],
 ) -> None:
     from server.http import GuardedH11Protocol
 
-    calls: list[dict[str, Any]] = []
-    monkeypatch.setattr("uvicorn.run", lambda app, **kw: calls.append(kw))
     args = ["serve", "--db", str(tmp_path / "a.db"), "--setting", "max_header_seconds", "3",
             "--setting", "max_body_seconds", "30", "--setting", "max_open_connections", "5000"]  # fmt: skip
     assert main(args) == 0
-    kw = calls[-1]
-    protocol = kw["http"]
-    assert issubclass(protocol, GuardedH11Protocol)
+    config = served[-1]["config"]
+    protocol = config.http
+    assert isinstance(protocol, type) and issubclass(protocol, GuardedH11Protocol)
     assert (protocol.guard.header_seconds, protocol.guard.body_seconds, protocol.guard.max_open) == (3, 30, 5000)
     # no "server: uvicorn"; requests in progress are counted in the app, not by uvicorn's connection count
-    assert kw["server_header"] is False and kw.get("limit_concurrency") is None
+    assert config.server_header is False and config.limit_concurrency is None
     assert "open-file limit (RLIMIT_NOFILE) raised from 1024 to 1048576" in capsys.readouterr().err
     # an open-file limit with less room than max_open_connections lowers it, and says so
     fd_limit[0] = (1024, 1024)
     assert main(args) == 0
-    assert calls[-1]["http"].guard.max_open == 1024 - 256
+    assert served[-1]["config"].http.guard.max_open == 1024 - 256
     err = capsys.readouterr().err
     assert "open-file limit (RLIMIT_NOFILE) 1024 (its hard limit)" in err
     assert "max_open_connections lowered from 5000 to 768" in err
@@ -150,7 +224,7 @@ def test_serve_runs_uvicorn_with_the_connection_layer(
      ("max_body_seconds", "1", "0"), ("max_open_connections", "16", "15")],
 )  # fmt: skip
 def test_connection_settings_at_and_past_their_bounds(
-    monkeypatch: pytest.MonkeyPatch,
+    served: list[dict[str, Any]],
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
     fd_limit: object,
@@ -158,12 +232,10 @@ def test_connection_settings_at_and_past_their_bounds(
     at: str,
     past: str,
 ) -> None:
-    calls: list[dict[str, Any]] = []
-    monkeypatch.setattr("uvicorn.run", lambda app, **kw: calls.append(kw))
     assert main(["serve", "--db", str(tmp_path / "a.db"), "--setting", name, at]) == 0
     assert main(["serve", "--db", str(tmp_path / "b.db"), "--setting", name, past]) == 2
     assert f"bad_setting]: {name} must be" in capsys.readouterr().err
-    assert len(calls) == 1
+    assert len(served) == 1
 
 
 def test_raise_open_file_limit_reaches_the_hard_limit() -> None:

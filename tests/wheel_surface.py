@@ -19,7 +19,7 @@ import contextlib
 import io
 import json
 import os
-import socket
+import re
 import subprocess
 import sys
 import tempfile
@@ -221,10 +221,32 @@ def check_preview() -> None:
     ok("shardscope preview")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def serve(tmp: Path, start_seconds: float = SERVER_START_SECONDS) -> tuple[subprocess.Popen[bytes], str]:
+    """A real ``shardscope serve`` from the installed wheel, once it answers, and its address: ``--port 0`` and
+    the address read from the line the server prints once it holds its socket (a port picked here and passed on
+    could be taken by another process first: a CI run failed so). Its output goes to ``tmp/serve.log``."""
+    cli = Path(sys.prefix) / "bin" / "shardscope"
+    log_path = tmp / "serve.log"
+    with log_path.open("wb") as log:
+        server = subprocess.Popen(
+            [str(cli), "serve", "--port", "0", "--db", str(tmp / "links.db")], stdout=log, stderr=log
+        )
+    deadline = time.monotonic() + start_seconds
+    base = None
+    while True:
+        if base is None:
+            found = re.search(r"^shardscope: listening on (http://\S+:\d+)$", log_path.read_text(), re.MULTILINE)
+            base = found[1] if found else None
+        if base is not None:
+            try:
+                with urllib.request.urlopen(base + "/api/health", timeout=10):
+                    return server, base
+            except OSError:
+                pass
+        if server.poll() is not None or time.monotonic() > deadline:
+            server.terminate()
+            raise AssertionError("shardscope serve did not start:\n" + log_path.read_text())
+        time.sleep(0.25)
 
 
 def get(url: str) -> tuple[int, str, bytes]:
@@ -235,25 +257,9 @@ def get(url: str) -> tuple[int, str, bytes]:
 def check_serve_and_publish(tmp: Path) -> None:
     import sharding_core
 
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    cli = Path(sys.prefix) / "bin" / "shardscope"
-    log = (tmp / "serve.log").open("w")
-    server = subprocess.Popen(
-        [str(cli), "serve", "--port", str(port), "--db", str(tmp / "links.db")], stdout=log, stderr=log
-    )
+    server, base = serve(tmp)
     try:
-        deadline = time.monotonic() + SERVER_START_SECONDS
-        while True:
-            try:
-                status, _, body = get(base + "/api/health")
-                break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(
-                        "shardscope serve did not start:\n" + (tmp / "serve.log").read_text()
-                    ) from None
-                time.sleep(0.25)
+        status, _, body = get(base + "/api/health")
         assert status == 200 and json.loads(body)["jax_version"] == jax.__version__, body
         status, kind, page = get(base + "/")
         assert status == 200 and kind.startswith("text/html") and b"<script" in page, (status, kind)
@@ -278,7 +284,6 @@ def check_serve_and_publish(tmp: Path) -> None:
     finally:
         server.terminate()
         server.wait(timeout=30)
-        log.close()
 
 
 def check_widget() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -57,24 +58,11 @@ class Server:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("live")
-    port = free_port()
-    log_path = tmp / "server.log"
-    # JAX_PLATFORMS=cpu: the server simulates devices; without it JAX would probe for accelerators.
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [str(CLI), "serve", "--port", str(port), "--db", str(tmp / "links.db")],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=ROOT,
-        )
-    srv = Server(port, log_path, proc)
+    srv = start(tmp / "links.db", tmp / "server.log")
     try:
-        wait_ready(srv)
         yield srv
     finally:
-        end(proc)
+        end(srv.proc)
 
 
 READY_S = 180.0
@@ -96,24 +84,44 @@ def wait_ready(srv: Server, timeout: float = READY_S) -> None:
     pytest.fail(f"shardscope serve did not become ready (exit code {srv.proc.poll()}); log:\n{srv.log.read_text()}")
 
 
+LISTENING = re.compile(rb"^shardscope: listening on http://\S+:(\d+)$", re.MULTILINE)
+"""The line ``shardscope serve`` prints once it holds its socket (with ``--port 0``, the port the system chose)."""
+
+
 def start(
     db: Path, log: Path, settings: dict[str, int] | None = None, args: tuple[str, ...] = (), ready_s: float = READY_S
 ) -> Server:
     """A real ``shardscope serve`` on a free port (``settings``: ``--setting NAME VALUE`` pairs; ``args``: more
-    of its options), ready when this returns (within ``ready_s``)."""
-    port = free_port()
+    of its options), ready when this returns (within ``ready_s``). ``--port 0``, and the port read from the line
+    the server prints: a port picked here and passed to it could be taken by another test's process first."""
     extra = [arg for name, value in (settings or {}).items() for arg in ("--setting", name, str(value))]
+    offset = log.stat().st_size if log.exists() else 0  # a log appended to by an earlier server on it
     with log.open("ab") as out:
+        # JAX_PLATFORMS=cpu: the server simulates devices; without it JAX would probe for accelerators.
         proc = subprocess.Popen(
-            [str(CLI), "serve", "--port", str(port), "--db", str(db), *extra, *args],
+            [str(CLI), "serve", "--port", "0", "--db", str(db), *extra, *args],
             stdout=out,
             stderr=subprocess.STDOUT,
             env={**os.environ, "JAX_PLATFORMS": "cpu"},
             cwd=ROOT,
         )
+    deadline = time.monotonic() + ready_s
+    while (port := listening_port(log, offset)) is None:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            end(proc)
+            pytest.fail(f"shardscope serve did not listen (exit code {proc.poll()}); log:\n{log.read_text()}")
+        time.sleep(0.1)
     srv = Server(port, log, proc)
-    wait_ready(srv, ready_s)
+    wait_ready(srv, max(1.0, deadline - time.monotonic()))
     return srv
+
+
+def listening_port(log: Path, offset: int = 0) -> int | None:
+    """The port in the first ``shardscope: listening on ...`` line of ``log`` after ``offset``, if there is one."""
+    with log.open("rb") as f:
+        f.seek(offset)
+        found = LISTENING.search(f.read())
+    return int(found[1]) if found else None
 
 
 def stop(srv: Server) -> None:
