@@ -12,9 +12,10 @@ from jax.sharding import PartitionSpec as P
 from examples import llama, moe
 
 
-def llama_8b(mesh: Any, rules: Any = None) -> Any:
-    """Llama 3 8B, B=64 x S=2048 (2048 tokens a chip on 64 chips)."""
-    return llama.plan_fn("8b", tuple(rules or ()), 64, 2048)(mesh)
+def llama_8b(mesh: Any, rules: Any = None, **knobs: Any) -> Any:
+    """Llama 3 8B, B=64 x S=2048 (2048 tokens a chip on 64 chips); ``knobs`` as ``examples/llama.py`` takes them
+    (``remat=`` a MaxText policy name, ...)."""
+    return llama.plan_fn("8b", tuple(rules or ()), 64, 2048)(mesh, **knobs)
 
 
 def llama_70b(mesh: Any, rules: Any = None) -> Any:
