@@ -5,10 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import jax
-from jax.sharding import NamedSharding
-from jax.sharding import PartitionSpec as P
-
 from examples import llama, moe
 
 
@@ -23,15 +19,6 @@ def llama_70b(mesh: Any, rules: Any = None) -> Any:
     return llama.plan_fn("70b", tuple(rules or ()), 256, 512)(mesh)
 
 
-def mixtral(mesh: Any, rules: Any = None) -> Any:
+def mixtral(mesh: Any, rules: Any = None, **knobs: Any) -> Any:
     """Mixtral 8x7B's shapes (examples/moe.py), B=64 x S=4096, with the search's rules."""
-    rules = tuple(rules or ())
-    config = moe.MOE_CONFIGS["mixtral"]
-    params = llama.abstract_params(config, mesh, rules, moe.param_shapes(config), moe.LOGICAL)
-    opt = llama.optimizer()
-    opt_state = llama.abstract_opt_state(opt, params, mesh)
-    data = llama.abstract_batch(64, 4096, mesh, rules)
-    shardings = jax.tree.map(lambda s: s.sharding, (params, opt_state, data))
-    out = (shardings[0], shardings[1], NamedSharding(mesh, P()))
-    step = llama.make_step(config, opt, mesh, rules, moe.moe_layer)
-    return jax.jit(step, in_shardings=shardings, out_shardings=out, donate_argnums=(0, 1)), (params, opt_state, data)
+    return moe.plan_fn("mixtral", "ep", 64, 4096)(mesh, tuple(rules) if rules is not None else None, **knobs)

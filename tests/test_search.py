@@ -210,3 +210,20 @@ def test_the_search_page_names_every_option() -> None:
     missing = sorted(o for a in sub._actions for o in a.option_strings if o.startswith("--") and o != "--help"
                      and f"`{o}" not in page)  # fmt: skip
     assert missing == []
+
+
+def test_the_bench_cases_build_and_take_their_knobs() -> None:
+    """``bench/bench_search.py``'s models (not compiled in CI: minutes each) still build a step for the search's
+    rules and knobs, so the bench does not rot unseen (its MoE case once called an older ``make_step``)."""
+    import jax
+
+    from bench import bench_search
+
+    mesh = shardscope.mesh(DEVICES, (2, 4), ("data", "expert"))
+    rules = (("batch", "data"), ("expert", "expert"))
+    for name, (fn, _, opts) in bench_search.CASES.items():
+        for knobs in [{}, *({k: v} for k, values in opts.get("knobs", {}).items() for v in values)]:
+            jitted, args = fn(mesh, rules, **knobs)
+            leaves = jax.tree.leaves(args)
+            assert leaves and all(isinstance(x, jax.ShapeDtypeStruct) for x in leaves), (name, knobs)
+            assert hasattr(jitted, "lower"), (name, knobs)
