@@ -147,6 +147,19 @@ def test_knobs_are_the_keyword_booleans_and_literals() -> None:
     with pytest.raises(ShardingError, match="takes no knob"):
         knob_values(search_models.mlp_fixed, {"remat": [True]})
 
+    def through_kwargs(mesh: Any, rules: Any = None, **knobs: Any) -> Any:
+        return search_models.mlp(mesh, rules, **knobs)
+
+    # knobs FN takes through **knobs are searched as given (they were dropped: the search ran with none)
+    assert knob_values(through_kwargs, {"remat": [False, True], "batch": [32]}) == {"remat": (False, True),
+                                                                                    "batch": (32,)}  # fmt: skip
+    assert knob_values(through_kwargs, None) == {}
+    # one value given is that value for every candidate, not FN's default; none is an error
+    assert knob_values(search_models.mlp, {"remat": [True]}) == {"remat": (True,)}
+    for bad in ([], "ab", 3):
+        with pytest.raises(ShardingError, match="needs a list of one or more values"):
+            knob_values(search_models.mlp, {"remat": bad})
+
 
 def test_budgets_and_options_are_checked() -> None:
     assert budget_seconds("10m") == 600 and budget_seconds(90) == 90 and budget_seconds("1h") == 3600

@@ -100,8 +100,9 @@ def rules_parameter(fn: Callable[..., Any]) -> None:
 
 
 def knob_values(fn: Callable[..., Any], given: Mapping[str, Sequence[Any]] | None) -> dict[str, tuple[Any, ...]]:
-    """Knob -> the values searched (the default first): those ``given``, else each keyword parameter with a
-    ``bool`` default or a ``Literal`` annotation; others keep their default."""
+    """Knob -> the values searched (the default first): those ``given`` (for a named parameter, or through
+    ``**knobs`` when FN has one), else each keyword parameter with a ``bool`` default or a ``Literal`` annotation;
+    others keep their default."""
     try:
         params = inspect.signature(fn).parameters
         hints = typing.get_type_hints(fn)
@@ -112,8 +113,9 @@ def knob_values(fn: Callable[..., Any], given: Mapping[str, Sequence[Any]] | Non
         if name in ("mesh", "rules") or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             continue
         if given is not None and name in given:
-            values = tuple(given[name])
-        elif isinstance(p.default, bool):
+            out[name] = _given(name, given[name])  # one value given: that value, not FN's default
+            continue
+        if isinstance(p.default, bool):
             values = (p.default, not p.default)
         elif typing.get_origin(hints.get(name)) is typing.Literal and p.default is not p.empty:
             choices = typing.get_args(hints[name])
@@ -126,7 +128,16 @@ def knob_values(fn: Callable[..., Any], given: Mapping[str, Sequence[Any]] | Non
     if unknown and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
         raise ShardingError("bad_knobs", f"{getattr(fn, '__name__', 'FN')} takes no knob(s) {', '.join(unknown)}",
                             hint=f"its parameters: {', '.join(params)}")  # fmt: skip
+    for name in unknown:  # FN(mesh, rules, **knobs) takes them through its **knobs
+        out[name] = _given(name, (given or {})[name])
     return out
+
+
+def _given(name: str, values: Sequence[Any]) -> tuple[Any, ...]:
+    if isinstance(values, str) or not isinstance(values, Sequence) or not values:
+        raise ShardingError("bad_knobs", f"knob {name[:80]!r} needs a list of one or more values, got {values!r:.80}",
+                            hint=f"e.g. knobs={{{name!r}: [True, False]}} (--knob {name}=true,false)")  # fmt: skip
+    return tuple(values)
 
 
 def knob_combinations(knobs: Mapping[str, tuple[Any, ...]]) -> list[tuple[tuple[str, Any], ...]]:
