@@ -240,3 +240,25 @@ def test_the_bench_cases_build_and_take_their_knobs() -> None:
             leaves = jax.tree.leaves(args)
             assert leaves and all(isinstance(x, jax.ShapeDtypeStruct) for x in leaves), (name, knobs)
             assert hasattr(jitted, "lower"), (name, knobs)
+
+
+def test_two_rule_sets_on_one_mesh_are_named_apart() -> None:
+    """A mesh with an expert axis gets MaxText's rules and the fsdp-only variant: two candidates that printed the
+    same strategy ("fsdp 16 × expert 4" twice in the MoE bench); the second now says how it differs."""
+    from bench.search_models import mixtral
+    from sharding_core.devices import parse_devices
+    from sharding_core.searching.run import space
+    from sharding_core.searching.space import probe
+
+    devices = "tpu:v5p:4x4x4"
+    found = space(devices, parse_devices(devices), probe(mixtral, {}), options(axes=("fsdp", "expert")))
+    named = [(c.json()["strategy"], c.knobs) for c in found]
+    assert len(named) == len(set(named)), named
+    by_mesh: dict[tuple[int, ...], list[Any]] = {}
+    for c in found:
+        by_mesh.setdefault(c.layout.shape, []).append(c)
+    pairs = [cs for cs in by_mesh.values() if len(cs) == 2]
+    assert pairs, sorted(by_mesh)
+    for first, second in pairs:
+        assert first.rules != second.rules
+        assert second.json()["strategy"] == first.json()["strategy"] + " (weights' embed over fsdp alone)"

@@ -141,6 +141,7 @@ class Candidate:
     rules: tuple[Rule, ...]
     knobs: tuple[tuple[str, Any], ...]
     estimate: Estimate
+    variant: str = ""  # what tells this rule set from another on the same mesh ("" for the first)
 
     def mesh_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"shape": list(self.layout.shape), "axis_names": list(self.layout.names)}
@@ -153,13 +154,18 @@ class Candidate:
             "mesh": self.mesh_json(),
             "rules": [[n, list(a) if isinstance(a, tuple) else a] for n, a in self.rules],
             "knobs": dict(self.knobs),
-            "strategy": self.layout.text(),
+            "strategy": self.layout.text() + (f" ({self.variant})" if self.variant else ""),
             "compiled": False,
             "fits": None,
             "peak_bytes": None,
             "expected_seconds": None,
             "estimate": self.estimate.json(),
         }
+
+
+VARIANT_NOTES = {"maxtext": "", "fsdp": "weights' embed over fsdp alone"}
+"""How a candidate's strategy names the rule-set variant it was built with (``space.rules_for``) when its mesh has
+more than one: MaxText's puts weights' ``embed`` over fsdp, sequence and expert, the other over fsdp alone."""
 
 
 def space(devices: str, devset: DeviceSet, model: Model, o: Options) -> list[Candidate]:
@@ -180,7 +186,8 @@ def space(devices: str, devset: DeviceSet, model: Model, o: Options) -> list[Can
                 if e.code != MESH_UNPLACEABLE:
                     raise
                 break
-            out.extend(Candidate(layout, rules, knobs, est) for knobs in knob_combinations(model.knobs))
+            note = VARIANT_NOTES[variant] if seen != {rules} else ""  # a second rule set on this mesh says how
+            out.extend(Candidate(layout, rules, knobs, est, note) for knobs in knob_combinations(model.knobs))
     return out
 
 
