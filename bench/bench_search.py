@@ -42,16 +42,18 @@ def summary(c: dict[str, Any]) -> dict[str, Any]:
 
 def fsdp_only(result: dict[str, Any], fn: Any, devices: str) -> dict[str, Any]:
     """Pure FSDP over every chip: the search's candidate when it compiled it, else compiled here."""
-    [cand] = [c for c in result["candidates"] if c["mesh"]["axis_names"] == ["fsdp"]]
+    # one per knob combination: the first (the model's defaults), or one the search compiled
+    cands = [c for c in result["candidates"] if c["mesh"]["axis_names"] == ["fsdp"]]
+    cand = next((c for c in cands if c["compiled"]), cands[0])
     chips = cand["mesh"]["shape"][0]
     if cand["compiled"]:
         return summary(cand)
     t0 = time.perf_counter()
     mesh = sharding_core.mesh(devices, (chips,), ("fsdp",))
-    jitted, args = fn(mesh, [(n, tuple(a) if isinstance(a, list) else a) for n, a in cand["rules"]])
+    jitted, args = fn(mesh, [(n, tuple(a) if isinstance(a, list) else a) for n, a in cand["rules"]], **cand["knobs"])
     snap = sharding_core.plan(jitted, *args)
     step = snap["plan"].get("step_time") or {}
-    return {"strategy": f"fsdp {chips}", "compiled_here": True, "fits": snap["plan"]["fits"],
+    return {"strategy": f"fsdp {chips}", "knobs": cand["knobs"], "compiled_here": True, "fits": snap["plan"]["fits"],
             "peak_bytes": snap["program"]["memory"]["peak_memory_in_bytes"],
             "expected_seconds": step.get("expected_seconds"), "seconds": time.perf_counter() - t0}  # fmt: skip
 
