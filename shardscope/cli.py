@@ -452,13 +452,13 @@ def listen(host: str, port: int) -> socket.socket:
     """The server's listening socket, bound before anything else starts: a port that is taken is a one-line
     refusal rather than an error after start-up, and ``--port 0`` knows its port before the app is built (the
     MCP route names its own URL). Bound as uvicorn's own ``Config.bind_socket`` binds (IPv6 when the host has a
-    colon; SO_REUSEADDR), listening at once with uvicorn's default backlog."""
+    colon; SO_REUSEADDR), listening at once with uvicorn's default backlog; not inherited by the kernel workers
+    (Python's default: only uvicorn's multi-process mode, not used here, needs it)."""
     sock = socket.socket(family=socket.AF_INET6 if ":" in host else socket.AF_INET)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
         sock.listen(BACKLOG)  # connections wait in the queue while the app starts, rather than being refused
-        sock.set_inheritable(True)
     except BaseException:
         sock.close()
         raise
