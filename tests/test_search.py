@@ -6,6 +6,7 @@ the pick's pasted rules give exactly its plan; the error cases say what to chang
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -262,3 +263,60 @@ def test_two_rule_sets_on_one_mesh_are_named_apart() -> None:
     for first, second in pairs:
         assert first.rules != second.rules
         assert second.json()["strategy"] == first.json()["strategy"] + " (weights' embed over fsdp alone)"
+
+
+def test_a_worker_does_not_outlive_its_search(tmp_path: Path) -> None:
+    """A search killed while a worker compiles (``kill -9``: no ``finally`` runs) takes the worker with it; the
+    worker here is stuck for 300 s importing the model, and once killed it must be gone long before."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    marker = tmp_path / "started"
+    (tmp_path / "stuck.py").write_text(
+        f"import pathlib, time\npathlib.Path({str(marker)!r}).touch()\ntime.sleep(300)\n"
+        "def fn(mesh, rules=None):\n    pass\n"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", (
+            "import sys, time\n"
+            "from sharding_core.searching.pool import _Worker\n"
+            f"w = _Worker(({str(tmp_path / 'stuck.py')!r}, 'fn'))\n"
+            "w.proc.stdin.write('{\"index\": 0, \"devices\": \"tpu:v5p:2x2x2\"}\\n'); w.proc.stdin.flush()\n"
+            "print(w.proc.pid, flush=True)\n"
+            "time.sleep(600)\n")],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+    def alive(pid: int) -> bool:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            return False
+        return "\nState:\tZ" not in status  # a zombie is dead (its new parent may never reap it)
+
+    try:
+        assert parent.stdout is not None
+        worker = int(parent.stdout.readline())
+        deadline = time.monotonic() + 120  # the worker has imported the module and is stuck in it
+        while not marker.exists():
+            assert time.monotonic() < deadline and parent.poll() is None, "the worker never started"
+            time.sleep(0.1)
+        assert alive(worker)
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(30)
+        deadline = time.monotonic() + 60  # far below the 300 s it would otherwise sleep
+        while alive(worker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        still = alive(worker)
+        if still:
+            os.kill(worker, signal.SIGKILL)
+        assert not still, "the worker outlived its search"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait(30)
+        if parent.stdout is not None:
+            parent.stdout.close()

@@ -24,7 +24,7 @@ from typing import IO, Any, Protocol
 
 from sharding_core.kernels.memory import resident_bytes
 from sharding_core.searching.compiling import Job, compile_job
-from sharding_core.searching.worker import failure
+from sharding_core.searching.worker import PARENT_ENV, failure
 from sharding_core.units import fmt_bytes
 
 POLL_S = 0.2
@@ -86,7 +86,7 @@ class _Worker:
 
     def __init__(self, target: tuple[str, str]) -> None:
         self.log: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 - closed by stop(), with the process
-        env = {**os.environ, "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu")}
+        env = {**os.environ, "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"), PARENT_ENV: str(os.getpid())}
         self.proc = subprocess.Popen(  # noqa: S603 - our own module, with the user's file and function as arguments
             [sys.executable, "-m", "sharding_core.searching.worker", *target],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=env, text=True,

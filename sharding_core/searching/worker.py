@@ -2,7 +2,8 @@
 ``FN`` one after another (:func:`sharding_core.searching.compiling.compile_job`), each asked for as one JSON line on
 standard input and answered as one JSON line on the protocol's descriptor (standard output as the process
 started; the user's prints go to standard error). It imports JAX and starts the compile-only target once for
-all its candidates; its parent (:mod:`sharding_core.searching.pool`) bounds its time and memory and stops it."""
+all its candidates; its parent (:mod:`sharding_core.searching.pool`) bounds its time and memory and stops it, and
+on Linux the kernel stops it when its parent goes (:func:`die_with_parent`)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,27 @@ from typing import Any
 
 from sharding_core.errors import ShardingError
 from sharding_core.searching.compiling import Job, compile_job
+
+PARENT_ENV = "SHARDSCOPE_SEARCH_PARENT"
+"""The environment variable naming the pid of the process that started the worker."""
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent() -> None:
+    """On Linux, asks the kernel to kill this worker when the thread that started it ends — its search's slot, or
+    the whole search killed (``kill -9``, a terminal closed): a compile then never outlives its search, nor the
+    memory bound only its parent enforces (one did: a killed bench left two workers compiling for minutes).
+    Elsewhere the worker ends at its next read of standard input."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    parent = os.environ.get(PARENT_ENV, "")
+    if parent.isdigit() and os.getppid() != int(parent):  # it was gone before the request above
+        os._exit(1)
 
 
 def load(path: str, name: str) -> Callable[..., Any]:
@@ -48,6 +70,7 @@ def failure(e: BaseException) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
+    die_with_parent()
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # what the user's code prints goes to standard error, never into the protocol
     os.environ.setdefault("JAX_PLATFORMS", "cpu")  # compile-only: no accelerator is started (nor needed)
