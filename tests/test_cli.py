@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import types
 from pathlib import Path
 from typing import Any
 
@@ -102,13 +103,37 @@ def fd_limit(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
     return limits
 
 
+class FakeUvicorn:
+    """uvicorn's ``Config`` and ``Server`` as ``serve`` uses them, recording instead of serving: a real ``Config``
+    configures the process's logging (``logging.config.dictConfig``, which shuts every existing handler down), and
+    in a test process that once broke pytest's own capture for every later test on that worker. Real servers are
+    started by the live tests."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, check: Any = None) -> None:
+        import uvicorn
+
+        self.runs: list[tuple[Any, list[Any] | None]] = []
+        fake = self
+
+        class Server:
+            def __init__(self, config: Any) -> None:
+                self.config, self.started = config, False
+
+            def run(self, sockets: list[Any] | None = None) -> None:
+                if check is not None:
+                    check(self.config, sockets)
+                fake.runs.append((self.config, sockets))
+                self.started = True
+
+        monkeypatch.setattr(uvicorn, "Config", lambda app, **kw: types.SimpleNamespace(app=app, **kw))
+        monkeypatch.setattr(uvicorn, "Server", Server)
+
+
 @pytest.fixture
 def served(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     """What ``serve`` would run: the address it asked for (``host``, ``port``), the socket it got and uvicorn's
-    ``config``. A socket on a free loopback port stands in for the one asked for (8000 may be taken here; 9 needs
-    root), and uvicorn is not run."""
-    import uvicorn
-
+    ``config`` (its keyword arguments). A socket on a free loopback port stands in for the one asked for (8000 may
+    be taken here; 9 needs root), and nothing is served (:class:`FakeUvicorn`)."""
     from shardscope import cli
 
     calls: list[dict[str, Any]] = []
@@ -118,12 +143,11 @@ def served(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
         calls.append({"host": host, "port": port})
         return real_listen("127.0.0.1", 0)
 
-    def run(self: uvicorn.Server, sockets: list[Any] | None = None) -> None:
-        calls[-1].update(config=self.config, sockets=sockets)
-        self.started = True
+    def check(config: Any, sockets: list[Any] | None) -> None:
+        calls[-1].update(config=config, sockets=sockets)
 
     monkeypatch.setattr(cli, "listen", listen)
-    monkeypatch.setattr(uvicorn.Server, "run", run)
+    FakeUvicorn(monkeypatch, check)
     return calls
 
 
@@ -146,18 +170,15 @@ def test_serve_port_0_listens_on_a_free_port_and_says_which(
     can take first)."""
     import socket
 
-    import uvicorn
+    seen: list[tuple[Any, list[Any], int]] = []
 
-    seen: list[tuple[uvicorn.Config, list[Any], int]] = []
-
-    def run(self: uvicorn.Server, sockets: list[Any] | None = None) -> None:
+    def run(config: Any, sockets: list[Any] | None) -> None:
         assert sockets is not None and len(sockets) == 1
-        seen.append((self.config, sockets, sockets[0].getsockname()[1]))
+        seen.append((config, sockets, sockets[0].getsockname()[1]))
         with socket.create_connection(sockets[0].getsockname(), timeout=10):  # listening before uvicorn runs
             pass
-        self.started = True
 
-    monkeypatch.setattr(uvicorn.Server, "run", run)
+    FakeUvicorn(monkeypatch, run)
     assert main(["serve", "--port", "0", "--db", str(tmp_path / "a.db")]) == 0
     config, sockets, port = seen[-1]
     assert port > 0 and config.port == port and config.host == "127.0.0.1"
@@ -172,9 +193,7 @@ def test_serve_refuses_a_taken_port_and_a_port_that_is_not_one(
     start-up, as a log line and exit status 1); so is a number no port has. Neither creates the store."""
     import socket
 
-    import uvicorn
-
-    monkeypatch.setattr(uvicorn.Server, "run", lambda *a, **k: pytest.fail("uvicorn ran"))
+    FakeUvicorn(monkeypatch, lambda *a: pytest.fail("uvicorn ran"))
     with socket.socket() as other:
         other.bind(("127.0.0.1", 0))
         other.listen()
@@ -207,7 +226,7 @@ def test_serve_runs_uvicorn_with_the_connection_layer(
     assert isinstance(protocol, type) and issubclass(protocol, GuardedH11Protocol)
     assert (protocol.guard.header_seconds, protocol.guard.body_seconds, protocol.guard.max_open) == (3, 30, 5000)
     # no "server: uvicorn"; requests in progress are counted in the app, not by uvicorn's connection count
-    assert config.server_header is False and config.limit_concurrency is None
+    assert config.server_header is False and getattr(config, "limit_concurrency", None) is None
     assert "open-file limit (RLIMIT_NOFILE) raised from 1024 to 1048576" in capsys.readouterr().err
     # an open-file limit with less room than max_open_connections lowers it, and says so
     fd_limit[0] = (1024, 1024)
