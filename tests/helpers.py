@@ -222,6 +222,18 @@ def rss_kib(pid: int) -> int:
     raise AssertionError("no VmRSS")
 
 
+def cpu_stall_seconds() -> float | None:
+    """Seconds, since boot, during which some task on this machine waited for a CPU (the kernel's pressure stall
+    information, ``/proc/pressure/cpu``, ``some total``); None where the kernel keeps none."""
+    try:
+        for line in Path("/proc/pressure/cpu").read_text().splitlines():
+            if line.startswith("some "):
+                return int(dict(f.split("=") for f in line.split()[1:])["total"]) / 1e6
+    except (OSError, KeyError, ValueError):
+        return None
+    return None
+
+
 def allow_open_files(needed: int) -> None:
     """Lets this test process hold ``needed`` sockets (raising its soft limit if it must)."""
     import resource
