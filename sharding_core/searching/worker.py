@@ -7,9 +7,11 @@ on Linux the kernel stops it when its parent goes (:func:`die_with_parent`)."""
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import json
 import os
+import signal
 import sys
 import traceback
 from collections.abc import Callable
@@ -31,9 +33,6 @@ def die_with_parent() -> None:
     Elsewhere the worker ends at its next read of standard input."""
     if not sys.platform.startswith("linux"):
         return
-    import ctypes
-    import signal
-
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     parent = os.environ.get(PARENT_ENV, "")
