@@ -39,6 +39,11 @@ pairs (as ``flax.linen.logical_axis_rules`` takes them; default: the function's 
   TPU mesh, the Triton kernel on a GPU mesh) or ``splash`` (the TPU splash-attention kernel MaxText runs),
   ``attention_block`` its block size;
 * ``microbatches`` — gradient accumulation over that many slices of the batch;
+* ``optimizer_offload`` — Adam's moments kept in pinned host memory between steps and brought to the devices
+  for the update (MaxText's ``optimizer_memory_host_offload``), so they are not in HBM while the activations are;
+* ``vocab_tiles`` — the logits and the loss computed that many slices of the sequence at a time, each slice's
+  logits recomputed in the backward pass, so the [batch, seq, vocab] logits are never whole (MaxText's
+  ``num_vocab_tiling``);
 * ``param_dtype``, ``compute_dtype``.
 
     fn = plan_fn("70b", "fsdp", batch=1024, seq=4096)
@@ -295,10 +300,13 @@ class Knobs:
     attention: str = "dot"
     attention_block: int = 512
     microbatches: int = 1
+    vocab_tiles: int = 1
+    optimizer_offload: bool = False
 
 
 KNOBS = ("batch", "batch_per_device", "seq", "remat", "remat_offload", "remat_save", "attention",
-         "attention_block", "microbatches", "param_dtype", "compute_dtype")  # fmt: skip
+         "attention_block", "microbatches", "vocab_tiles", "optimizer_offload", "param_dtype",
+         "compute_dtype")  # fmt: skip
 
 
 def remat_policy(knobs: Knobs) -> Any:
@@ -508,21 +516,46 @@ def loss_fn(
         layer = jax.checkpoint(layer, policy=remat_policy(model.knobs))
     x, _ = jax.lax.scan(layer, x, params["layers"])
     x = norm(cfg, x, params["final_norm"], params.get("final_norm_bias"))
-    unembed = params["embed"].T if cfg.tied else params["unembed"]
-    logits = model.constrain(jnp.einsum("bsd,dv->bsv", x, unembed.astype(dt)), ("batch", None, "vocab"))
+    unembed = (params["embed"].T if cfg.tied else params["unembed"]).astype(dt)
+    tiles = model.knobs.vocab_tiles
+    if tiles == 1:
+        return jnp.mean(_token_losses(model, x, unembed, batch["targets"]))
+    b, s, d = x.shape
+    if tiles < 1 or s % tiles:
+        raise ValueError(f"vocab_tiles={tiles} must divide the sequence length {s}")
+    # MaxText's vocabulary tiling: the sequence in `tiles` slices, each slice's logits made, reduced to its loss
+    # and recomputed in the backward pass (jax.checkpoint), so one slice's logits are live at a time
+    xs = x.reshape(b, tiles, s // tiles, d).swapaxes(0, 1)
+    ts = batch["targets"].reshape(b, tiles, s // tiles).swapaxes(0, 1)
+
+    @jax.checkpoint
+    def tile(total: jax.Array, slice_: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, None]:
+        return total + jnp.sum(_token_losses(model, slice_[0], unembed, slice_[1])), None
+
+    total, _ = jax.lax.scan(tile, jnp.zeros((), jnp.float32), (xs, ts))
+    return total / (b * s)
+
+
+def _token_losses(model: Model, x: jax.Array, unembed: jax.Array, targets: jax.Array) -> jax.Array:
+    """Each token's cross-entropy, [batch, seq], from the final hidden states."""
+    logits = model.constrain(jnp.einsum("bsd,dv->bsv", x, unembed), ("batch", None, "vocab"))
     # cross-entropy as log-sum-exp minus the target's logit: reductions XLA fuses, so no float32 copy of the
     # [batch, seq, vocab] logits is kept (MaxText's cross_entropy_with_logits is the same sum)
     lse = jax.nn.logsumexp(logits.astype(jnp.float32), axis=-1)
-    target = jnp.take_along_axis(logits, batch["targets"][..., None], axis=-1)[..., 0].astype(jnp.float32)
-    return jnp.mean(lse - target)
+    target = jnp.take_along_axis(logits, targets[..., None], axis=-1)[..., 0].astype(jnp.float32)
+    return lse - target
 
 
 def make_step(
-    model: Model, opt: optax.GradientTransformation, layer_fn: Callable[..., Any] = decoder_layer
+    model: Model,
+    opt: optax.GradientTransformation,
+    layer_fn: Callable[..., Any] = decoder_layer,
+    opt_on_device: Any = None,
 ) -> Callable[..., Any]:
     """The training step ``(params, opt_state, batch) -> (params, opt_state, loss)``, not yet jitted; with
     ``microbatches > 1`` the gradients of that many slices of the batch are accumulated (``lax.scan``) in the
-    parameters' dtype before one optimizer update."""
+    parameters' dtype before one optimizer update. ``opt_on_device`` (the optimizer state's shardings in device
+    memory): the state arrives in host memory and is brought to the devices for the update."""
     n = model.knobs.microbatches
     grad_fn = jax.value_and_grad(lambda p, b: loss_fn(model, p, b, layer_fn))
 
@@ -540,6 +573,8 @@ def make_step(
             zeros = (jnp.zeros((), jnp.float32), jax.tree.map(jnp.zeros_like, params))
             (loss, grads), _ = jax.lax.scan(one, zeros, split)
             loss, grads = loss / n, jax.tree.map(lambda g: g / n, grads)
+        if opt_on_device is not None:
+            opt_state = jax.device_put(opt_state, opt_on_device)
         updates, opt_state = opt.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, loss
 
@@ -584,7 +619,7 @@ def plan_fn(
     own = RULES[strategy] if isinstance(strategy, str) else tuple(strategy)
     label = strategy if isinstance(strategy, str) else "custom"
     base = {"batch": batch, "seq": seq, **defaults}
-    resolve_knobs(config, 1, base, {})  # a bad default fails where the function is made
+    built = resolve_knobs(config, 1, base, {})[1]  # a bad default fails where the function is made
 
     def fn(mesh: jax.sharding.Mesh, rules: Rules | None = None, **knobs: Any) -> tuple[Any, tuple[Any, ...]]:
         model_cfg, k = resolve_knobs(config, int(mesh.devices.size), base, knobs)
@@ -593,13 +628,20 @@ def plan_fn(
         params = abstract_params(model_cfg, mesh, r)
         opt = optimizer()
         opt_state = abstract_opt_state(opt, params, mesh)
+        on_device = None
+        if k.optimizer_offload:  # the moments live in pinned host memory; the step count stays on the devices
+            on_device = jax.tree.map(lambda s: s.sharding, opt_state)
+            opt_state = jax.tree.map(lambda s: s if s.ndim == 0 else jax.ShapeDtypeStruct(
+                s.shape, s.dtype, sharding=s.sharding.with_memory_kind("pinned_host")), opt_state)  # fmt: skip
         data = abstract_batch(k.batch, k.seq, mesh, r)
         shardings = jax.tree.map(lambda s: s.sharding, (params, opt_state, data))
         out = (shardings[0], shardings[1], NamedSharding(mesh, P()))
-        step = jax.jit(make_step(model, opt), in_shardings=shardings, out_shardings=out, donate_argnums=(0, 1))
+        step = jax.jit(make_step(model, opt, opt_on_device=on_device), in_shardings=shardings, out_shardings=out,
+                       donate_argnums=(0, 1))  # fmt: skip
         return step, (params, opt_state, data)
 
     fn.__name__ = name or f"llama_{config.n_layers}l_{label}"
+    fn.knobs = dataclasses.asdict(built)  # type: ignore[attr-defined]  # what FN(mesh) builds with (`--fit` varies them)
     return fn
 
 

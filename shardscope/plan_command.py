@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import os
 import re
 import sys
@@ -45,6 +46,13 @@ def add_parser(sub: Any, ints: Any) -> None:
         help="mesh shape, e.g. 16x4 (default: all devices on one axis)",
     )
     p.add_argument("--axes", default=None, help="mesh axis names, e.g. fsdp,tp (default: data)")
+    p.add_argument(
+        "--dcn",
+        type=lambda t: ints(t.lower(), "x"),
+        default=None,
+        help="with --slices: how many slices each mesh axis spans, e.g. 2x1 (a hybrid mesh: ICI within a slice, DCN "
+        "across; default: the first axis spans the slices, as MaxText's dcn_data_parallelism)",
+    )
     p.add_argument(
         "--json",
         default=None,
@@ -185,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
         shape = tuple(args.mesh) if args.mesh else None
         if shape is None:
             shape = (len(compile_target(args.devices, slices=args.slices).devset),)
-        m = mesh(args.devices, shape, names, slices=args.slices)
+        m = mesh(args.devices, shape, names, slices=args.slices, **_hybrid(args, shape))
         n_devices = int(m.devices.size)
         made = fn(m)
         if not isinstance(made, tuple) or len(made) != 2:
@@ -234,27 +242,75 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_DOES_NOT_FIT if (snap.get("plan") or {}).get("fits") is False else 0
 
 
+def _hybrid(args: argparse.Namespace, shape: tuple[int, ...]) -> dict[str, Any]:
+    """The mesh's order over several slices: ``--dcn``, or the first axis across the slices (``dcn_shape``
+    ``(slices, 1, ...)``) when it divides; one slice, or a first axis the slices do not divide: ``jax.make_mesh``'s
+    order (its error then names ``--dcn``)."""
+    from sharding_core.errors import ShardingError
+
+    dcn = tuple(args.dcn) if args.dcn else None
+    if dcn is None and args.slices > 1 and shape[0] % args.slices == 0:
+        dcn = (args.slices,) + (1,) * (len(shape) - 1)
+    if dcn is None:
+        return {}
+    if len(dcn) != len(shape) or math.prod(dcn) != args.slices:
+        raise ShardingError("bad_mesh", f"--dcn {'x'.join(map(str, dcn))} must have one entry per mesh axis "
+                            f"({len(shape)}) and multiply to --slices ({args.slices})",
+                            hint=f"e.g. --dcn {'x'.join([str(args.slices)] + ['1'] * (len(shape) - 1))}")  # fmt: skip
+    return {"order": "hybrid", "dcn_shape": dcn}
+
+
 KNOBS: dict[str, tuple[Any, ...]] = {
-    "remat": ("full", "minimal", "dots_with_no_batch_dims"),  # examples/llama.py's names: MaxText's policies
+    # examples/llama.py's names (MaxText's), most memory saved first: "full" keeps only each layer's input
+    "remat": ("full", "minimal", "dots_with_no_batch_dims"),
+    "attention": ("splash", "flash"),  # fused kernels: the S x S scores never whole (where the model has the switch)
+    "vocab_tiles": (4,),  # the logits a slice of the sequence at a time (MaxText's num_vocab_tiling)
+    "optimizer_offload": (True,),  # Adam's moments in host memory between steps (optimizer_memory_host_offload)
     "microbatches": (2, 4, 8),
 }
 
 
+def saves_more(knob: str, value: Any, current: Any) -> bool:
+    """Whether ``knob=value`` can keep less in memory than FN's own ``current`` value (None: not known, so every
+    value is tried): a remat policy listed before the current one, a fused attention instead of ``dot``, more vocab
+    tiles or microbatches. A variant that keeps as much or more is no fix and costs a compile."""
+    if current is None:
+        return True
+    if value == current:
+        return False
+    if knob == "remat":
+        order = KNOBS["remat"]
+        return bool(current == "none" or current not in order or order.index(value) < order.index(current))
+    if knob == "attention":
+        return bool(current == "dot")
+    if isinstance(value, int) and isinstance(current, int):
+        return bool(value > current)
+    return True
+
+
 def knob_variants(fn: Any, m: Any) -> list[tuple[str, str, Any, tuple[Any, ...], dict[str, Any]]]:
     """``FN(mesh, **knobs)``'s variants for ``--fit``: each keyword knob FN accepts (``remat=``: JAX's checkpoint
-    policies by name; ``microbatches=``), one value at a time; a value FN refuses is skipped."""
+    policies by name; ``attention=``, ``vocab_tiles=``, ``microbatches=``), one value at a time, those that can
+    keep less than FN's own values (``FN.knobs``, where FN says them: :func:`saves_more`); a value FN refuses is
+    skipped."""
     import inspect
 
     try:
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):
         return []
+    own = getattr(fn, "knobs", None)
+    own = own if isinstance(own, dict) else {}
     out = []
     any_knob = any(p.kind is p.VAR_KEYWORD for p in params.values())  # FN(mesh, rules=None, **knobs)
     for knob, values in KNOBS.items():
         if knob not in params and not any_knob:
             continue
+        current = own.get(knob, params[knob].default if knob in params else None)
+        current = None if current is inspect.Parameter.empty else current
         for value in values:
+            if not saves_more(knob, value, current):
+                continue
             try:
                 made = fn(m, **{knob: value})
             except (TypeError, ValueError):
@@ -304,14 +360,16 @@ def _write(args: argparse.Namespace, snap: dict[str, Any], profile: dict[str, An
 
 
 def _rendered(snap: dict[str, Any], args: argparse.Namespace) -> str:
-    """The plan as text, with its values (``--values``) and findings (``--findings``)."""
-    from sharding_core.planning.report import render, render_findings, render_values
+    """The plan as text, with its values (``--values``), findings (``--findings``) and fixes (``--fit``)."""
+    from sharding_core.planning.report import render, render_findings, render_fit, render_values
 
     text = render(snap)
     if args.values is not None:
         text += "\n" + render_values(snap, args.values)
     if args.findings:
         text += "\n" + render_findings(snap)
+    if (snap.get("plan") or {}).get("fit") is not None:
+        text += "\n" + render_fit(snap["plan"]["fit"])
     return text
 
 

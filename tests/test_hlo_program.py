@@ -318,12 +318,16 @@ def test_conv_valid_positions_brute_force(
     assert valid_positions(inp, out, kernel, stride, pad, lhs, rhs) == want
 
 
-def counted_loop(start: str, bound: int, step: int, direction: str, bound_first: bool, update: str = "add") -> str:
+def counted_loop(
+    start: str, bound: int, step: int, direction: str, bound_first: bool, update: str = "add", copied: bool = False
+) -> str:
     """A module with one loop ``for (i = start; i DIR bound; i += step)`` in the spelling libtpu writes (no
     known_trip_count; the counter copied in the body and at the start, as in libtpu's scans), whose body
     all-reduces and multiplies 8 floats. ``start`` is a constant's value, or ``param`` for a counter that starts
-    from an argument."""
+    from an argument; ``copied``: the increment a copy of its constant too (libtpu's microbatch loops)."""
     compare = "compare(%n, %i)" if bound_first else "compare(%i, %n)"
+    increment = f"%k0 = s32[]{{:T(128)}} constant({step})\n  %k = s32[]{{:T(128)}} copy(%k0)" if copied else (
+        f"%k = s32[]{{:T(128)}} constant({step})")  # fmt: skip
     init = "%s0 = s32[] parameter(1)" if start == "param" else f"%s0 = s32[]{{:T(128)}} constant({start})"
     return f"""HloModule m, num_partitions=2
 
@@ -337,7 +341,7 @@ def counted_loop(start: str, bound: int, step: int, direction: str, bound_first:
   %t = (s32[]{{:T(128)}}, f32[8]{{0}}) parameter(0)
   %i = s32[]{{:T(128)}} get-tuple-element(%t), index=0
   %c = s32[]{{:T(128)S(6)}} copy(%i)
-  %k = s32[]{{:T(128)}} constant({step})
+  {increment}
   %next = s32[]{{:T(128)}} {update}(%k, %c)
   %v = f32[8]{{0}} get-tuple-element(%t), index=1
   %ar = f32[8]{{0}} all-reduce(%v), channel_id=1, replica_groups={{{{0,1}}}}, to_apply=%add
@@ -386,12 +390,16 @@ def simulated_trips(start: int, bound: int, step: int, direction: str, bound_fir
         (7, 7, 1, "LT", False),  # never runs
     ],
 )
+@pytest.mark.parametrize("copied", [False, True], ids=["constant", "copied-constant"])
 def test_trip_counts_read_from_the_loop_as_it_runs(
-    start: int, bound: int, step: int, direction: str, bound_first: bool
+    start: int, bound: int, step: int, direction: str, bound_first: bool, copied: bool
 ) -> None:
     """Regression (issue 25): libtpu's TPU loops carry no known_trip_count, and the kernel lab, reshard and
-    inspect_jit counted a collective inside a scanned layer once; the one reader reads the loop itself."""
-    hlo = counted_loop(str(start), bound, step, direction, bound_first)
+    inspect_jit counted a collective inside a scanned layer once; the one reader reads the loop itself.
+    Regression (issue 33's #4117 bench): libtpu copies the increment of a microbatch loop around a scanned
+    model (``add(copy(gte(param, 0)), copy(constant 1))``); read as unknown, the loop counted once, and a step
+    of 4 microbatches was estimated at a third of the unsplit step."""
+    hlo = counted_loop(str(start), bound, step, direction, bound_first, copied=copied)
     want = simulated_trips(start, bound, step, direction, bound_first)
     facts = program_facts(hlo)
     (loop,) = facts.loops

@@ -83,6 +83,8 @@ class Plans:
     groups: dict[str, list[list[int]]]  # instruction -> replica groups as device ids
     group_bytes: dict[str, int]  # argument group -> bytes per device (shard_shape)
     files: Path  # the plans' JSON, for the notebook
+    offload: dict[str, Any]  # a step that keeps Adam's moments in host memory (its timeline has a host series)
+    offload_link: str
 
 
 def _group_bytes(args: tuple[Any, ...]) -> dict[str, int]:
@@ -127,6 +129,9 @@ def plans(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Plans:
     rstep, rargs = llama.plan_fn(REFUSED, "fsdp", 64, 8192)(rm)
     refusal = plan(rstep, *rargs)
     (files / "refusal.json").write_text(json.dumps(refusal))
+    ostep, oargs = llama.tiny_fsdp(mesh("tpu:v5e:2x2", (4,), ("fsdp",)), optimizer_offload=True)
+    offload = plan(ostep, *oargs)
+    (files / "offload.json").write_text(json.dumps(offload))
     return Plans(
         snap=snap,
         link=link[1],
@@ -137,6 +142,8 @@ def plans(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Plans:
         groups=groups,
         group_bytes=_group_bytes(args),
         files=files,
+        offload=offload,
+        offload_link=publish(offload, "offloaded step", dashboard),
     )
 
 
@@ -144,7 +151,7 @@ SETUP = """\
 import json, os
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import shardscope"""
-SHOWN = {"plan": 1, "refusal": 2}
+SHOWN = {"plan": 1, "refusal": 2, "offload": 3}
 
 
 @pytest.fixture(scope="module")
@@ -157,7 +164,7 @@ def nb(browser: Browser, tmp_path_factory: pytest.TempPathFactory, server: Serve
 @pytest.fixture
 def mount(host: str, request: pytest.FixtureRequest, browser: Browser, plans: Plans) -> Iterator[Any]:
     """``mount(name)``: the snapshot panel showing plan ``name`` (plan, refusal) on the test's host."""
-    address = {"plan": plans.link, "refusal": plans.refusal_link}
+    address = {"plan": plans.link, "refusal": plans.refusal_link, "offload": plans.offload_link}
     with mounting(host, lambda: request.getfixturevalue("nb"), browser, address.__getitem__, lambda _: "rendered") as m:
         yield m
 
@@ -232,6 +239,35 @@ def test_a_plan_leads_with_its_verdict_hbm_and_roofline(mount: Any, plans: Plans
     p.shot("plan-lead")
 
 
+def test_the_memory_timeline_draws_host_memory_where_the_step_offloads(mount: Any, plans: Plans) -> None:
+    """Issue 33: "HBM, and host memory kinds where the program offloads" — a step keeping Adam's moments in pinned
+    host memory (``optimizer_offload=True``) gets a second, dashed series on the same axis and its peak in words
+    (its resident bytes are XLA's host arguments: tests/test_fit_knobs.py); the plan above, which offloads
+    nothing, has one series."""
+    p: Mounted = mount("offload")
+    host = plans.offload["memory_timeline"]["host"]
+    box = p.part("memory-timeline")
+    said = box.locator("[data-part=timeline-host]")
+    assert int(said.get_attribute("data-bytes") or -1) == host["peak_bytes"]
+    expect(said).to_contain_text(f"peak {gib_text(host['peak_bytes'])} per device at point {host['peak_index']}")
+    expect(said).to_contain_text(f"{gib_text(host['resident_bytes'])} of it host arguments and outputs")
+    assert box.locator("svg.memory-timeline-chart polyline.memory-timeline-host").count() == 1
+    legend = f"host memory (dashed), peak {gib_text(host['peak_bytes'])}"
+    expect(box.locator("svg.memory-timeline-chart")).to_contain_text(legend)
+    # the HBM bar leaves the moments out (they are in host memory) and lists them apart, with their bytes
+    away = [g for g in plans.offload["plan"]["arguments"]["groups"] if g.get("host_bytes_per_device")]
+    hbm = p.part("plan-hbm")
+    drawn = {s.get_attribute("data-label") for s in hbm.locator("[data-part=hbm-bar] .hbm-seg").all()}
+    assert away and not drawn & {g["name"] for g in away}, drawn
+    rows = hbm.locator("tr[data-kind=host]")
+    expect(rows).to_have_count(len(away))
+    for k, g in enumerate(away):
+        expect(rows.nth(k)).to_contain_text(f"{g['name']} (host memory)")
+        figure = rows.nth(k).locator("td[data-bytes]").get_attribute("data-bytes")
+        assert int(figure or -1) == g["host_bytes_per_device"]
+    p.shot("plan-timeline-host")
+
+
 def test_the_memory_timeline_marks_xlas_peak_and_names_the_buffers_at_it(mount: Any, plans: Plans) -> None:
     """Issue 33: memory over program order, XLA's peak (memory_analysis of the same step) to the byte, the buffers
     live at the peak in a table (their groups and padding as the plan's JSON has them), a row's source on a click."""
@@ -241,7 +277,7 @@ def test_the_memory_timeline_marks_xlas_peak_and_names_the_buffers_at_it(mount: 
     peak = box.locator("[data-part=timeline-peak]")
     assert int(peak.get_attribute("data-bytes") or -1) == plans.stats["peak_memory_in_bytes"]
     expect(peak).to_contain_text(f"Peak {gib_text(plans.stats['peak_memory_in_bytes'])} per device")
-    assert box.locator("svg.memory-timeline-chart polyline").count() == 1
+    assert box.locator("svg.memory-timeline-chart polyline").count() == 1  # HBM alone: it offloads nothing
     rows = box.locator("table.memory-peak-table tbody tr")
     assert rows.count() == len(timeline["at_peak"]) > 0
     padded = [b for b in timeline["at_peak"] if b["padded"]]
@@ -363,7 +399,8 @@ def test_a_refusal_leads_with_xlas_figures(mount: Any, plans: Plans) -> None:
     expect(largest).to_have_count(min(10, len(r["largest"])))
     expect(largest.first.locator("td.source")).to_have_text(r["largest"][0]["source"])
     # the attention scores: examples/llama.py's dot_attention materialises them
-    assert "dot_attention" in largest.first.locator("td.source").inner_text()
+    # (text_content: JupyterLab's windowed notebook renders no text for a cell scrolled out of view)
+    assert "dot_attention" in (largest.first.locator("td.source").text_content() or "")
     # the bar: XLA's figure against what it had; the part past it marked
     bar = p.part("hbm-bar")
     assert int(bar.locator(".hbm-seg[data-kind=refused]").get_attribute("data-bytes") or -1) == r["required_bytes"]
@@ -419,7 +456,7 @@ def test_a_plan_on_the_dashboard_fits_every_size_and_theme(browser: Browser, pla
             context = sized_context(browser, width, height, scheme)
             w = Watched(context)
             try:
-                w.page.goto(plans.link if name == "plan" else plans.refusal_link)
+                w.page.goto({"plan": plans.link, "refusal": plans.refusal_link, "offload": plans.offload_link}[name])
                 w.page.wait_for_selector("[data-part=memory-chart][data-plotted]", state="attached", timeout=90_000)
                 assert w.page.evaluate("() => document.documentElement.scrollWidth") <= width, "wider than the window"
                 SHOTS.mkdir(parents=True, exist_ok=True)
@@ -427,6 +464,9 @@ def test_a_plan_on_the_dashboard_fits_every_size_and_theme(browser: Browser, pla
                 w.page.locator("[data-part=plan]").screenshot(
                     path=str(SHOTS / f"plan-dashboard-{name}-{width}-{scheme}-lead.png")
                 )
+                timeline = w.page.locator("[data-part=memory-timeline]")
+                if timeline.is_visible():
+                    timeline.screenshot(path=str(SHOTS / f"plan-dashboard-{name}-{width}-{scheme}-timeline.png"))
                 assert w.errors == []
             finally:
                 context.close()

@@ -565,6 +565,18 @@ class TimelineBuffer(TypedDict):
 
 
 @with_config(CLOSED)
+class HostTimeline(TypedDict):
+    """Host memory over the same points, where the program offloads (XLA's host memory space)."""
+
+    points: Annotated[list[Annotated[list[Annotated[int, Field(ge=0, le=2**62)]], Field(min_length=2, max_length=2)]],
+                      Field(max_length=MAX_TIMELINE_POINTS)]  # fmt: skip
+    peak_bytes: Bytes
+    peak_index: Annotated[int, Field(ge=0, le=2**40)]
+    resident_bytes: Bytes
+    memory_space: Annotated[int, Field(ge=0, le=64)]
+
+
+@with_config(CLOSED)
 class MemoryTimeline(TypedDict):
     """Memory over program order (sharding_core.program.timeline.memory_timeline): points, XLA's peak, the buffers
     at the peak."""
@@ -584,6 +596,7 @@ class MemoryTimeline(TypedDict):
     padded: Annotated[list[dict[Annotated[str, Field(max_length=64)], Any]], Field(max_length=tl.MAX_AT_PEAK)]
     note: Annotated[str, Field(max_length=2048)] | None
     source: Annotated[str, Field(max_length=512)]
+    host: NotRequired[HostTimeline]
 
 
 MAX_FINDINGS = 256

@@ -18,7 +18,8 @@ A loop's trip count is, in this order:
   (``xla/hlo/analysis/while_loop_analysis.cc``): the condition's root compares the induction variable
   ``get-tuple-element(param, i)`` with a constant ``N`` (``i < N`` or ``i <= N``, either operand order),
   the body's root tuple sets element ``i`` to ``add(get-tuple-element(param, i), constant k)`` with
-  ``k > 0``, and the while's operand tuple starts it at a constant (through copies) —
+  ``k > 0`` (each operand through copies), and the while's operand tuple starts it at a constant (through
+  copies) —
   ``ceil((N − start) / k)`` runs for ``<``, ``floor((N − start) / k) + 1`` for ``<=``; ``how:
   "condition"``. libtpu's TPU programs carry no ``known_trip_count``: their scans are counted this way;
 * else unknown: counted once, and named in :attr:`ProgramFacts.unknown_loops` (``how: "unknown"``).
@@ -298,10 +299,12 @@ def _condition_trip_count(module: Module, holder: Computation, op: Op) -> int | 
     x, y = (body.by_name.get(o) for o in update.operands)
     step = None
     for var, const in ((x, y), (y, x)):
-        if const is not None and const.integer is not None and var is not None:
+        # the increment through copies too: libtpu copies the constant 1 of a microbatch loop around a scan
+        value = _through_copies(body, const.name) if const is not None else None
+        if value is not None and value.integer is not None and var is not None:
             traced = _through_copies(body, var.name)
             if _tuple_index(body, traced) == index:
-                step = const.integer
+                step = value.integer
     if step is None or step <= 0:
         return None
     # the start: element i of the while's operand tuple, a constant (through copies)

@@ -63,7 +63,10 @@ def render(snap: Mapping[str, Any]) -> str:
     if args.get("groups"):
         lines.append("arguments by group (bytes per device)")
         for g in args["groups"][:12]:  # the dashboard's names: the function's parameters (params, opt_state.mu)
-            lines.append(f"  {g.get('name') or g['group']:<40} {_b(g['bytes_per_device']):>12}  {g['leaves']} leaves")
+            host = int(g.get("host_bytes_per_device") or 0)
+            where = f"  ({_b(host)} in host memory)" if host else ""
+            lines.append(f"  {g.get('name') or g['group']:<40} {_b(g['bytes_per_device']):>12}  {g['leaves']} leaves"
+                         f"{where}")  # fmt: skip
     temps = (refusal or {}).get("largest") or (plan.get("temporaries") or {}).get("largest") or []
     if temps:
         lines.append(f"largest {'allocations' if refusal else 'temporaries'} (XLA's buffer assignment)")
@@ -254,4 +257,28 @@ def render_findings(snap: Mapping[str, Any]) -> str:
                     f"{', peak ' + _b(fix['peak_after']) if fix.get('peak_after') is not None else ''})"
                 )
             lines.append(f"    fix at {fix.get('line') or '—'}: {fix['text']}{checked}")
+    return "\n".join(lines) + "\n"
+
+
+def render_fit(fit: Mapping[str, Any]) -> str:
+    """``shardscope plan --fit``: the fixes compiled, those that fit first (fastest step first), each with its peak,
+    step time and when the search verified it; those it left for lack of time."""
+    if not fit.get("needed"):
+        return "fit: not needed (the program fits with the headroom asked)\n"
+    fixes = list(fit.get("fixes") or ())
+    fitting = sum(1 for f in fixes if f.get("fits"))
+    lines = [f"fit: {len(fixes)} fix(es) compiled in {fmt_seconds(fit.get('seconds'))}, {fitting} fit "
+             "(those that fit first, fastest step first)"]  # fmt: skip
+    for k, f in enumerate(fixes, 1):
+        if not f.get("verified"):
+            lines.append(f"  {k}. {f['text']}: not compiled ({f.get('error') or 'failed'})")
+            continue
+        verdict = "fits" if f.get("fits") else "does not fit"
+        step = f", step {fmt_seconds(f['expected_seconds_after'])} expected" if f.get("expected_seconds_after") else ""
+        after = f.get("verified_after_seconds")
+        when = f" (verified after {fmt_seconds(after)})" if after is not None else ""
+        lines.append(f"  {k}. {f['text']}: {verdict}, peak {_b(f.get('peak_after'))}{step}{when}")
+    left = list(fit.get("not_tried") or ())
+    if left:
+        lines.append(f"  not tried (no time left for one more compile): {', '.join(left)}")
     return "\n".join(lines) + "\n"

@@ -84,10 +84,16 @@ def display_name(path: str, names: Sequence[str | None] | None) -> str:
     return ".".join(p for p in (first, *tail.split("/")) if p)
 
 
+HOST_KINDS = ("pinned_host", "unpinned_host")
+"""JAX's memory kinds in host memory: arguments there are not in HBM."""
+
+
 def argument_breakdown(in_avals: Any, in_shardings: Any, names: Sequence[str | None] | None = None) -> dict[str, Any]:
     """The arguments' bytes per device (the most any device holds), by group and by leaf, largest first; each
     group and leaf with its ``name`` (:func:`display_name`: the function's parameter names, ``names``), and
-    ``bytes_total``: every leaf's whole logical size, counted once."""
+    ``bytes_total``: every leaf's whole logical size, counted once. Leaves in host memory (a ``pinned_host`` or
+    ``unpinned_host`` memory kind: an offloaded optimizer state) say so (``memory_kind``), and their group's
+    ``host_bytes_per_device`` counts them: they are not in HBM."""
     import jax
 
     def leaf_bytes(aval: Any, sharding: Any) -> int:
@@ -113,13 +119,19 @@ def argument_breakdown(in_avals: Any, in_shardings: Any, names: Sequence[str | N
             nbytes = leaf_bytes(aval, sharding)
             text = f"{prefix}/" + jax.tree_util.keystr(path, simple=True, separator="/")
             group = f"{prefix}/{_group_of(path)}"
-            leaves.append({"path": text, "name": display_name(text, names), "group": group, "bytes_per_device": nbytes,
-                           "shape": list(aval.shape), "dtype": str(aval.dtype)})  # fmt: skip
+            leaf = {"path": text, "name": display_name(text, names), "group": group, "bytes_per_device": nbytes,
+                    "shape": list(aval.shape), "dtype": str(aval.dtype)}  # fmt: skip
+            kind = getattr(sharding, "memory_kind", None)
+            if kind in HOST_KINDS:
+                leaf["memory_kind"] = kind
+            leaves.append(leaf)
             total += int(np.prod(aval.shape, dtype=np.int64)) * int(aval.dtype.itemsize)
             g = groups.setdefault(group, {"group": group, "name": display_name(group, names), "bytes_per_device": 0,
                                           "leaves": 0})  # fmt: skip
             g["bytes_per_device"] += nbytes
             g["leaves"] += 1
+            if kind in HOST_KINDS:
+                g["host_bytes_per_device"] = g.get("host_bytes_per_device", 0) + nbytes
     leaves.sort(key=lambda r: -r["bytes_per_device"])
     return {
         "groups": sorted(groups.values(), key=lambda g: -g["bytes_per_device"]),

@@ -68,6 +68,7 @@ DTYPES = {
     "c128": "complex128",
 }
 ON_CHIP = {"tpu": (0, 1)}  # colours counted per platform (the default memory space elsewhere)
+HOST_COLOR = 5  # XLA's host memory space (Layout::kHostMemorySpace): values a program offloads (pinned_host)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -273,6 +274,8 @@ class Timeline:
     allocations: dict[int, Allocation]
     at_peak: tuple[Value, ...]
     colors: tuple[int, ...]
+    host_points: tuple[int, ...] = ()  # live bytes in host memory at each point, where the program offloads
+    host_resident_bytes: int = 0
 
     @property
     def peak_bytes(self) -> int:
@@ -296,7 +299,11 @@ def read_timeline(dump_dir: Path, platform: str = "") -> Timeline | None:
         for v in live_at(values, ranges, peak_index)
         if allocations[v.allocation].kind == "temporary" and allocations[v.allocation].color in colors
     ]
-    return Timeline(tuple(sequence), tuple(points), resident, peak_index, allocations, tuple(at_peak), colors)
+    host_resident, host_points = 0, list[int]()
+    if any(a.color == HOST_COLOR for a in allocations.values()):
+        host_resident, host_points, _ = live_bytes(allocations, values, ranges, max(1, length), (HOST_COLOR,))
+    return Timeline(tuple(sequence), tuple(points), resident, peak_index, allocations, tuple(at_peak), colors,
+                    tuple(host_points), host_resident)  # fmt: skip
 
 
 def facts(timeline: Timeline) -> dict[str, Any]:
@@ -311,7 +318,17 @@ def facts(timeline: Timeline) -> dict[str, Any]:
         if timeline.peak_index < len(timeline.sequence)
         else None,
         "colors": list(timeline.colors),
+        **({"host": _host(timeline)} if timeline.host_points else {}),
     }
+
+
+def _host(timeline: Timeline) -> dict[str, Any]:
+    """Host memory over the same points, where the program offloads (memory kind ``pinned_host``): XLA's host
+    memory space, its resident bytes (host arguments and outputs) and its highest point."""
+    points = list(timeline.host_points)
+    peak = max(range(len(points)), key=points.__getitem__)
+    return {"points": downsample(points, peak), "peak_bytes": points[peak], "peak_index": peak,
+            "resident_bytes": timeline.host_resident_bytes, "memory_space": HOST_COLOR}  # fmt: skip
 
 
 # ---- naming what is live at the peak ---------------------------------------------------------------------

@@ -14,8 +14,11 @@ const FONT = "ui-monospace, SFMono-Regular, Menlo, Consolas, monospace";
  *   source: string | null, sharding: string | null, op: string | null, padded: boolean}} Buffer
  * @typedef {{points: [number, number][], peak_bytes: number, peak_index: number, timeline_peak_bytes: number,
  *   resident_bytes: number, length: number, at_peak: Buffer[], at_peak_total: number,
- *   groups: {what: string, bytes: number}[], padded: {name: string}[], note: string | null, source: string}} Timeline
+ *   groups: {what: string, bytes: number}[], padded: {name: string}[], note: string | null, source: string,
+ *   host?: {points: [number, number][], peak_bytes: number, peak_index: number, resident_bytes: number}}} Timeline
  */
+
+const HOST = "#f58518";  // not the peak's red
 
 /**
  * The chart: an SVG area over program order with the peak marked; a hover line names the point's live bytes.
@@ -29,7 +32,7 @@ function chart(t, dark, readout) {
   const fg = dark ? "#e6e8eb" : "#1b1f24";
   const grid = dark ? "#2c323b" : "#e5e7eb";
   const last = Math.max(1, t.length - 1);
-  const max = Math.max(1, t.peak_bytes, t.timeline_peak_bytes);
+  const max = Math.max(1, t.peak_bytes, t.timeline_peak_bytes, t.host?.peak_bytes ?? 0);
   const x = (/** @type {number} */ i) => left + (i / last) * (W - left - right);
   const y = (/** @type {number} */ b) => top + (1 - b / max) * (H - top - bottom);
   const svg = /** @type {SVGSVGElement} */ (svgEl("svg", { xmlns: "http://www.w3.org/2000/svg", viewBox: `0 0 ${W} ${H}`, role: "img", class: "memory-timeline-chart" }));
@@ -41,6 +44,11 @@ function chart(t, dark, readout) {
   const line = t.points.map(([i, b]) => `${x(i).toFixed(1)},${y(b).toFixed(1)}`).join(" ");
   svgEl("polygon", { points: `${x(t.points[0]?.[0] ?? 0)},${y(0)} ${line} ${x(t.points.at(-1)?.[0] ?? 0)},${y(0)}`, fill: "#4c78a8", "fill-opacity": 0.35 }, svg);
   svgEl("polyline", { points: line, fill: "none", stroke: "#4c78a8", "stroke-width": 1.5 }, svg);
+  if (t.host) {  // host memory (offloaded values) over the same points, on the same axis
+    const host = t.host.points.map(([i, b]) => `${x(i).toFixed(1)},${y(b).toFixed(1)}`).join(" ");
+    svgEl("polyline", { points: host, fill: "none", stroke: HOST, "stroke-width": 1.5, "stroke-dasharray": "5 3", class: "memory-timeline-host" }, svg);
+    svgEl("text", { x: left + 6, y: H - bottom - 6, "font-size": 11, "font-family": FONT, fill: HOST, class: "memory-timeline-host-key" }, svg).textContent = `host memory (dashed), peak ${fmtBytes(t.host.peak_bytes)}`;
+  }
   svgEl("line", { x1: left, x2: W - right, y1: y(t.peak_bytes), y2: y(t.peak_bytes), stroke: "#d62728", "stroke-dasharray": "4 3" }, svg);
   svgEl("circle", { cx: x(t.peak_index), cy: y(t.timeline_peak_bytes), r: 4, fill: "#d62728" }, svg);
   svgEl("text", { x: W - right, y: Math.max(11, y(t.peak_bytes) - 4), "text-anchor": "end", "font-size": 11, "font-family": FONT, fill: "#d62728" }, svg).textContent = `XLA's peak ${fmtBytes(t.peak_bytes)}`;
@@ -55,7 +63,13 @@ function chart(t, dark, readout) {
     cursor.setAttribute("x2", String(x(best[0])));
     cursor.setAttribute("visibility", "visible");
     const peak = best[0] === t.peak_index ? ` — the peak: ${t.at_peak.slice(0, 3).map((b) => `${b.name} ${fmtBytes(b.bytes)}`).join(", ")}…` : "";
-    readout.textContent = `point ${best[0]}: ${fmtBytes(best[1])} live${peak}`;
+    let host = "";
+    if (t.host) {
+      let near = t.host.points[0];
+      for (const p of t.host.points) if (Math.abs(p[0] - best[0]) < Math.abs(near[0] - best[0])) near = p;
+      host = `, ${fmtBytes(near[1])} in host memory`;
+    }
+    readout.textContent = `point ${best[0]}: ${fmtBytes(best[1])} live${host}${peak}`;
   });
   svg.addEventListener("mouseleave", () => cursor.setAttribute("visibility", "hidden"));
   return svg;
@@ -103,6 +117,7 @@ export function memoryTimeline(container, t, opts) {
   container.replaceChildren(
     h("h2", {}, "Memory over program order"),
     h("p", { part: "timeline-peak", "data-bytes": String(t.peak_bytes) }, `Peak ${fmtBytes(t.peak_bytes)} per device (XLA's figure) at point ${t.peak_index} of ${t.length}; ${own}. Live at the peak: ${groups}.`),
+    ...(t.host ? [h("p", { part: "timeline-host", "data-bytes": String(t.host.peak_bytes) }, `Host memory (values the program offloads, pinned_host): peak ${fmtBytes(t.host.peak_bytes)} per device at point ${t.host.peak_index}; ${fmtBytes(t.host.resident_bytes)} of it host arguments and outputs.`)] : []),
     ...(t.note ? [el("p", "muted", t.note)] : []),
     chart(t, opts.dark, readout),
     readout,

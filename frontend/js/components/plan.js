@@ -98,13 +98,14 @@ export function hbmBar(container, hbm, opts) {
   // the parts, one row each: a swatch, what it is, bytes, share of capacity
   const { table: parts, body } = headedTable("hbm-parts", ["", "kind", "per device", hbm.capacity ? "of capacity" : ""]);
   parts.tHead?.rows[0].cells[3].classList.add("of-capacity");
-  for (const p of [...hbm.parts, ...hbm.apart]) {
-    const apart = hbm.apart.includes(p);
-    if (apart && p === hbm.apart[0]) {
+  const host = hbm.host ?? [];
+  for (const p of [...hbm.parts, ...hbm.apart, ...host]) {
+    const apart = hbm.apart.includes(p) || host.includes(p);
+    if (apart && (p === hbm.apart[0] || p === host[0])) {
       const note = body.insertRow().insertCell();
       note.colSpan = 4;
       note.className = "muted";
-      note.textContent = "the arguments (beside XLA's figure: it refused the program for its temporaries alone)";
+      note.textContent = p === host[0] ? "in host memory (pinned_host), not in HBM: offloaded by the program" : "the arguments (beside XLA's figure: it refused the program for its temporaries alone)";
     }
     const row = body.insertRow();
     row.dataset.kind = p.kind;
@@ -117,7 +118,7 @@ export function hbmBar(container, hbm, opts) {
     const b = cell(fmtBytes(p.bytes), "num");
     b.dataset.bytes = String(p.bytes);
     b.title = exactBytes(p.bytes);
-    cell(share(p.bytes, hbm.capacity), "num of-capacity");
+    cell(host.includes(p) ? "" : share(p.bytes, hbm.capacity), "num of-capacity"); // host memory: no share of HBM
   }
   // XLA's own figures, exactly (what the fit is decided on)
   const xla = el("dl", "hbm-figures");

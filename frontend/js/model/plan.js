@@ -12,7 +12,7 @@ import { memoryOf } from "./program.js";
  *   colour: its index in the group palette (model/layout.js groupColour; -1: noTileColour)
  * @typedef {{field: string, label: string, bytes: number, title: string}} HbmFigure one of XLA's
  *   memory_analysis figures (field: its name), or the capacity
- * @typedef {{parts: HbmPart[], apart: HbmPart[], figures: HbmFigure[], total: number, peak: number | null,
+ * @typedef {{parts: HbmPart[], apart: HbmPart[], host?: HbmPart[], figures: HbmFigure[], total: number, peak: number | null,
  *   capacity: number | null, limit: number | null, limitLabel: string, fits: boolean | null,
  *   over: number | null, refused: boolean, hardware: string | null}} Hbm
  *   parts: the bar's segments; apart: listed beside them, not in the bar (a refusal's arguments, when XLA
@@ -84,13 +84,17 @@ export function hbmOf(snap) {
     .sort((a, b) => argumentIndex(a.g.group) - argumentIndex(b.g.group) || a.k - b.k)
     .map(({ g }) => g);
   /** @type {HbmPart[]} */
-  const parts = groups.map((g, i) => ({
-    kind: "argument",
-    label: g.name ?? groupName(g.group, names),
-    bytes: g.bytes_per_device,
-    colour: ARGUMENT_COLOURS[i % ARGUMENT_COLOURS.length],
-    title: `${g.group}: ${g.leaves} lea${g.leaves === 1 ? "f" : "ves"}, their shards' logical bytes on each device`,
-  }));
+  const parts = [];
+  /** @type {HbmPart[]} */
+  const host = []; // arguments in host memory (pinned_host: an offloaded optimizer state): not in HBM
+  groups.forEach((g, i) => {
+    const colour = ARGUMENT_COLOURS[i % ARGUMENT_COLOURS.length];
+    const label = g.name ?? groupName(g.group, names);
+    const title = `${g.group}: ${g.leaves} lea${g.leaves === 1 ? "f" : "ves"}, their shards' logical bytes on each device`;
+    const away = g.host_bytes_per_device ?? 0;
+    if (g.bytes_per_device - away > 0) parts.push({ kind: "argument", label, bytes: g.bytes_per_device - away, colour, title });
+    if (away > 0) host.push({ kind: "host", label: `${label} (host memory)`, bytes: away, colour, title: `${title}, in pinned host memory` });
+  });
   const leaves = parts.reduce((s, p) => s + p.bytes, 0);
   const capacity = plan.capacity_bytes ?? null;
   const mem = memoryOf(snap.program); // the program report's: XLA's memory_analysis fields by their names
@@ -133,7 +137,7 @@ export function hbmOf(snap) {
   if (capacity !== null) figures.push({ field: "capacity", label: "capacity", bytes: capacity, title: `HBM per device of ${plan.hardware || "this hardware"} (the hardware table)` });
   const total = parts.reduce((s, p) => s + p.bytes, 0);
   const over = refusal ? refusal.over_bytes ?? null : plan.over_bytes ?? null;
-  return { parts, apart, figures, total, peak, capacity, limit, limitLabel, fits: plan.fits ?? null, over, refused: Boolean(refusal), hardware: plan.hardware ?? null };
+  return { parts, apart, host, figures, total, peak, capacity, limit, limitLabel, fits: plan.fits ?? null, over, refused: Boolean(refusal), hardware: plan.hardware ?? null };
 }
 
 /**
