@@ -101,7 +101,14 @@ def test_pick_a_kernel_run_it_and_see_grid_and_collectives(server: Server, watch
     expect(page.locator("[data-part=stablehlo]")).to_contain_text("sdy.sharding")
     page.locator("[data-part=origins-box] summary").click()
     expect(page.locator("[data-part=origins]")).to_contain_text("given here")
+    # memory over program order, as on a plan's page (issue 33): the run's own timeline, XLA's peak to the byte
+    timeline = page.locator("[data-part=memory-timeline]")
+    expect(timeline.locator("svg.memory-timeline-chart")).to_have_count(1)
+    peak = timeline.locator("[data-part=timeline-peak]")
+    assert int(peak.get_attribute("data-bytes") or -1) == result["memory_timeline"]["peak_bytes"]
+    assert result["memory_timeline"]["peak_bytes"] == result["program"]["memory"]["peak_memory_in_bytes"]
     shot(page, f"01-sum-{watched.scheme}")
+    timeline.screenshot(path=str(SHOTS / f"kernel-timeline-{watched.scheme}.png"))
 
 
 def test_an_explicit_axes_refusal_shows_jax_message_and_what_to_change(server: Server, browser: Browser) -> None:

@@ -13,6 +13,7 @@ import { collectivesSection, collectivesTable } from "../components/collectives.
 import { draw as drawWhy } from "../components/why.js";
 import { estimateTotal, rooflinePanel } from "../components/estimates.js";
 import { findingsSection, valuesSection } from "../components/findings.js";
+import { memoryTimeline } from "../components/memory_timeline.js";
 import { memoryText, mountCompilerLog, mountOrigins, workText } from "../components/program.js";
 import { layoutGrid } from "../components/grid.js";
 import { devicePicker, meshPicker } from "../components/pickers.js";
@@ -486,6 +487,10 @@ function mountResults(parent, host, opts) {
   );
   results.append(values);
   cards.push({ render: (/** @type {any} */ r) => valuesSection(values, r) }, mountPlaced(results, host));
+  // memory over program order, as on a plan's page (issue 33: "for any plan, kernel run or capture")
+  const timeline = h("section", { class: "view kernel-timeline", part: "memory-timeline", "aria-label": "Memory over program order", hidden: true });
+  results.append(timeline);
+  cards.push({ render: (/** @type {any} */ r) => memoryTimeline(timeline, r.memory_timeline, { dark: host.dark() }) });
   const origins = mountOrigins(results);
   const log = mountCompilerLog(results);
   cards.push(
