@@ -193,7 +193,14 @@ def fit_plan(
     if not fitting.needs_fit(snap, headroom):
         return {"needed": False, "fixes": []}
     donated = int((snap.get("jit") or {}).get("donated_inputs") or 0)
-    found = [fitting.sharded_further(f, args, kwargs), fitting.donated(f, args, kwargs, donated), *variants]
+    # the outputs' shardings last: a pinned out_sharding is rarely what overflows, and the budget goes first to
+    # the arguments, donation and the model's own knobs
+    found = [
+        fitting.sharded_further(f, args, kwargs),
+        fitting.donated(f, args, kwargs, donated),
+        *variants,
+        fitting.sharded_outputs(f, args, kwargs),
+    ]
     result = fitting.verify([c for c in found if c is not None],
                             lambda fn, a, k: program_snapshot(fn, a, k, detailed=False))  # fmt: skip
     return {"needed": True, **result}

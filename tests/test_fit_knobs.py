@@ -203,3 +203,24 @@ def test_the_fit_search_starts_no_compile_it_expects_to_end_past_its_budget() ->
     text = render_fit({"needed": True, **out})
     assert "3 fix(es) compiled in 225 s, 3 fit" in text and "not tried (no time left for one more compile): c3" in text
     assert "1. c1: fits, peak 1 B, step 9.2 s expected (verified after 150 s)" in text
+
+
+@pytest.mark.tpu
+def test_a_pinned_replicated_output_is_sharded_by_the_fit() -> None:
+    """Issue 33: "fixes on argument shardings, output shardings and donation work on any program". A jit that pins
+    its 16 GiB result replicated (``out_shardings=P()``) on v5e (16 GiB a chip) is refused; the fix shards the
+    output over the mesh axes it leaves unused, and its peak is XLA's own for that jit."""
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    m = mesh("tpu:v5e:2x4", (2, 4), ("x", "y"))
+    a = jax.ShapeDtypeStruct((65536, 65536), np.float32, sharding=NamedSharding(m, P(("x", "y"))))
+    fn = jax.jit(lambda v: v * 2, out_shardings=NamedSharding(m, P()))
+    snap = plan(fn, a, fit=True)
+    assert snap["plan"]["fits"] is False
+    fixes = snap["plan"]["fit"]["fixes"]
+    best = next(f for f in fixes if f["kind"] == "shard_outputs")  # donation fits too, and ranks by step time
+    assert best["fits"] is True and best["verified"] is True, fixes
+    assert "output 0 -> P(('x', 'y'), None)" in best["text"]
+    want = jax.jit(lambda v: v * 2, out_shardings=NamedSharding(m, P(("x", "y"), None)))
+    assert best["peak_after"] == want.lower(a).compile().memory_analysis().peak_memory_in_bytes

@@ -5,6 +5,7 @@ gets candidate changes, each compiled through the one pipeline on the same compi
 of its own (its fit and step time are the cost model's, as for any plan):
 
 * the largest argument leaves sharded over the mesh axes their spec leaves unused (any program);
+* the largest outputs sharded over the mesh axes their pinned ``out_shardings`` leave unused (a jit that pins them);
 * the arguments donated (``donate_argnums``) where the step donates none and its jit pins no shardings;
 * variants the caller builds (``shardscope plan --fit`` varies the keyword knobs ``FN(mesh, **knobs)`` accepts:
   ``remat=``, ``microbatches=``), passed in as ``(text, kind, fn, args, kwargs)``.
@@ -88,6 +89,48 @@ def sharded_further(jitted: Any, args: Sequence[Any], kwargs: Mapping[str, Any])
         fn = jit_like(fn, in_shardings=tuple(jax.tree.map(lambda x: x.sharding, x) for x in a))
     text = f"shard the largest arguments over the mesh axes their specs leave unused ({len(changed)} leaves)"
     return ("shard", text, fn, tuple(a), dict(k))
+
+
+def sharded_outputs(jitted: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Candidate | None:
+    """The largest outputs sharded over the mesh axes their pinned ``out_shardings`` leave unused: a jit that pins
+    a result replicated (``P()``) writes it whole on every device. None when the jit pins no output sharding or
+    none can be split further."""
+    import jax
+
+    info = getattr(jitted, "_jit_info", None)
+    pinned = list(getattr(info, "out_shardings_leaves", ()) or ())
+    if info is None or not hasattr(jitted, "lower") or not any(type(x).__name__ != "UnspecifiedValue" for x in pinned):
+        return None
+    try:
+        out = jax.eval_shape(jitted, *args, **kwargs)
+    except Exception:  # noqa: BLE001 - the plan itself says why the program does not trace; no fix to offer here
+        return None
+    prefix = jax.tree_util.tree_unflatten(info.out_shardings_treedef, pinned)
+    try:  # out_shardings may be a prefix of the outputs' tree: each pinned sharding over its subtree
+        per_leaf = jax.tree_util.tree_map(lambda s, sub: jax.tree.map(lambda _: s, sub), prefix, out,
+                                          is_leaf=lambda x: type(x).__name__ == "UnspecifiedValue")  # fmt: skip
+    except (ValueError, TypeError):
+        return None
+    leaves, tree = jax.tree_util.tree_flatten(out)
+    shardings = jax.tree_util.tree_leaves(per_leaf, is_leaf=lambda x: type(x).__name__ == "UnspecifiedValue")
+    if len(shardings) != len(leaves):
+        return None
+    sizes = [int(x.size) * int(x.dtype.itemsize) for x in leaves]
+    total = sum(sizes) or 1
+    changed = []
+    new = list(shardings)
+    for i, (x, sharding) in enumerate(zip(leaves, shardings, strict=True)):
+        if sizes[i] < LARGEST_SHARE * total or not isinstance(sharding, jax.sharding.NamedSharding):
+            continue
+        spec = _widened(tuple(sharding.spec), tuple(x.shape), dict(sharding.mesh.shape))
+        if spec is not None:
+            new[i] = jax.sharding.NamedSharding(sharding.mesh, jax.sharding.PartitionSpec(*spec))
+            changed.append(f"output {i} -> P{spec}")
+    if not changed:
+        return None
+    fn = jit_like(jitted, out_shardings=jax.tree_util.tree_unflatten(tree, new))
+    text = f"shard the largest outputs over the mesh axes their out_shardings leave unused ({', '.join(changed)})"
+    return ("shard_outputs", text, fn, tuple(args), dict(kwargs))
 
 
 def donated(jitted: Any, args: Sequence[Any], kwargs: Mapping[str, Any], donated: int) -> Candidate | None:
