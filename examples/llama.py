@@ -258,6 +258,17 @@ def abstract_opt_state(opt: optax.GradientTransformation, params: Any, mesh: jax
     )
 
 
+def optimizer_placement(opt_state: Any, knobs: Knobs) -> tuple[Any, Any]:
+    """The optimizer state as the step takes it, and its shardings on the devices for the update (None: it stays
+    there): with ``optimizer_offload`` the moments live in pinned host memory, the step count on the devices."""
+    if not knobs.optimizer_offload:
+        return opt_state, None
+    on_device = jax.tree.map(lambda s: s.sharding, opt_state)
+    offloaded = jax.tree.map(lambda s: s if s.ndim == 0 else jax.ShapeDtypeStruct(
+        s.shape, s.dtype, sharding=s.sharding.with_memory_kind("pinned_host")), opt_state)  # fmt: skip
+    return offloaded, on_device
+
+
 def abstract_batch(batch: int, seq: int, mesh: jax.sharding.Mesh, rules: Rules) -> dict[str, jax.ShapeDtypeStruct]:
     sharding = NamedSharding(mesh, spec_for(("batch", None), rules))
     return {k: jax.ShapeDtypeStruct((batch, seq), jnp.int32, sharding=sharding) for k in ("tokens", "targets")}
@@ -627,12 +638,7 @@ def plan_fn(
         model = Model(model_cfg, mesh, r, k)
         params = abstract_params(model_cfg, mesh, r)
         opt = optimizer()
-        opt_state = abstract_opt_state(opt, params, mesh)
-        on_device = None
-        if k.optimizer_offload:  # the moments live in pinned host memory; the step count stays on the devices
-            on_device = jax.tree.map(lambda s: s.sharding, opt_state)
-            opt_state = jax.tree.map(lambda s: s if s.ndim == 0 else jax.ShapeDtypeStruct(
-                s.shape, s.dtype, sharding=s.sharding.with_memory_kind("pinned_host")), opt_state)  # fmt: skip
+        opt_state, on_device = optimizer_placement(abstract_opt_state(opt, params, mesh), k)
         data = abstract_batch(k.batch, k.seq, mesh, r)
         shardings = jax.tree.map(lambda s: s.sharding, (params, opt_state, data))
         out = (shardings[0], shardings[1], NamedSharding(mesh, P()))

@@ -121,7 +121,7 @@ def plan_fn(
     config = MOE_CONFIGS[cfg] if isinstance(cfg, str) else cfg
     own = RULES[strategy]
     base = {"batch": batch, "seq": seq, **defaults}
-    llama.resolve_knobs(config, 1, base, {})
+    built = llama.resolve_knobs(config, 1, base, {})[1]
 
     def fn(mesh: jax.sharding.Mesh, rules: llama.Rules | None = None, **knobs: Any) -> tuple[Any, tuple[Any, ...]]:
         model_cfg, k = llama.resolve_knobs(config, int(mesh.devices.size), base, knobs)
@@ -129,11 +129,11 @@ def plan_fn(
         model = llama.Model(model_cfg, mesh, r, k)
         params = llama.abstract_params(model_cfg, mesh, r, param_shapes(model_cfg), LOGICAL)
         opt = llama.optimizer()
-        opt_state = llama.abstract_opt_state(opt, params, mesh)
+        opt_state, on_device = llama.optimizer_placement(llama.abstract_opt_state(opt, params, mesh), k)
         data = llama.abstract_batch(k.batch, k.seq, mesh, r)
         shardings = jax.tree.map(lambda s: s.sharding, (params, opt_state, data))
         out = (shardings[0], shardings[1], NamedSharding(mesh, P()))
-        step = llama.make_step(model, opt, moe_layer)
+        step = llama.make_step(model, opt, moe_layer, opt_on_device=on_device)
         return jax.jit(step, in_shardings=shardings, out_shardings=out, donate_argnums=(0, 1)), (
             params,
             opt_state,
@@ -141,6 +141,7 @@ def plan_fn(
         )
 
     fn.__name__ = name or f"moe_{config.n_experts}x_{strategy}"
+    fn.knobs = dataclasses.asdict(built)  # type: ignore[attr-defined]  # what FN(mesh) builds with (`--fit` varies them)
     return fn
 
 

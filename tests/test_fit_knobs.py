@@ -224,3 +224,16 @@ def test_a_pinned_replicated_output_is_sharded_by_the_fit() -> None:
     assert "output 0 -> P(('x', 'y'), None)" in best["text"]
     want = jax.jit(lambda v: v * 2, out_shardings=NamedSharding(m, P(("x", "y"), None)))
     assert best["peak_after"] == want.lower(a).compile().memory_analysis().peak_memory_in_bytes
+
+
+def test_the_moe_example_takes_the_same_knobs() -> None:
+    """examples/moe.py's plan functions say their knobs too and offload the optimizer state as the Llama's do (a
+    knob a model ignored would be "verified" as a fix that changes nothing)."""
+    from examples import moe
+
+    m = mesh("cpu:8", (2, 4), ("data", "expert"))
+    assert moe.tiny_ep.knobs["optimizer_offload"] is False  # type: ignore[attr-defined]
+    _, (_, state, _) = moe.tiny_ep(m, optimizer_offload=True)
+    assert {x.sharding.memory_kind for x in jax.tree.leaves(state) if x.ndim} == {"pinned_host"}
+    texts = [v[1] for v in plan_command.knob_variants(moe.tiny_ep, m)]
+    assert "optimizer_offload=True" in texts and not any(t.startswith("remat=") for t in texts)
