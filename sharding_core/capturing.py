@@ -226,6 +226,7 @@ def search(fn: Callable[..., Any], devices: str, **options: Any) -> dict[str, An
         jitted, args, kwargs = build(fn, candidate_mesh(devices, o.slices, layout), rules, pick["knobs"])
         plan_snap = program_snapshot(jitted, args, kwargs, detailed=True)
         plan_snap["name"] = f"{getattr(fn, '__name__', 'fn')} on {devices}: {pick['strategy']}"
+        plan_snap["search"] = searching.summary(result)  # published or shown, the plan draws the front beside it
         pick["plan"] = plan_snap
     return result
 

@@ -52,7 +52,12 @@ def add_parser(sub: Any) -> None:
         "earlier search's JSON: its pick)",
     )
     p.add_argument("--json", default=None, metavar="OUT", help="write the search as JSON to OUT ('-': stdout)")
-    p.add_argument("--publish", default=None, metavar="URL", help="publish the pick's plan to the dashboard at URL")
+    p.add_argument(
+        "--publish",
+        default=None,
+        metavar="URL",
+        help="publish the pick's plan, with the search's front and every candidate, to the dashboard at URL",
+    )
     p.add_argument("--token", default=None, help="the dashboard's write token (default $SHARDSCOPE_TOKEN)")
 
 
@@ -178,7 +183,7 @@ def write(args: argparse.Namespace, result: dict[str, Any], out: Any) -> bool:
         try:
             plan = result["pick"]["plan"]
             link = publish(plan, f"search pick {plan['name']}", args.publish, token=args.token)
-            print(f"published the pick's plan: {link}", file=out)
+            print(f"published the pick's plan and the search's front: {link}", file=out)
         except PublishError as e:
             print(f"error [{e.code}]: {e.message}", file=sys.stderr)
             return False

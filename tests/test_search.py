@@ -78,6 +78,35 @@ def test_the_pasted_rules_give_exactly_the_picks_plan(searched: dict[str, Any]) 
     assert f"ici_fsdp_parallelism: {sizes.get('fsdp', 1)}" in maxtext
 
 
+def test_the_picks_plan_carries_the_search_and_every_compiled_candidate_its_rules(searched: dict[str, Any]) -> None:
+    """What the dashboard and the widget draw the front from (issue 34): the pick's plan carries the search without
+    the plan itself, so ``--publish`` and ``shardscope.show`` have every candidate; each compiled candidate's rules
+    to paste are the pick's kind (pasted back, the first gives exactly its plan: the test above)."""
+    carried = searched["pick"]["plan"]["search"]
+    assert carried["candidates"] == searched["candidates"] and carried["front"] == searched["front"]
+    assert carried["current"] == searched["current"] and carried["devices"] == DEVICES
+    assert (
+        carried["pick"] == {k: v for k, v in searched["pick"].items() if k != "plan"} and "plan" not in carried["pick"]
+    )
+    for c in searched["candidates"]:
+        assert c["paste"] == rank.paste(DEVICES, 1, c["mesh"], c["rules"], c["knobs"])
+    assert searched["pick"]["paste"] == searched["candidates"][0]["paste"]
+    scope: dict[str, Any] = {"shardscope": shardscope}
+    mine = searched["candidates"][searched["current"]]
+    exec(mine["paste"]["python"], scope)
+    assert dict(scope["mesh"].shape) == dict(zip(mine["mesh"]["axis_names"], mine["mesh"]["shape"], strict=True))
+
+
+def test_show_draws_a_searchs_pick_and_says_when_there_is_none(searched: dict[str, Any]) -> None:
+    from shardscope.notebook import view_of
+
+    view = view_of(searched)
+    assert view.kind == "snapshot" and view.snapshot is not None
+    assert view.snapshot["search"]["candidates"] == searched["candidates"]
+    with pytest.raises(ShardingError, match="no pick to show"):
+        view_of({**searched, "pick": None})
+
+
 def test_a_model_without_rules_is_told_what_to_add() -> None:
     with pytest.raises(ShardingError) as e:
         sharding_core.search(search_models.no_rules, DEVICES)

@@ -566,7 +566,7 @@ def test_the_request_model_declares_the_formats_fields_and_capture_writes_them()
     program = TypeAdapter(api.SnapshotProgram).json_schema()
     assert set(program["required"]) == set(fmt.SNAPSHOT_FIELDS)
     assert set(program["properties"]) - set(program["required"]) == set(fmt.PROGRAM_FIELDS)
-    assert keys(api.Snapshot) == {*fmt.SNAPSHOT_FIELDS, *fmt.PROGRAM_FIELDS, *fmt.EXPLAINED_FIELDS}
+    assert keys(api.Snapshot) == {*fmt.SNAPSHOT_FIELDS, *fmt.PROGRAM_FIELDS, *fmt.EXPLAINED_FIELDS, *fmt.SEARCH_FIELDS}
     assert keys(api.SnapshotLeaf) == set(fmt.LEAF_FIELDS)
     assert keys(api.SnapshotDevices) == set(fmt.DEVICE_COLUMNS)
     assert keys(api.SnapshotRun) == set(fmt.RUN_FIELDS)
@@ -589,3 +589,54 @@ def test_the_request_model_declares_the_formats_fields_and_capture_writes_them()
     # the contract's memory timeline, its peak XLA's
     assert inspected["memory_timeline"]["peak_bytes"] == inspected["jit"]["memory_per_device"]["peak_memory_in_bytes"]
     assert inspected["target"]["compile_only"] is False and inspected["target"]["devices"] == "cpu:8"
+
+
+# ---- a search's pick: the search rides on its plan (issue 34) -------------------------------------------------
+
+
+def small_search() -> dict[str, Any]:
+    """A search's summary as ``sharding_core.searching.run.summary`` writes it, two candidates (the shape only: the
+    figures are tests/test_search.py's and tests/test_search_browser.py's)."""
+    mesh = {"shape": [2, 4], "axis_names": ["data", "tensor"]}
+    cand = {"mesh": mesh, "rules": [["batch", "data"], ["mlp", ["tensor"]], ["embed", None]], "knobs": {"remat": True},
+            "strategy": "data 2 × tensor 4", "compiled": True, "fits": True, "peak_bytes": 2**20,
+            "expected_seconds": 1e-4, "lost_on": "picked", "paste": {"python": "mesh = ...\n", "maxtext": "x: 1\n"},
+            "collective_seconds": {"all-reduces over tensor": 5e-5}, "estimate": {"seconds": 1e-4}}  # fmt: skip
+    other = {**cand, "strategy": "data 8", "mesh": {"shape": [8], "axis_names": ["data"]}, "compiled": False,
+             "fits": None, "peak_bytes": None, "expected_seconds": None, "lost_on": "not compiled"}  # fmt: skip
+    return {"devices": "tpu:v5p:2x2x2", "enumerated": 2, "compiled": 1, "seconds": 3.5, "usable_bytes": 2**36,
+            "candidates": [cand, other], "front": [0], "current": None, "slices": 1,
+            "pick": {"index": 0, "strategy": "data 2 × tensor 4", "plan": None, "paste": cand["paste"]}}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("where", "value"),
+    [
+        (["candidates", 0, "peak_bytes"], "1 MiB"),  # a figure the chart draws, not a number
+        (["candidates", 0, "expected_seconds"], -1.0),
+        (["candidates", 0, "rules", 0], ["batch", "data", "extra"]),
+        (["candidates", 0, "mesh", "shape"], []),
+        (["candidates", 0, "paste", "python"], "x" * 16385),
+        (["front"], [fmt.MAX_SEARCH_CANDIDATES]),
+        (["pick", "index"], -1),
+        (["candidates"], [{}]),
+    ],
+)
+def test_a_search_rides_on_its_picks_plan_typed(
+    client: TestClient, model_snapshot: dict[str, Any], where: list[Any], value: Any
+) -> None:
+    """``shardscope search --publish`` posts the pick's plan with the search it came from: stored and read back as
+    sent; a search whose drawn figures are not numbers, or whose sizes are past the limits, is a 422 naming the
+    field (never stored, never a 5xx)."""
+    good = {**model_snapshot, "search": small_search()}
+    created = publish(client, good)
+    assert client.get(f"/api/snapshots/{created['id']}").json()["search"] == good["search"]
+    bad = mutate(good, ["search", *where], value)
+    error = assert_error(post(client, "/api/snapshots", bad), 422, "validation_error")
+    assert "search" in str(error)
+
+
+def test_a_search_past_its_candidate_limit_is_refused(client: TestClient, model_snapshot: dict[str, Any]) -> None:
+    search = small_search()
+    search["candidates"] = search["candidates"][1:] * (fmt.MAX_SEARCH_CANDIDATES + 1)
+    assert_error(post(client, "/api/snapshots", {**model_snapshot, "search": search}), 422, "validation_error")

@@ -27,7 +27,14 @@ from sharding_core.layout import DTYPES, MAX_ARRAY_ELEMENTS, MAX_RANK
 from sharding_core.mesh import AXIS_TYPES, MAX_AXIS_NAME_CHARS, MAX_MESH_AXES, ORDERS, MeshSpec
 from sharding_core.program import timeline as tl
 from sharding_core.program.memory import MEMORY_FIELDS
-from sharding_core.snapshot.format import AXIS_TYPE_NAMES, ID_PATTERN, MAX_LEAF_PATH_CHARS, MAX_RUN_PROCESSES
+from sharding_core.snapshot.format import (
+    AXIS_TYPE_NAMES,
+    ID_PATTERN,
+    MAX_LEAF_PATH_CHARS,
+    MAX_RULES,
+    MAX_RUN_PROCESSES,
+    MAX_SEARCH_CANDIDATES,
+)
 from sharding_core.spec import MAX_SPEC_CHARS
 
 
@@ -597,6 +604,83 @@ class MemoryTimeline(TypedDict):
     note: Annotated[str, Field(max_length=2048)] | None
     source: Annotated[str, Field(max_length=512)]
     host: NotRequired[HostTimeline]
+
+
+# ---- a search's candidates (sharding_core.searching: what a pick's plan carries as ``search``) ----
+
+SEARCH_OPEN = ConfigDict(strict=True, extra="allow")
+"""The figures the dashboard draws are typed and bounded; the rest of a search's JSON (estimates, advice, the
+collectives' seconds) passes as sent, within the request's size limit, and is only ever shown as text."""
+ShortName = Annotated[str, Field(max_length=256)]
+CandidateIndex = Annotated[int, Field(ge=0, lt=MAX_SEARCH_CANDIDATES)]
+
+
+@with_config(CLOSED)
+class SearchMesh(TypedDict):
+    shape: Annotated[list[Annotated[int, Field(ge=1, le=MAX_DEVICES)]], Field(min_length=1, max_length=8)]
+    axis_names: Annotated[list[Annotated[str, Field(max_length=64)]], Field(min_length=1, max_length=8)]
+    dcn_shape: NotRequired[Annotated[list[Annotated[int, Field(ge=1, le=MAX_DEVICES)]], Field(max_length=8)]]
+
+
+SearchRule = Annotated[list[Annotated[str, Field(max_length=64)] | list[Annotated[str, Field(max_length=64)]] | None],
+                       Field(min_length=2, max_length=2)]  # fmt: skip
+
+
+@with_config(CLOSED)
+class SearchPaste(TypedDict):
+    python: Annotated[str, Field(max_length=16384)]
+    maxtext: Annotated[str, Field(max_length=16384)]
+
+
+@with_config(SEARCH_OPEN)
+class SearchCandidate(TypedDict):
+    """One candidate: its mesh, rules and knobs; XLA's peak and the plan's expected step when it was compiled."""
+
+    mesh: SearchMesh
+    rules: Annotated[list[SearchRule], Field(max_length=MAX_RULES)]
+    knobs: Annotated[dict[Annotated[str, Field(max_length=64)], Any], Field(max_length=16)]
+    strategy: ShortName
+    compiled: bool
+    fits: bool | None
+    peak_bytes: Bytes | None
+    expected_seconds: Seconds
+    lost_on: Annotated[str, Field(max_length=2048)]
+    current: NotRequired[bool]
+    lower_bound_seconds: NotRequired[Seconds]
+    upper_bound_seconds: NotRequired[Seconds]
+    bound: NotRequired[Annotated[str, Field(max_length=64)] | None]
+    collective_seconds: NotRequired[
+        Annotated[dict[Annotated[str, Field(max_length=256)], Annotated[float, Field(ge=0)]], Field(max_length=16)]
+    ]
+    compile_seconds: NotRequired[Annotated[float, Field(ge=0)]]
+    usable_bytes: NotRequired[Bytes | None]
+    paste: NotRequired[SearchPaste]
+
+
+@with_config(SEARCH_OPEN)
+class SearchPick(TypedDict):
+    index: CandidateIndex
+    strategy: ShortName
+    plan: NotRequired[None]
+
+
+@with_config(SEARCH_OPEN)
+class SearchSummary(TypedDict):
+    """The search a pick's plan came from (sharding_core.search's JSON without the pick's plan)."""
+
+    devices: ShortName
+    enumerated: Annotated[int, Field(ge=0, le=MAX_SEARCH_CANDIDATES)]
+    compiled: Annotated[int, Field(ge=0, le=MAX_SEARCH_CANDIDATES)]
+    seconds: Annotated[float, Field(ge=0)]
+    usable_bytes: Bytes | None
+    candidates: Annotated[list[SearchCandidate], Field(max_length=MAX_SEARCH_CANDIDATES)]
+    front: Annotated[
+        list[Annotated[int, Field(ge=0, lt=MAX_SEARCH_CANDIDATES)]], Field(max_length=MAX_SEARCH_CANDIDATES)
+    ]
+    current: Annotated[int, Field(ge=0, lt=MAX_SEARCH_CANDIDATES)] | None
+    pick: SearchPick | None
+    slices: NotRequired[Annotated[int, Field(ge=1, le=MAX_SLICES)]]
+    why_no_pick: NotRequired[Annotated[str, Field(max_length=2048)]]
 
 
 MAX_FINDINGS = 256

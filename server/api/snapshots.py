@@ -49,6 +49,7 @@ from server.api.schema import (
     Reply,
     Request,
     RunId,
+    SearchSummary,
     ShortText,
     SnapshotRef,
     SpecText,
@@ -267,6 +268,15 @@ class Snapshot(SnapshotProgram):
         Annotated[
             dict[Annotated[str, Field(max_length=64)], Any],
             Field(max_length=32, description="What the search for fixes did (sharding_core.why.attach)"),
+        ]
+    ]
+    search: NotRequired[
+        Annotated[
+            SearchSummary,
+            Field(
+                description="The search a pick's plan came from (sharding_core.search; `shardscope search "
+                "--publish`): every candidate, the front, the current sharding"
+            ),
         ]
     ]
 

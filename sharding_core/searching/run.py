@@ -299,6 +299,8 @@ def answer(devices: str, model: Model, entries: list[dict[str, Any]], clock: Clo
         c["lost_on"] = rank.lost_on(c, pick, i in on_front, o.hbm_headroom)
         if c.get("current"):
             c["lost_on"] = f"your current sharding: {c['lost_on']}"
+        if c.get("compiled"):  # any compiled candidate's mesh and rules, ready to paste (the front's too)
+            c["paste"] = rank.paste(devices, o.slices, c["mesh"], c["rules"], c["knobs"])
     out: dict[str, Any] = {
         "devices": devices,
         "slices": o.slices,
@@ -327,6 +329,15 @@ def answer(devices: str, model: Model, entries: list[dict[str, Any]], clock: Clo
                 "longer here; give a larger budget (or fewer candidates: --axes, --max-compiles)"
             )
     out["seconds"] = round(clock.elapsed(), 3)
+    return out
+
+
+def summary(result: Mapping[str, Any]) -> dict[str, Any]:
+    """The search without the pick's plan: what the pick's plan carries as ``search`` (the snapshot format's
+    ``SEARCH_FIELDS``), so that a published or shown plan draws the front it was picked from."""
+    out = {k: v for k, v in result.items() if k != "pick"}
+    pick = result.get("pick")
+    out["pick"] = None if pick is None else {k: v for k, v in pick.items() if k != "plan"}
     return out
 
 

@@ -14,7 +14,8 @@ A snapshot (``"version": 1``)::
      "collectives": [...] | null, "jit": {...} | null,
      "target": {...}, "plan": {...}, "program": {...},   (optional: inspect_jit and plans; program: the compiled
                                                           program's report, sharding_core.program.report)
-     "fixes": [snapshot, ...], "why_search": {...}}   (optional: sharding_core.explain, sharding_core.why)
+     "fixes": [snapshot, ...], "why_search": {...},   (optional: sharding_core.explain, sharding_core.why)
+     "search": {...}}   (optional: the search a pick's plan came from, sharding_core.search, without the plan)
 
 and a leaf::
 
@@ -78,6 +79,11 @@ order (plans), the program report, the plan, and the calibrated profile its figu
 them too."""
 EXPLAINED_FIELDS = ("fixes", "why_search")
 """What ``explain`` adds besides (its fixes' snapshots carry none of these two)."""
+SEARCH_FIELDS = ("search",)
+"""What a search's pick's plan adds (:func:`sharding_core.search`): the search it came from, every candidate with
+its compiled figures and the front, so the dashboard and the widget draw the front beside the pick's plan."""
+MAX_SEARCH_CANDIDATES = 4096
+"""Candidates a published search lists (a 4 x 8 x 8 slice's space with three knobs is a few hundred)."""
 DEVICE_COLUMNS = ("id", "process_index", "core_on_chip", "coords")
 MESH_FIELDS = ("shape", "axis_names", "axis_types", "device_ids")
 RUN_FIELDS = ("id", "process_index", "process_count")

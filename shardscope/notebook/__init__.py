@@ -117,8 +117,9 @@ def show(
     """Shows ``obj`` inline in a notebook (returns the widget), or prints its text layout elsewhere.
 
     ``obj``: a ``jax.Array``, a ``Sharding`` (with ``shape=``), a ``Layout``, a snapshot from
-    ``capture`` / ``inspect_jit``, or any pytree; or nothing (or a ``PartitionSpec``) with
-    ``devices=`` / ``mesh=`` / ``spec=`` / ``shape=`` for a hypothetical layout. ``mesh``: a
+    ``capture`` / ``inspect_jit`` (or ``search``'s answer: its pick's plan and the front), or any pytree;
+    or nothing (or a ``PartitionSpec``) with ``devices=`` / ``mesh=`` / ``spec=`` / ``shape=`` for a
+    hypothetical layout. ``mesh``: a
     ``jax.sharding.Mesh``, a ``MeshSpec``, ``{"x": 2, "y": 4}``, or ``"2x4"`` / ``(2, 4)`` with
     ``axes="x,y"``; ``devices`` defaults to ``"local"`` (this process's devices). ``dims``: the two
     array dimensions the grid shows (rank > 2). ``url`` (default ``$SHARDSCOPE_URL``): a dashboard
@@ -184,6 +185,15 @@ def view_of(
     from sharding_core.program.upgrade import upgrade_snapshot
     from sharding_core.publishing import is_snapshot
 
+    if isinstance(obj, dict) and {"candidates", "front", "pick"} <= obj.keys():  # sharding_core.search's answer
+        plan = (obj["pick"] or {}).get("plan")
+        if not is_snapshot(plan):
+            raise ShardingError(
+                BAD_SHAPE,
+                "this search has no pick to show: no candidate that was compiled fits",
+                hint="its 'closest' says what to change; or give a larger budget",
+            )
+        obj = plan  # the pick's plan, which draws the search's front beside it
     if is_snapshot(obj):
         snap = upgrade_snapshot(obj)  # a snapshot saved before the program report reads as today's
         return View("snapshot", name or str(snap.get("name") or "snapshot"), snapshot=snap, publish=_publisher(snap))

@@ -20,6 +20,7 @@ import { leafTree } from "../components/leaf_tree.js";
 import { memoryVerdict } from "../components/memory.js";
 import { memoryTimeline } from "../components/memory_timeline.js";
 import { planSummary } from "../components/plan.js";
+import { searchSection } from "../components/search.js";
 import { leafName } from "../model/plan.js";
 import { memoryOf } from "../model/program.js";
 import { onTopology } from "../model/collective.js";
@@ -217,6 +218,19 @@ function mountPlan(parent, host, at) {
       memoryTimeline(timeline, at.snap.memory_timeline, { dark: host.dark() });
     },
   };
+}
+
+/**
+ * The card "Search": the search a pick's plan came from (components/search.js): the front of step time against
+ * peak HBM, every candidate and what it lost on, the pick against the current sharding; first, before the plan.
+ * @param {HTMLElement} parent
+ * @param {import("../hosts/host.js").Host} host
+ * @param {Opened} at
+ */
+function mountSearch(parent, host, at) {
+  const box = h("section", { class: "view snap-search", part: "search-section", "aria-label": "Search", hidden: true });
+  parent.append(box);
+  return { render: () => searchSection(box, at.snap, { dark: host.dark() }) };
 }
 
 /**
@@ -692,6 +706,7 @@ export function mount(root, host, initial) {
   root.classList.add("snap-app");
   root.replaceChildren();
   const head = mountHead(root, host, at);
+  const search = mountSearch(root, host, at);
   const findings = mountFindingsOrValues(root, "findings", at);
   const plan = mountPlan(root, host, at);
   const collectives = mountCollectives(root, host, at);
@@ -719,6 +734,7 @@ export function mount(root, host, initial) {
     }
     root.classList.remove("no-snapshot");
     head.render(diff.processes);
+    search.render();
     findings.render();
     plan.render();
     leaves.axes();
@@ -769,6 +785,7 @@ export function mount(root, host, initial) {
   life.add(leaves.dispose);
   life.add(host.onTheme(() => {
     if (!at.snap) return;
+    search.render();
     findings.render();
     plan.render();
     collectives.render();
