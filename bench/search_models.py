@@ -19,6 +19,12 @@ def llama_70b(mesh: Any, rules: Any = None) -> Any:
     return llama.plan_fn("70b", tuple(rules or ()), 256, 512)(mesh)
 
 
+def llama_70b_knobs(mesh: Any, rules: Any = None, **knobs: Any) -> Any:
+    """:func:`llama_70b` with the knobs ``examples/llama.py`` takes (``remat=`` a MaxText policy name, ...): the
+    space a search varies them in (``bench_search.py --only 70b-remat``)."""
+    return llama.plan_fn("70b", tuple(rules or ()), 256, 512)(mesh, **knobs)
+
+
 def mixtral(mesh: Any, rules: Any = None, **knobs: Any) -> Any:
     """Mixtral 8x7B's shapes (examples/moe.py), B=64 x S=4096, with the search's rules."""
     return moe.plan_fn("mixtral", "ep", 64, 4096)(mesh, tuple(rules) if rules is not None else None, **knobs)

@@ -272,6 +272,21 @@ def test_the_bench_cases_build_and_take_their_knobs() -> None:
             assert hasattr(jitted, "lower"), (name, knobs)
 
 
+def test_the_bench_compiles_pure_fsdp_where_the_search_did_not() -> None:
+    """``bench_search.fsdp_only`` (the pick against MaxText's default, pure FSDP): compiled by the bench itself when
+    the search left it out, its figures the plan's (it once called a module instead of ``shardscope.mesh``, and
+    the 70B's search result was lost after ten minutes)."""
+    from bench import bench_search
+
+    cand = {"mesh": {"shape": [8], "axis_names": ["fsdp"]}, "rules": [["batch", "fsdp"], ["embed", "fsdp"]],
+            "knobs": {}, "compiled": False}  # fmt: skip
+    got = bench_search.fsdp_only({"candidates": [cand]}, search_models.mlp_fixed, DEVICES)
+    want = plan_of(cand["mesh"], cand["rules"], {})
+    assert got["compiled_here"] and got["strategy"] == "fsdp 8"
+    assert got["peak_bytes"] == want["program"]["memory"]["peak_memory_in_bytes"]
+    assert math.isclose(got["expected_seconds"], want["plan"]["step_time"]["expected_seconds"], rel_tol=1e-9)
+
+
 def test_two_rule_sets_on_one_mesh_are_named_apart() -> None:
     """A mesh with an expert axis gets MaxText's rules and the fsdp-only variant: two candidates that printed the
     same strategy ("fsdp 16 × expert 4" twice in the MoE bench); the second now says how it differs."""
