@@ -181,3 +181,16 @@ def test_a_search_on_the_dashboard_fits_every_size_and_theme(browser: Browser, s
 
 def test_a_search_in_jupyterlab_fits_every_size_and_theme(nb: Notebook) -> None:
     in_every_size_and_theme(nb, ["search"], "search-jupyterlab", parts=["search-section"])
+
+
+def test_the_chart_is_drawn_again_for_a_phone_when_its_card_narrows(nb: Notebook) -> None:
+    """The widget was drawn at 1400 px; narrowed to a phone's width, its chart is drawn again with the phone's
+    drawing (larger type), and back; the chosen point stays chosen."""
+    chart = nb.widget("search").locator("[data-part=search-front]")
+    try:
+        for width, drawing in ((390, "0 0 420 300"), (1400, "0 0 760 280")):
+            nb.page.set_viewport_size({"width": width, "height": 900})
+            expect(chart).to_have_attribute("viewBox", drawing)
+            expect(chart.locator("circle.search-selected")).to_have_attribute("visibility", "visible")
+    finally:
+        nb.page.set_viewport_size({"width": 1400, "height": 1000})

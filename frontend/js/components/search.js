@@ -16,6 +16,10 @@ const PICK = "#54a24b";
 const CURRENT = "#f58518";
 /** Rows the table lists before "show all". */
 const ROWS_SHOWN = 40;
+/** A card narrower than this draws the chart for a phone. */
+const NARROW_PX = 560;
+/** The observer of each card's width (one per card, replaced when the card is drawn again). @type {WeakMap<HTMLElement, ResizeObserver>} */
+const RESIZES = new WeakMap();
 
 /**
  * @typedef {{shape: number[], axis_names: string[], dcn_shape?: number[]}} SearchMesh
@@ -235,9 +239,26 @@ export function searchSection(box, snap, opts) {
     card.dataset.index = String(i);
     rows.forEach((r) => r.setAttribute("aria-selected", String(Number(r.dataset.index) === i)));
   };
-  const narrow = box.clientWidth > 0 && box.clientWidth < 560;
-  const front = chart(s, opts.dark, (i) => { readout.textContent = pointText(s.candidates[i], i); }, choose, narrow);
-  front.svg.dataset.part = "search-front";
+  const isNarrow = () => box.clientWidth > 0 && box.clientWidth < NARROW_PX;
+  const draw = (/** @type {boolean} */ narrow) => {
+    const made = chart(s, opts.dark, (i) => { readout.textContent = pointText(s.candidates[i], i); }, choose, narrow);
+    made.svg.dataset.part = "search-front";
+    return made;
+  };
+  let narrow = isNarrow();
+  let front = draw(narrow);
+  // drawn again when the card crosses a phone's width (a notebook's output narrowed after it was drawn)
+  RESIZES.get(box)?.disconnect();
+  const resized = new ResizeObserver(() => {
+    if (isNarrow() === narrow || !box.contains(front.svg)) return;
+    narrow = isNarrow();
+    const next = draw(narrow);
+    front.svg.replaceWith(next.svg);
+    front = next;
+    front.mark(marked);
+  });
+  resized.observe(box);
+  RESIZES.set(box, resized);
   const onFront = new Set(s.front);
   const addRows = (/** @type {number} */ upto) => {
     for (let i = rows.length; i < Math.min(n, upto); i++) {
