@@ -674,10 +674,8 @@ class SearchSummary(TypedDict):
     seconds: Annotated[float, Field(ge=0)]
     usable_bytes: Bytes | None
     candidates: Annotated[list[SearchCandidate], Field(max_length=MAX_SEARCH_CANDIDATES)]
-    front: Annotated[
-        list[Annotated[int, Field(ge=0, lt=MAX_SEARCH_CANDIDATES)]], Field(max_length=MAX_SEARCH_CANDIDATES)
-    ]
-    current: Annotated[int, Field(ge=0, lt=MAX_SEARCH_CANDIDATES)] | None
+    front: Annotated[list[CandidateIndex], Field(max_length=MAX_SEARCH_CANDIDATES)]
+    current: CandidateIndex | None
     pick: SearchPick | None
     slices: NotRequired[Annotated[int, Field(ge=1, le=MAX_SLICES)]]
     why_no_pick: NotRequired[Annotated[str, Field(max_length=2048)]]
