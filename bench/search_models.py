@@ -28,3 +28,10 @@ def llama_70b_knobs(mesh: Any, rules: Any = None, **knobs: Any) -> Any:
 def mixtral(mesh: Any, rules: Any = None, **knobs: Any) -> Any:
     """Mixtral 8x7B's shapes (examples/moe.py), B=64 x S=4096, with the search's rules."""
     return moe.plan_fn("mixtral", "ep", 64, 4096)(mesh, tuple(rules) if rules is not None else None, **knobs)
+
+
+def llama_tiny(mesh: Any, rules: Any = None, **knobs: Any) -> Any:
+    """``examples/llama.py``'s tiny Llama (2 layers, d_model 256), B=32 x S=2048: the Llama step whose candidates
+    compile fastest (about 40 s each with libtpu on 2 cores; the 1B's take 50-130 s), for
+    ``bench/bench_search_replicas.py``."""
+    return llama.plan_fn("tiny", tuple(rules or ()), 32, 2048)(mesh, **knobs)

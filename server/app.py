@@ -19,11 +19,12 @@ from starlette.routing import BaseRoute, Match, Mount, Route
 from starlette.staticfiles import NotModifiedResponse, StaticFiles
 
 from server import docs, vendor
-from server.api import compare, cost, kernels, layout, links, meta, reshard, session, snapshots, topology
+from server.api import compare, cost, kernels, layout, links, meta, reshard, searches, session, snapshots, topology
 from server.api.compare import COMPARE_PATH
 from server.api.kernels import JOBS_PATH, RUN_PATH
 from server.api.links import LINKS_PATH
 from server.api.reshard import RESHARD_PATH
+from server.api.searches import SEARCHES_PATH
 from server.api.snapshots import SNAPSHOTS_PATH
 from server.auth import TOKEN_HINT, Sessions, token_problem
 from server.bundles import BUNDLE_PATH, PageBundles
@@ -54,6 +55,7 @@ from server.pool import WorkerPool
 from server.quota import WriteQuota
 from server.services.jobs import JobBoard
 from server.services.kernels import KernelRuns
+from server.services.searches import SearchBoard
 from server.services.snapshots import SnapshotRepository
 from server.settings import SPARE_THREADS, Settings
 from server.store import Store, open_store
@@ -89,15 +91,16 @@ ROUTERS = (
     reshard.router,
     compare.router,
     cost.router,
+    searches.router,
     session.router,
 )
 """Every feature's router, in the order the app includes them."""
 
-WRITE_PATHS = (LINKS_PATH, SNAPSHOTS_PATH, RUN_PATH, JOBS_PATH, RESHARD_PATH, COMPARE_PATH)
+WRITE_PATHS = (LINKS_PATH, SNAPSHOTS_PATH, RUN_PATH, JOBS_PATH, RESHARD_PATH, COMPARE_PATH, SEARCHES_PATH)
 """The POSTs that store something or start work: with ``--token`` they need it; every read stays open."""
-STORE_PATHS = (LINKS_PATH, "/s", SNAPSHOTS_PATH, JOBS_PATH)
+STORE_PATHS = (LINKS_PATH, "/s", SNAPSHOTS_PATH, JOBS_PATH, SEARCHES_PATH)
 """The paths whose work is the store's (share links and their pages, snapshots and runs, diffs and what-ifs,
-kernel jobs): at most ``max_store_requests`` in progress (:class:`server.middleware.StoreGate`), so the routes
+kernel jobs, searches): at most ``max_store_requests`` in progress (:class:`server.middleware.StoreGate`), so the routes
 that need no database always find a worker thread."""
 
 
@@ -283,6 +286,7 @@ def create_app(
     )
     kernels = kernel_pool if kernel_pool is not None else kernel_worker_pool(settings)
     jobs = JobBoard(store, kernels, settings)
+    searching = SearchBoard(store, settings)
     frontend = Path(frontend_dir) if frontend_dir is not None else FRONTEND_DIR
     app = FastAPI(
         title="Shardscope",
@@ -291,11 +295,14 @@ def create_app(
         description='Every 4xx and 5xx has the body `{"error": {"code", "message", "hint"?, ...}}`.',
         docs_url=None,  # our own /docs (server.docs): FastAPI's uses inline script, which the CSP blocks
         redoc_url=None,
-        lifespan=_lifespan(store, kernels, jobs, settings, [life for _, life in extra_routes if life is not None]),
+        lifespan=_lifespan(
+            store, kernels, jobs, searching, settings, [life for _, life in extra_routes if life is not None]
+        ),
         exception_handlers=EXCEPTION_HANDLERS,
         default_response_class=OrjsonResponse,
     )
     _services(app, store, kernels, jobs, settings)
+    app.state.searches = searching
     for router in ROUTERS:
         app.include_router(router)
     app.include_router(docs.router)
@@ -341,7 +348,12 @@ def _checked_proxies(trusted_proxies: Iterable[str]) -> list[str]:
 
 
 def _lifespan(
-    store: Store, kernels: WorkerPool, jobs: JobBoard, settings: Settings, extra: Sequence[Extra] = ()
+    store: Store,
+    kernels: WorkerPool,
+    jobs: JobBoard,
+    searching: SearchBoard,
+    settings: Settings,
+    extra: Sequence[Extra] = (),
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     """What the app does when it starts and stops (``extra``: the extra routes' lifespans, entered last)."""
 
@@ -360,6 +372,7 @@ def _lifespan(
         gc.freeze()
         kernels.open()
         jobs.start()
+        searching.start()
         try:
             async with AsyncExitStack() as stack:
                 for life in extra:
@@ -368,6 +381,7 @@ def _lifespan(
         finally:
             kernels.close()  # its last jobs' states (shutting down) reach the store before it closes
             jobs.stop()
+            searching.stop()
             store.close()
 
     return lifespan

@@ -337,6 +337,28 @@ class Settings:
         minimum=0,
         maximum=256 * TIB,
     )
+    # ---- searches' candidates compiled by the replicas (server/services/searches.py)
+    max_search_workers: int = _setting(
+        0,
+        "Worker processes compiling the candidates of searches sent to this server (shardscope search --server): "
+        "each runs the search's code, so 0 (the default) refuses POST /api/searches with 403; set it on a trusted "
+        "team's server, and every replica that shares the store takes the queued candidates of every search",
+        minimum=0,
+        maximum=8,
+    )
+    max_searches: int = _setting(
+        16,
+        "Searches stored at once, with their candidates' results (one a client stopped polling for 120 s is "
+        "abandoned and deleted when the next is stored); past it POST /api/searches gets 503",
+        maximum=1024,
+    )
+    max_search_memory: int = _setting(
+        8 * GIB,
+        "Bytes of resident memory one search worker may use while it compiles a candidate; past it the compile is "
+        "stopped and the candidate answered too_large (a Llama-3-70B step peaks near 2 GiB)",
+        minimum=256 * MIB,
+        maximum=256 * TIB,
+    )
     max_kernel_text_chars: int = _setting(
         MAX_KERNEL_TEXT_CHARS,
         "Characters of StableHLO and of compiled HLO text in a kernel result; longer text is cut and flagged",

@@ -213,7 +213,8 @@ def search(fn: Callable[..., Any], devices: str, **options: Any) -> dict[str, An
     the HBM less ``hbm_headroom``. Returns the search's JSON; ``["pick"]["plan"]`` is the pick's plan (as
     :func:`plan` gives it). Options: ``slices``, ``budget``, ``hbm_headroom``, ``workers``, ``max_compiles``,
     ``exhaustive``, ``knobs`` ({name: [values]}), ``axes``, ``memory_bytes``, ``compile_seconds``, ``progress``
-    (a callable given each progress line). See :mod:`sharding_core.searching`."""
+    (a callable given each progress line), ``server`` (a team's server whose replicas compile the candidates) and
+    ``token`` (its write token). See :mod:`sharding_core.searching`."""
     o = searching.options(**options)
     result = searching.search(fn, devices, o)
     pick = result["pick"]

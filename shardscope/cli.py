@@ -314,8 +314,8 @@ def mcp_command(args: argparse.Namespace) -> int:
         print(f"error [missing_extra]: shardscope mcp needs the mcp extra ({e.name} is not installed)", file=sys.stderr)
         print("hint: pip install 'shardscope[mcp]'", file=sys.stderr)
         return 2
+    from sharding_core.dashboard import TOKEN_ENV, URL_ENV, _base_url
     from sharding_core.errors import ShardingError
-    from sharding_core.publishing import TOKEN_ENV, URL_ENV, _base_url
 
     url = args.url or os.environ.get(URL_ENV)
     try:

@@ -58,6 +58,13 @@ def add_parser(sub: Any) -> None:
         metavar="URL",
         help="publish the pick's plan, with the search's front and every candidate, to the dashboard at URL",
     )
+    p.add_argument(
+        "--server",
+        default=None,
+        metavar="URL",
+        help="compile the candidates on a team's server (started with --setting max_search_workers N): every "
+        "replica sharing its store takes a share; FILE is sent to it, and must import only installed packages",
+    )
     p.add_argument("--token", default=None, help="the dashboard's write token (default $SHARDSCOPE_TOKEN)")
 
 
@@ -105,6 +112,8 @@ def options(args: argparse.Namespace) -> dict[str, Any]:
         "exhaustive": args.exhaustive,
         "knobs": knobs,
         "axes": tuple(a.strip() for a in args.axes.split(",")) if args.axes else None,
+        "server": args.server,
+        "token": args.token,
         "progress": lambda text: print(text, file=sys.stderr, flush=True),
     }
 

@@ -58,9 +58,10 @@ from sharding_core.snapshot.format import ID_PATTERN
 ID_BYTES: Final = 16  # 128 bits, the contract's minimum
 _ID_RE: Final = re.compile(ID_PATTERN)  # token_urlsafe(16) is 22 characters; up to 64 for longer ids later
 TABLES: Final = ("links", "snapshots")
-SCHEMA_VERSION: Final = 5
+SCHEMA_VERSION: Final = 6
 """1 links; 2 snapshots and runs; 3 record sizes, the byte total, retention indexes, run read ids and run keys;
-4 kernel jobs and shared kernel results; 5 each link's and snapshot's digest (server.store.checks)."""
+4 kernel jobs and shared kernel results; 5 each link's and snapshot's digest (server.store.checks); 6 searches and
+their candidates' compile jobs (server.services.searches)."""
 
 MAX_STORE_BYTES: Final = 1024**3
 """The default byte budget (setting ``max_store_bytes``): 1 GiB, about 16 of the largest snapshots
@@ -93,9 +94,14 @@ STATES: Final = ("ok", "read_only", "corrupt", "unavailable")
 JOB_FINAL: Final = ("done", "error")
 """A kernel job's states after which nothing changes it."""
 JOB_STATES: Final = ("queued", "compiling", "running", *JOB_FINAL)
+SEARCH_JOB_STATES: Final = ("queued", "compiling", "done")
+"""A search candidate's compile job: waiting, claimed by a replica (its lease: ``beat``), answered."""
 """Every state a stored kernel job may be in (a row in another is damaged)."""
 LOST: Final = '"lost":true'
 """What the failure of a job marked failed for its owner's silence holds (its owner may still overwrite it)."""
+SEARCH_ABANDONED_S: Final = 120.0
+"""A search whose client has not polled it for this long is abandoned: its queued candidates are not compiled, and
+it is deleted when the next search is stored."""
 
 log = logging.getLogger("shardscope.store")
 
@@ -103,6 +109,20 @@ log = logging.getLogger("shardscope.store")
 def schema_5(blob: str) -> list[str]:
     """What schema 5 adds: each link's and snapshot's digest (NULL for records stored before)."""
     return [f"ALTER TABLE {t} ADD COLUMN digest {blob}" for t in TABLES]
+
+
+def schema_6(blob: str, real: str, integer: str) -> list[str]:
+    """What schema 6 adds: searches whose candidates the replicas compile (:class:`server.services.searches.
+    SearchBoard`), and each candidate's compile job."""
+    return [
+        f"CREATE TABLE searches (id TEXT PRIMARY KEY, code {blob} NOT NULL, function TEXT NOT NULL, "
+        f"file TEXT NOT NULL, devices TEXT NOT NULL, created {real} NOT NULL, deadline {real} NOT NULL, "
+        f"polled {real} NOT NULL, size {integer} NOT NULL)",
+        f"CREATE TABLE search_jobs (search TEXT NOT NULL, idx {integer} NOT NULL, position {integer} NOT NULL, "
+        f"job {blob} NOT NULL, state TEXT NOT NULL, owner TEXT, beat {real} NOT NULL, seconds {real}, "
+        f"result {blob}, PRIMARY KEY (search, idx))",
+        "CREATE INDEX search_jobs_queue ON search_jobs (state, search, position)",
+    ]
 
 
 def recount_sql() -> str:
@@ -215,7 +235,170 @@ def _check_table(table: str) -> None:
         raise ValueError(f"unknown table {table!r}; tables are {TABLES}")
 
 
-class Store:
+class SearchClaim(NamedTuple):
+    """A search candidate's compile job one replica claimed: what its worker needs."""
+
+    search: str
+    candidate: int
+    job: bytes
+    code: bytes
+    function: str
+    file: str
+    deadline: float
+
+
+class SearchRow(NamedTuple):
+    """A search as stored: its device set, deadline, and each candidate's ``(index, state, owner, seconds,
+    result)``."""
+
+    id: str
+    devices: str
+    created: float
+    deadline: float
+    jobs: list[tuple[int, str, str | None, float | None, bytes | None]]
+
+
+class SearchStore:
+    """The store's searches (schema 6), mixed into :class:`Store`: the candidates' compile jobs that any replica
+    running searches claims (a lease it beats), answers, or gives back when its replica goes silent."""
+
+    def search_create(
+        self: Any, search_id: str, *, code: bytes, function: str, file: str, devices: str,
+        jobs: Sequence[tuple[int, bytes]],
+        now: float, deadline: float, max_searches: int,
+    ) -> bool:  # fmt: skip
+        """Stores a search and its candidates' jobs (``(candidate index, job)``, queued in ``jobs``' order); False
+        when ``max_searches`` searches are stored already (those abandoned by their client for
+        :data:`SEARCH_ABANDONED_S` are deleted first)."""
+        size = len(code) + sum(len(j) for _, j in jobs)
+
+        def write(conn: Conn) -> bool:
+            gone = [r[0] for r in conn.execute("SELECT id FROM searches WHERE polled < ?", (now - SEARCH_ABANDONED_S,))]
+            for old in gone:
+                conn.execute("DELETE FROM search_jobs WHERE search = ?", (old,))
+                conn.execute("DELETE FROM searches WHERE id = ?", (old,))
+            if int(conn.execute("SELECT count(*) FROM searches").fetchone()[0]) >= max_searches:
+                return False
+            conn.execute(
+                "INSERT INTO searches (id, code, function, file, devices, created, deadline, polled, size) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (search_id, code, function, file, devices, now, deadline, now, size),
+            )
+            conn.executemany(
+                "INSERT INTO search_jobs (search, idx, position, job, state, owner, beat) "
+                "VALUES (?, ?, ?, ?, 'queued', NULL, ?)",
+                [(search_id, index, position, job, now) for position, (index, job) in enumerate(jobs)],
+            )
+            return True
+
+        return bool(self._job_write(write))
+
+    def search_claim(self: Any, owner: str, now: float) -> SearchClaim | None:
+        """Claims the first queued candidate of the oldest search whose client still polls and whose deadline is
+        ahead (the claim is a conditional update: of two replicas, one gets it); None when there is none."""
+
+        def write(conn: Conn) -> SearchClaim | None:
+            for _ in range(8):
+                row = conn.execute(
+                    "SELECT j.search, j.idx, j.job, s.code, s.function, s.file, s.deadline FROM search_jobs j "
+                    "JOIN searches s ON s.id = j.search WHERE j.state = 'queued' AND s.polled >= ? AND s.deadline > ? "
+                    "ORDER BY s.created, j.search, j.position LIMIT 1",
+                    (now - SEARCH_ABANDONED_S, now),
+                ).fetchone()
+                if row is None:
+                    return None
+                taken = conn.execute(
+                    "UPDATE search_jobs SET state = 'compiling', owner = ?, beat = ? "
+                    "WHERE search = ? AND idx = ? AND state = 'queued'",
+                    (owner, now, row[0], row[1]),
+                ).rowcount
+                if taken == 1:
+                    return SearchClaim(str(row[0]), int(row[1]), bytes(row[2]), bytes(row[3]), str(row[4]),
+                                       str(row[5]), float(row[6]))  # fmt: skip
+            return None
+
+        return self._job_write(write)  # type: ignore[no-any-return]
+
+    def search_answer(self: Any, search: str, index: int, owner: str, result: bytes, seconds: float | None) -> bool:
+        """Stores what a claimed candidate's compile gave; False when the claim was lost (given back for the
+        owner's silence and answered by another replica: the first answer stays)."""
+
+        def write(conn: Conn) -> bool:
+            return bool(
+                conn.execute(
+                    "UPDATE search_jobs SET state = 'done', result = ?, seconds = ?, owner = ? "
+                    "WHERE search = ? AND idx = ? AND state <> 'done'",
+                    (result, seconds, owner, search, index),
+                ).rowcount
+            )
+
+        return bool(self._job_write(write))
+
+    def search_beat(self: Any, owner: str, now: float) -> int:
+        """The owner's heartbeat for the candidates it compiles; how many it has."""
+        return int(
+            self._job_write(
+                lambda conn: (
+                    conn.execute(
+                        "UPDATE search_jobs SET beat = ? WHERE owner = ? AND state = 'compiling'", (now, owner)
+                    ).rowcount
+                )
+            )
+        )
+
+    def search_requeue(self: Any, now: float, silence: float, *, by: str = "") -> int:
+        """Gives back (queued again, for any replica) every candidate whose compiling replica has not beaten for
+        ``silence`` seconds (it stopped); ``by``'s own are never among them. How many."""
+        return int(
+            self._job_write(
+                lambda conn: (
+                    conn.execute(
+                        "UPDATE search_jobs SET state = 'queued', owner = NULL WHERE state = 'compiling' AND beat < ? "
+                        "AND owner <> ?",
+                        (now - silence, by),
+                    ).rowcount
+                )
+            )
+        )
+
+    def search_typical(self: Any, search: str) -> list[float]:
+        """The compile seconds of a search's answered candidates (a replica's clock: will one more end in time)."""
+        rows = self._read("SELECT seconds FROM search_jobs WHERE search = ? AND seconds IS NOT NULL", (search,))
+        return [float(r[0]) for r in rows]
+
+    def search(self: Any, search_id: str, now: float) -> SearchRow | None:
+        """A search and its candidates as stored (the read is its client's poll: the search stays alive)."""
+        if not is_valid_id(search_id):
+            return None
+
+        def write(conn: Conn) -> SearchRow | None:
+            head = conn.execute("SELECT devices, created, deadline FROM searches WHERE id = ?", (search_id,)).fetchone()
+            if head is None:
+                return None
+            conn.execute("UPDATE searches SET polled = ? WHERE id = ?", (now, search_id))
+            jobs = [
+                (int(i), str(state), None if owner is None else str(owner), None if sec is None else float(sec),
+                 None if result is None else bytes(result))
+                for i, state, owner, sec, result in conn.execute(
+                    "SELECT idx, state, owner, seconds, result FROM search_jobs WHERE search = ? ORDER BY idx",
+                    (search_id,),
+                )
+            ]  # fmt: skip
+            return SearchRow(search_id, str(head[0]), float(head[1]), float(head[2]), jobs)
+
+        return self._job_write(write)  # type: ignore[no-any-return]
+
+    def search_delete(self: Any, search_id: str) -> int:
+        """Deletes a search and its candidates (its client has read them all, or gave up); how many searches (0, 1)."""
+
+        def write(conn: Conn) -> int:
+            conn.execute("DELETE FROM search_jobs WHERE search = ?", (search_id,))
+            return int(conn.execute("DELETE FROM searches WHERE id = ?", (search_id,)).rowcount)
+
+        return int(self._job_write(write))
+
+
+class Store(SearchStore):
     """The record store: ``put(table, payload) -> id``, ``get(table, id) -> payload | None``, runs,
     expiry and the byte budget, kernel jobs and shared results; ``close()``.
 

@@ -36,6 +36,8 @@ COLUMNS: Final[Mapping[str, frozenset[str]]] = {
         {"id", "owner", "kernel", "state", "created", "beat", "finished", "peak_memory", "result", "failure", "size"}
     ),
     "kernel_results": frozenset({"key", "result", "failure", "created", "size"}),
+    "searches": frozenset({"id", "code", "function", "file", "devices", "created", "deadline", "polled", "size"}),
+    "search_jobs": frozenset({"search", "idx", "position", "job", "state", "owner", "beat", "seconds", "result"}),
 }
 """The tables every store has, each with the columns Shardscope reads (a PostgreSQL store also has ``secrets``)."""
 

@@ -68,6 +68,7 @@ from server.store.base import (
     log,
     schema_4,
     schema_5,
+    schema_6,
 )
 from server.store.checks import schema_problem
 
@@ -105,7 +106,7 @@ _SCHEMA: Final = [
     "INSERT INTO meta (key, value) VALUES ('bytes', 0), ('schema', 4), ('opened', 0)",
 ]
 """Schema 4, the first PostgreSQL had; a new database takes the migrations from it, as an old one does."""
-_MIGRATIONS: Final = {4: schema_5("BYTEA")}
+_MIGRATIONS: Final = {4: schema_5("BYTEA"), 5: schema_6("BYTEA", "DOUBLE PRECISION", "BIGINT")}
 """Each version's steps to the next."""
 _COLUMNS_SQL: Final = (
     "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = current_schema()"

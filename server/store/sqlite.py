@@ -54,6 +54,7 @@ from server.store.base import (
     log,
     schema_4,
     schema_5,
+    schema_6,
 )
 from server.store.checks import COLUMNS, RECORD_OVERHEAD, schema_problem
 
@@ -91,7 +92,7 @@ _TO_3: Final = [
     *(f"CREATE INDEX {t}_created ON {t} (created)" for t in (*TABLES, "runs")),
 ]
 _TO_4: Final = schema_4("BLOB", "REAL", "INTEGER")
-_MIGRATIONS: Final = {2: [*_SCHEMA_2, *_TO_3], 3: _TO_4, 4: schema_5("BLOB")}
+_MIGRATIONS: Final = {2: [*_SCHEMA_2, *_TO_3], 3: _TO_4, 4: schema_5("BLOB"), 5: schema_6("BLOB", "REAL", "INTEGER")}
 """Each version's steps to the next; a file at version v < 2 starts with schema 2's (which creates what it lacks)."""
 
 _RECOVER: Final = "`sqlite3 FILE .recover` can save what is readable"
@@ -232,10 +233,19 @@ class SqliteStore(Store):
                 self._run_key = bytes(conn.execute("SELECT value FROM meta WHERE key = 'run_key'").fetchone()[0])
                 # A file SQLite could only open read-only (no write permission, a read-only bind mount) still
                 # passes BEGIN IMMEDIATE when there is nothing to migrate: only a real write proves it.
-                conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('opened', ?)", (self.clock(),))
-                conn.execute("COMMIT")
+                try:
+                    conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('opened', ?)", (self.clock(),))
+                    conn.execute("COMMIT")
+                except sqlite3.Error as e:  # a full disk proves the file writable: open, and writes get 507
+                    if _primary_code(e) != sqlite3.SQLITE_FULL:
+                        raise
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    log.warning("%s: the disk is full; the store opens, and writes get 507 until space is freed",
+                                self.path)  # fmt: skip
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 raise
             conn.execute(f"PRAGMA busy_timeout={max(1, round(self.wait_s * 1000))}")  # another process's write
         except BaseException:

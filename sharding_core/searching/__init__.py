@@ -7,6 +7,7 @@ Named ``searching`` (not ``search``) so that ``sharding_core.search`` stays the 
 * :mod:`.estimate` — the analytic estimate that orders the compiles (the scaling book's formulas, the cost model);
 * :mod:`.compiling` — one candidate compiled through the one pipeline and read as a plan's figures;
 * :mod:`.worker` and :mod:`.pool` — candidates compiled in bounded worker processes;
+* :mod:`.remote` — or by a team's server, whose replicas share them (``server.services.searches``);
 * :mod:`.rank` — the order, the pick, the Pareto front, what each candidate lost on, the rules to paste;
 * :mod:`.run` — a search start to end. The pick's full plan is :func:`sharding_core.capturing.search`'s.
 

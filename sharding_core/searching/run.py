@@ -22,6 +22,7 @@ from sharding_core.searching import rank
 from sharding_core.searching.compiling import Job
 from sharding_core.searching.estimate import Estimate, estimate
 from sharding_core.searching.pool import Limits, run_in_process, run_in_workers
+from sharding_core.searching.remote import run_on_server
 from sharding_core.searching.space import (
     AXES,
     Grid,
@@ -60,6 +61,8 @@ class Options:
     memory_bytes: int = Limits.memory_bytes
     compile_seconds: float = Limits.seconds
     progress: Callable[[str], None] | None = None
+    server: str | None = None  # a team's server whose replicas compile the candidates (server.services.searches)
+    token: str | None = None  # its write token (default $SHARDSCOPE_TOKEN)
 
 
 def budget_seconds(value: Any) -> float:
@@ -279,6 +282,14 @@ def _compile(fn: Callable[..., Any], jobs: list[Job], entries: list[dict[str, An
         elif (result.get("error") or {}).get("code") != "budget":
             say(o, f"[{clock.elapsed():.0f} s] {entries[job.index]['strategy']}: {result['error']['message'][:200]}")
 
+    if o.server is not None:
+        target = locate(fn)
+        if target is None:
+            raise ShardingError(BAD_OPTION, "a search on a server needs FN defined at the top of a Python file (the "
+                                "file is sent to the server and imported there)",
+                                hint="move FN out of __main__, a closure or a notebook cell into a file")  # fmt: skip
+        run_on_server(o.server, o.token, target, jobs, clock, done, lambda text: say(o, text))
+        return
     target = locate(fn) if o.workers > 0 else None
     if target is None:
         run_in_process(fn, jobs, clock, done)

@@ -333,7 +333,7 @@ def _hypothetical(
     def publish(view: View, url: str, token: str | None, timeout: float) -> str:
         # Simulated devices have no snapshot (their ids would clash with this process's devices): the
         # dashboard's layout explorer at this state is the same picture, computed by the same code.
-        from sharding_core.publishing import _base_url, post_json
+        from sharding_core.dashboard import _base_url, post_json
 
         base = _base_url(url)
         now = view.layout
