@@ -355,7 +355,8 @@ class Settings:
     max_search_memory: int = _setting(
         8 * GIB,
         "Bytes of resident memory one search worker may use while it compiles a candidate; past it the compile is "
-        "stopped and the candidate answered too_large (a Llama-3-70B step peaks near 2 GiB)",
+        "stopped and the candidate answered too_large (a Llama-3-70B step peaks near 2 GiB). Start-up refuses "
+        "max_search_workers × this beside max_kernel_memory above the RAM",
         minimum=256 * MIB,
         maximum=256 * TIB,
     )
@@ -509,6 +510,20 @@ class Settings:
         elif each > total:
             message = f"max_worker_memory ({fmt_bytes(each)}) is more than max_kernel_memory ({fmt_bytes(total)})"
             setting = "max_worker_memory"
+        elif total + self.max_search_workers * self.max_search_memory > ram:
+            searching = self.max_search_workers * self.max_search_memory
+            message = (
+                f"the kernel workers' {fmt_bytes(total)} and max_search_workers × max_search_memory "
+                f"({self.max_search_workers} × {fmt_bytes(self.max_search_memory)}) are "
+                f"{fmt_bytes(total + searching)}, more than the {fmt_bytes(ram)} of RAM here"
+            )
+            return ShardingError(
+                BAD_SETTING,
+                message,
+                hint="lower max_search_memory or max_search_workers, or max_kernel_memory",
+                setting="max_search_memory",
+                ram=ram,
+            )
         else:
             return None
         return ShardingError(

@@ -968,6 +968,12 @@ def test_the_kernel_workers_memory_must_fit_the_ram() -> None:
     assert "64 × 6.0 GiB = 384.0 GiB, more than the 24.0 GiB of RAM" in problem.message
     one_past = Settings().with_values([("max_kernel_workers", 4), ("max_worker_memory", 6 * gib + 1)])
     assert one_past.memory_problem(ram=24 * gib) is not None  # 4 × budget one byte past the RAM
+    # a team server's search workers count beside the kernel workers' half of the RAM
+    searching = Settings().with_values([("max_search_workers", 1)])
+    assert searching.memory_problem(ram=24 * gib) is None  # 12 GiB + 8 GiB
+    problem = searching.with_values([("max_search_workers", 2)]).memory_problem(ram=24 * gib)
+    assert problem is not None and problem.details["setting"] == "max_search_memory"
+    assert "(2 × 8.0 GiB) are 28.0 GiB, more than the 24.0 GiB of RAM" in problem.message
     total = Settings().with_values([("max_kernel_memory", 24 * gib + 1)])
     assert (
         total.memory_problem(ram=24 * gib) is not None

@@ -181,7 +181,8 @@ def figures(result: dict[str, Any]) -> list[tuple[Any, ...]]:
 @pytest.mark.slow
 def test_two_replicas_share_a_search_and_give_a_local_searchs_answer(replicas: tuple[Server, Server]) -> None:
     a, _ = replicas
-    shared = local(server=f"http://127.0.0.1:{a.port}")
+    said: list[str] = []
+    shared = local(server=f"http://127.0.0.1:{a.port}", progress=said.append)
     mine = local()
     assert shared["compiled"] == shared["enumerated"] == mine["compiled"] >= 8
     by = {c["replica"] for c in shared["candidates"]}
@@ -189,6 +190,21 @@ def test_two_replicas_share_a_search_and_give_a_local_searchs_answer(replicas: t
     assert figures(shared) == figures(mine)  # every figure the compile gives, as this process compiled it
     assert shared["pick"]["strategy"] == mine["pick"]["strategy"]
     assert shared["pick"]["plan"]["plan"]["step_time"] == mine["pick"]["plan"]["plan"]["step_time"]
+    # progress while it runs: the server's counts as they change, then each candidate as its figures arrive
+    counts = [line for line in said if "on the server:" in line]
+    assert (
+        counts and "replica(s) sharing" in counts[-1] and f"{shared['compiled']} of {shared['compiled']}" in counts[-1]
+    )
+    assert sum(" compiled " in line for line in said) == shared["compiled"]
+    assert said[-1].startswith("planning the pick")
+
+
+def test_a_search_on_a_server_needs_fn_in_a_file() -> None:
+    with pytest.raises(ShardingError, match="top of a Python file") as refused:
+        sharding_core.search(
+            lambda mesh, rules: search_models.mlp_fixed(mesh, rules), DEVICES, server="http://127.0.0.1:9", workers=0
+        )
+    assert refused.value.code == "bad_search_option"
 
 
 @pytest.mark.live
