@@ -784,6 +784,8 @@ BAD_REQUESTS: list[tuple[str, str, dict[str, Any], int, str]] = [
     ("POST", "/api/session", {}, 405, "method_not_allowed"),
     ("DELETE", "/api/session", {"headers": {"origin": "https://evil.example"}}, 403, "cross_site_request"),
     ("DELETE", "/api/links/{link_id}", {}, 405, "method_not_allowed"),
+    ("POST", "/api/searches", {"json": {"code": "x"}}, 422, "validation_error"),
+    ("GET", "/api/searches/{search_id}", {}, 404, "not_found"),
     ("GET", "/s/{link_id}", {}, 404, "not_found"),
     ("GET", "/no/such/page", {}, 404, "not_found"),
     ("GET", "/api/nothing", {}, 404, "not_found"),
@@ -797,7 +799,7 @@ BAD_REQUESTS: list[tuple[str, str, dict[str, Any], int, str]] = [
 def test_error_shape(
     client: TestClient, method: str, path: str, kwargs: dict[str, Any], status: int, code: str
 ) -> None:
-    response = client.request(method, path.replace("{link_id}", "A" * 22), **kwargs)
+    response = client.request(method, path.replace("{link_id}", "A" * 22).replace("{search_id}", "A" * 22), **kwargs)
     error = assert_error(response, status, code)
     assert set(error) >= {"code", "message"}
     assert response.headers["content-type"] == "application/json"

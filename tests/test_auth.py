@@ -27,6 +27,15 @@ from tests.helpers import BASE, assert_error, layout_request, post
 TOKEN = "Zr4i0pC1VqkqzY3sX2m0JtQeZk8B5nT1"
 KERNEL = {"kernel": "elementwise", "devices": "cpu:8", "mesh": {"shape": [2, 4], "axis_names": ["x", "y"]}}
 RESHARD = {"devices": "cpu:8", "mesh": KERNEL["mesh"], "shape": [8, 8], "from": "P('x')", "to": "P('y')"}
+SEARCH = {
+    "code": "def fn(mesh, rules): ...",
+    "function": "fn",
+    "file": "model.py",
+    "devices": "tpu:v5p:2x2x2",
+    "budget_seconds": 60.0,
+    "jobs": [{"index": 0, "devices": "tpu:v5p:2x2x2", "slices": 1, "sizes": [["fsdp", 8]], "dcn": [1],
+              "rules": [["batch", "fsdp"]], "knobs": {}, "headroom": 0.1}],
+}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +58,8 @@ def writes() -> list[tuple[str, Any, int]]:
         # reshards and comparisons start kernel runs; with the token they get as far as their checks
         ("/api/reshard", {**RESHARD, "to": "P('z')"}, 422),
         ("/api/compare", {"a": {}, "b": {}}, 422),
+        # a search runs code on the server: with the token it gets as far as the setting that refuses it
+        ("/api/searches", SEARCH, 403),
     ]
 
 

@@ -161,7 +161,7 @@ def test_a_byte_total_that_cannot_be_right_is_counted_again(make_store_at: Any, 
 def test_records_carry_their_digest_and_older_ones_are_migrated_to_schema_5(db: str) -> None:
     with open_store(db) as store:
         link = store.put("links", b'{"view":"v","state":{}}')
-        assert SCHEMA_VERSION == 5
+        assert SCHEMA_VERSION >= 5
     if db.startswith("postgresql://"):
         import psycopg
 
