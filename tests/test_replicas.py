@@ -21,7 +21,7 @@ import orjson
 import pytest
 
 from sharding_core import capture, new_run_id
-from tests.plugins.live import Server, caddy, start, stop
+from tests.plugins.live import Server, caddy, start, stop, two_replicas
 from tests.plugins.postgres import Postgres
 
 pytestmark = pytest.mark.live  # a real server on a socket
@@ -43,16 +43,8 @@ def url(postgres: Postgres) -> str:
 
 @pytest.fixture(scope="module")
 def replicas(url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Server]]:
-    tmp = tmp_path_factory.mktemp("replicas")
-    a = start(url, tmp / "a.log", SETTINGS)  # type: ignore[arg-type]
-    try:
-        b = start(url, tmp / "b.log", SETTINGS)  # type: ignore[arg-type]
-    except BaseException:
-        stop(a)
-        raise
-    yield a, b
-    stop(a)
-    stop(b)
+    with two_replicas(url, tmp_path_factory.mktemp("replicas"), SETTINGS) as both:
+        yield both
 
 
 def children(pid: int) -> list[int]:

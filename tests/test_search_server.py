@@ -25,11 +25,12 @@ from sharding_core.errors import ShardingError
 from sharding_core.searching.compiling import Job
 from sharding_core.searching.space import Grid
 from tests import search_models
-from tests.plugins.live import Server, start, stop
+from tests.plugins.live import Server, two_replicas
 from tests.plugins.postgres import Postgres
 
 DEVICES = "tpu:v5p:2x2x2"
 SILENCE = 3
+SEARCHING = {"max_search_workers": 1, "max_kernel_job_silence_seconds": SILENCE}
 MODEL = Path(search_models.__file__).read_text()
 
 
@@ -155,18 +156,8 @@ def test_a_search_needs_the_token_of_a_server_started_with_one(make_client: Any)
 
 @pytest.fixture(scope="module")
 def replicas(postgres: Postgres, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Server]]:
-    tmp = tmp_path_factory.mktemp("search-replicas")
-    url = postgres.fresh_url()
-    settings = {"max_search_workers": 1, "max_kernel_job_silence_seconds": SILENCE}
-    a = start(url, tmp / "a.log", settings)  # type: ignore[arg-type]
-    try:
-        b = start(url, tmp / "b.log", settings)  # type: ignore[arg-type]
-    except BaseException:
-        stop(a)
-        raise
-    yield a, b
-    stop(a)
-    stop(b)
+    with two_replicas(postgres.fresh_url(), tmp_path_factory.mktemp("search-replicas"), SEARCHING) as both:
+        yield both
 
 
 def local(**options: Any) -> dict[str, Any]:
@@ -212,12 +203,8 @@ def test_a_search_on_a_server_needs_fn_in_a_file() -> None:
 def test_a_replica_killed_while_it_compiles_loses_nothing(
     postgres: Postgres, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    tmp = tmp_path_factory.mktemp("search-kill")
     url = postgres.fresh_url()
-    settings = {"max_search_workers": 1, "max_kernel_job_silence_seconds": SILENCE}
-    a = start(url, tmp / "a.log", settings)  # type: ignore[arg-type]
-    b = start(url, tmp / "b.log", settings)  # type: ignore[arg-type]
-    try:
+    with two_replicas(url, tmp_path_factory.mktemp("search-kill"), SEARCHING) as (a, b):
         out: dict[str, Any] = {}
 
         def run() -> None:
@@ -231,7 +218,8 @@ def test_a_replica_killed_while_it_compiles_loses_nothing(
         compiling: dict[int, str] = {}
         deadline = time.monotonic() + 120
         while len(set(compiling.values())) < 2 and time.monotonic() < deadline:  # both replicas hold a candidate
-            compiling = _compiling(url)
+            compiling = {int(i): str(o) for i, o in _rows(url, "SELECT idx, owner FROM search_jobs WHERE state = "
+                                                               "'compiling'")}  # fmt: skip
             time.sleep(0.05)
         assert len(set(compiling.values())) == 2, compiling
         os.kill(b.proc.pid, signal.SIGKILL)
@@ -241,28 +229,16 @@ def test_a_replica_killed_while_it_compiles_loses_nothing(
         result = out["result"]
         assert result["compiled"] == result["enumerated"]
         # the killed replica's candidate was queued again and compiled by the survivor
-        moved = [i for i, owner in compiling.items() if _answered_by(url, i) != owner]
-        assert len(moved) == 1, compiling
-    finally:
-        stop(a)
-        stop(b)
+        answered = {int(i): str(o) for i, o in _rows(url, "SELECT idx, owner FROM search_jobs WHERE state = 'done'")}
+        moved = [i for i, owner in compiling.items() if answered.get(i) != owner]
+        assert len(moved) == 1, (compiling, answered)
 
 
-def _compiling(url: str) -> dict[int, str]:
+def _rows(url: str, sql: str) -> list[Any]:
+    """Rows of the replicas' store, read as they see it."""
     store = open_store(url)
     store.open()
     try:
-        rows = store._read("SELECT idx, owner FROM search_jobs WHERE state = 'compiling'", ())
-        return {int(i): str(o) for i, o in rows}
-    finally:
-        store.close()
-
-
-def _answered_by(url: str, index: int) -> str | None:
-    store = open_store(url)
-    store.open()
-    try:
-        rows = store._read("SELECT owner FROM search_jobs WHERE idx = ? AND state = 'done'", (index,))
-        return str(rows[0][0]) if rows else None
+        return store._read(sql, ())
     finally:
         store.close()

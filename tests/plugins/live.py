@@ -124,6 +124,21 @@ def listening_port(log: Path, offset: int = 0) -> int | None:
     return int(found[1]) if found else None
 
 
+@contextlib.contextmanager
+def two_replicas(db: str, directory: Path, settings: dict[str, int]) -> Iterator[tuple[Server, Server]]:
+    """Two real servers on one store (``db``: a PostgreSQL URL), stopped when the block ends (the first too when
+    the second does not start)."""
+    a = start(db, directory / "a.log", settings)  # type: ignore[arg-type]
+    try:
+        b = start(db, directory / "b.log", settings)  # type: ignore[arg-type]
+        try:
+            yield a, b
+        finally:
+            stop(b)
+    finally:
+        stop(a)
+
+
 def stop(srv: Server) -> None:
     if srv.proc.poll() is None:
         end(srv.proc)
