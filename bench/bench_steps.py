@@ -13,7 +13,7 @@ Big: each run is a full training step compiled for libtpu's compile-only topolog
 
 Run (about an hour on a quiet 2-core machine; each compile 1-5 CPU minutes)::
 
-    .venv/bin/python bench/bench_steps.py compile [--only RUN_ID ...]
+    .venv/bin/python bench/bench_steps.py compile [--only RUN_ID ...] [--schedule-only | --reduced]
     .venv/bin/python bench/bench_steps.py facts
     .venv/bin/python bench/bench_steps.py fit
 """
@@ -39,12 +39,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from sharding_core.cost import runs as R  # noqa: E402
+from sharding_core.program.early import EARLY_FILE, placed_bytes  # noqa: E402
 
 CACHE = ROOT / "build" / "run-hlo"
 FACTS = ROOT / "bench" / "run_facts.json.gz"
 MEMRUN = "/work/bin/memrun"
-# Reduced copies (the scanned layer identical, fewer of them) the tests recompile and compare.
-REDUCED = {"recipes-llama3.1-8b-v6e-8": 2, "maxtext2023-16b-v5e-256-x1": 2}
+# Reduced copies (the scanned layer identical, two of them), compiled both schedule-only and to the end: ``fit``
+# checks that the two read the same schedule and collectives (one per generation; the 8B v6e recipe's copy, with
+# its host-offload flags, did not finish a full compile in 20 CPU minutes here).
+REDUCED = {"maxtext2023-16b-v5e-256-x1": 2, "maxtext2023-32b-v5p-128-x1": 2, "recipes-llama2-70b-v6e-256-bs4": 2}
 
 
 def config_of(run: R.Run, layers: int | None = None) -> Any:
@@ -86,7 +89,6 @@ def build(run: R.Run, layers: int | None = None) -> tuple[Any, Any, Any]:
 FULL = ("recipes-llama2-70b-v6e-256-bs4", "maxtext-llama2-70b-v5p-512")
 """Runs also compiled to the end (XLA's memory_analysis: does the plan fit where the run ran?); every run is
 compiled until libtpu has written its scheduled HLO (:func:`scheduled_hlo`)."""
-_SCHEDULED = "after_optimizations_after_buffer_assignment.txt"
 
 
 def scheduled_hlo(lowered: Any, timeout: float = 7200.0) -> tuple[str | None, int | None, BaseException | None]:
@@ -117,11 +119,11 @@ def scheduled_hlo(lowered: Any, timeout: float = 7200.0) -> tuple[str | None, in
     last = -1
     try:
         while time.monotonic() < deadline:
-            found = sorted(dump.glob(f"*{_SCHEDULED}"))
+            found = sorted(dump.glob(f"*{EARLY_FILE}"))
             if found:
                 size = found[0].stat().st_size
                 if size == last:
-                    return found[0].read_text(), buffer_bytes(dump), None
+                    return found[0].read_text(), placed_bytes(dump), None
                 last = size
             elif error or not thread.is_alive():
                 return None, None, error[0] if error else RuntimeError("the compile ended without its scheduled HLO")
@@ -129,18 +131,6 @@ def scheduled_hlo(lowered: Any, timeout: float = 7200.0) -> tuple[str | None, in
         return None, None, TimeoutError(f"no scheduled HLO after {timeout:.0f} s")
     finally:
         shutil.rmtree(dump, ignore_errors=True)
-
-
-def buffer_bytes(dump: Path) -> int | None:
-    """The bytes XLA's buffer assignment allocates in HBM (``Total bytes`` of the default memory space in its
-    memory-usage report): arguments, outputs and temporaries as placed, what must fit in the chip's HBM."""
-    import re
-
-    for path in sorted(dump.glob("*memory-usage-report.txt")):
-        m = re.search(r"Memory Space: default \(color=0\)\s*\nTotal bytes: (\d+)", path.read_text())
-        if m:
-            return int(m.group(1))
-    return None
 
 
 def argument_bytes(args: Any) -> int:
@@ -209,15 +199,18 @@ def compile_one(run_id: str, cache: Path, layers: int | None, full: bool) -> Non
     os._exit(0)  # a schedule-only compile's thread is still generating code: stop the process here
 
 
-def jobs(only: list[str]) -> list[tuple[R.Run, int | None, bool]]:
+def jobs(only: list[str], reduced: bool = False, full: bool = True) -> list[tuple[R.Run, int | None, bool]]:
     """(run, layers, full) to compile: every reproducible run schedule-only; the ``FULL`` runs and the reduced copies
-    also to the end (their memory, and the check that a schedule-only compile gives the full compile's schedule)."""
-    runs = [r for r in R.RUNS if r.not_compiled is None and (not only or r.id in only)]
+    also to the end (their memory, and the check that a schedule-only compile gives the full compile's schedule).
+    ``reduced``: the reduced copies only; ``full=False``: no compile to the end."""
+    runs = [r for r in R.RUNS if r.not_compiled is None and (not only or r.id in only) and not reduced]
     out: list[tuple[R.Run, int | None, bool]] = [(r, None, False) for r in runs]
     out += [(r, None, True) for r in runs if r.id in FULL]
     for i, n in REDUCED.items():
         if not only or i in only:
             out += [(R.BY_ID[i], n, False), (R.BY_ID[i], n, True)]
+    if not full:
+        out = [t for t in out if not t[2]]
     # schedule-only compiles first (seconds each), the small ones first; full compiles (minutes to hours) last
     return sorted(out, key=lambda t: (t[2], t[0].chips, t[0].id, t[1] or 0))
 
@@ -226,9 +219,10 @@ def job_name(run: R.Run, layers: int | None, full: bool) -> str:
     return run.id + (f"-L{layers}" if layers else "") + ("-full" if full else "")
 
 
-def compile_all(cache: Path, only: list[str], force: bool, cap: str, timeout: float) -> None:
+def compile_all(cache: Path, only: list[str], force: bool, cap: str, timeout: float, reduced: bool = False,
+                schedule_only: bool = False) -> None:  # fmt: skip
     cache.mkdir(parents=True, exist_ok=True)
-    for run, layers, full in jobs(only):
+    for run, layers, full in jobs(only, reduced, full=not schedule_only):
         name = job_name(run, layers, full)
         if (cache / f"{name}.json").exists() and not force:
             continue
@@ -259,6 +253,8 @@ def main() -> None:
     c.add_argument("--force", action="store_true")
     c.add_argument("--cap", default="8G", help="memory cap per compile (memrun)")
     c.add_argument("--timeout", type=float, default=3600.0)
+    c.add_argument("--reduced", action="store_true", help="only the reduced copies, schedule-only and to the end")
+    c.add_argument("--schedule-only", action="store_true", help="no compile to the end")
     one = sub.add_parser("_one")
     one.add_argument("run")
     one.add_argument("--layers", type=int)
@@ -273,7 +269,7 @@ def main() -> None:
     if args.cmd == "_one":
         compile_one(args.run, args.cache, args.layers, args.full)
     elif args.cmd == "compile":
-        compile_all(args.cache, args.only, args.force, args.cap, args.timeout)
+        compile_all(args.cache, args.only, args.force, args.cap, args.timeout, args.reduced, args.schedule_only)
     elif args.cmd == "facts":
         from bench.step_facts import write_facts
 

@@ -64,11 +64,14 @@ class _Cost:
 
 
 def write_facts(cache: Path, out: Path = FACTS) -> None:
+    """Each cached compile's facts into ``out``; the compiles ``out`` already holds and the cache lacks are kept
+    (a cache with some runs recompiled updates those rows only)."""
     names = sorted(p.name.removesuffix(".json") for p in cache.glob("*.json"))
-    rows = []
+    kept = {r["name"]: r for r in load(out)} if out.exists() else {}
     for name in names:
-        rows.append(run_facts(cache, name))
+        kept[name] = run_facts(cache, name)
         print(f"{name}: read", flush=True)
+    rows = [kept[n] for n in sorted(kept)]
     data = {"runs": rows, "note": "bench/bench_steps.py facts; compiled facts only, no estimates"}
     out.write_bytes(gzip.compress(json.dumps(data, separators=(",", ":")).encode(), 9))
     print(f"wrote {out} ({out.stat().st_size / 1e6:.2f} MB, {len(rows)} compiles)")
@@ -160,12 +163,31 @@ def report(path: Path = FACTS) -> str:
         lines.append(f"{split}: {s}")
     loso = step_fit.leave_one_source_out(preps, lambda p: p.split == R.TRAIN)
     lines.append(f"leave-one-source-out (training sources): {step_fit.summary(loso)}")
-    for name, f in rows.items():
-        base = name.removesuffix("-full")
-        if name.endswith("-full") and base in rows:
-            same = normalized(f) == normalized(rows[base])
-            lines.append(f"schedule-only compile of {base}: {'as compiled to the end' if same else 'DIFFERS'}")
+    lines += [schedule_only_check(rows[name.removesuffix("-full")], f) for name, f in rows.items()
+              if name.endswith("-full") and name.removesuffix("-full") in rows]  # fmt: skip
     return "\n".join(lines)
+
+
+def schedule_only_check(early: dict[str, Any], full: dict[str, Any]) -> str:
+    """One run compiled schedule-only and to the end: whether the two read the same schedule and collectives (and so
+    the same expected step), and the bytes the buffer assignment placed against XLA's final peak."""
+    from sharding_core.units import fmt_bytes, fmt_seconds
+
+    def key(c: dict[str, Any]) -> tuple[Any, ...]:
+        return c["op"], c["bytes"], c.get("repeat"), str(c["groups"])
+
+    same = normalized(early) == normalized(full) and sorted(map(key, early["collectives"])) == sorted(
+        map(key, full["collectives"])
+    )
+    steps = [(planned(f)["plan"].get("step_time") or {}).get("expected_seconds") for f in (early, full)]
+    placed, peak = early.get("buffer_assignment_bytes"), (full.get("memory") or {}).get("peak_memory_in_bytes")
+    seconds = [(f.get("compile") or {}).get("compile_seconds") or 0.0 for f in (early, full)]
+    return (
+        f"schedule-only compile of {early['name']}: {'as compiled to the end' if same else 'DIFFERS'} "
+        f"({len(full['collectives'])} collectives; expected {' / '.join(fmt_seconds(s) for s in steps if s)}; "
+        f"placed {fmt_bytes(placed) if placed else '?'}, XLA's peak {fmt_bytes(peak) if peak else '?'}; "
+        f"compiled in {seconds[0]:.0f} s against {seconds[1]:.0f} s)"
+    )
 
 
 def scoreboard(plans: dict[str, dict[str, Any]], scored: dict[str, Any]) -> list[str]:

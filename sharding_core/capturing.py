@@ -44,11 +44,16 @@ from sharding_core.planning.program import (
     Planned,
     argument_names,
     explain_planned,
+    function_name,
     mesh_axes,
     plan_program,
     program_reading,
+    reading_for,
 )
-from sharding_core.program.report import LOCAL
+from sharding_core.planning.program import planned as planned_of
+from sharding_core.program import early
+from sharding_core.program.compile import Program, lower
+from sharding_core.program.report import LOCAL, read_report
 from sharding_core.program.targets import target_of
 from sharding_core.program.values import spec_axes_by_dim
 from sharding_core.searching import run as searching
@@ -257,7 +262,7 @@ def program_snapshot(
             _name_fixes(snap)
     snap = snapshot_with_estimates(snap)
     if check_fixes and planned.mesh is not None:
-        checked_constraint_fixes(snap, f, args, kwargs, planned.mesh)
+        checked_constraint_fixes(snap, f, args, kwargs, planned.mesh, planned.program)
     return snap
 
 
@@ -279,31 +284,55 @@ MAX_CONSTRAINT_CANDIDATES = 3
 
 
 def checked_constraint_fixes(snap: dict[str, Any], f: Any, args: Sequence[Any], kwargs: Mapping[str, Any],
-                             mesh: Any) -> None:  # fmt: skip
+                             mesh: Any, program: Program | None = None) -> None:  # fmt: skip
     """Checks each finding's ``with_sharding_constraint`` fix by recompiling (:mod:`sharding_core.findings.
-    constraints`): at up to :data:`MAX_CONSTRAINT_CANDIDATES` lines, ranked by step time and peak together (the sum
-    of their ratios to the program's own: a fix that halves the step but doubles the peak is no better than none);
-    the best gives the fix its line, the collective bytes, step time and peak after."""
+    constraints`): at up to :data:`MAX_CONSTRAINT_CANDIDATES` lines, ranked by step time and memory together (the
+    sum of their ratios to the program's own: a fix that halves the step but doubles the memory is no better than
+    none); the best gives the fix its line, the collective bytes, step time and memory after.
+
+    On a compile-only TPU set the candidates compile at once, each until libtpu has scheduled and placed it
+    (:mod:`sharding_core.program.early`: the schedule and collectives the full compile has, in seconds rather than
+    minutes); their memory is the bytes the buffer assignment placed (``placed_after``, ranked against the
+    program's own ``placed``), XLA's final peak is not read (``peak_after`` null). Elsewhere each is compiled in
+    full (``peak_after``: XLA's peak). ``program``: the program's own compile (its donations, its placed bytes)."""
     base = _figures(snap)
+    base["placed"] = program.placed if program is not None else None
+    donated = _donated(program)
+    early_ok = _early_target(mesh) and base["placed"] is not None
     for finding in snap.get("findings") or ():
         fix = finding.get("fix") or {}
-        targets = _constraint_targets(finding, snap, mesh)
-        tried = [t for t in (_try_constraint(f, args, kwargs, t, finding["kind"]) for t in targets) if t is not None]
+        candidates = []
+        for target in _constraint_targets(finding, snap, mesh):
+            try:
+                fixed, hits = constrained(f, args, dict(kwargs), target, donated=donated)
+            except Exception:  # noqa: BLE001, S112 - a line the rewrite cannot constrain is no fix
+                continue
+            if hits:
+                candidates.append((target, fixed))
+        if early_ok:
+            assert program is not None
+            tried = _try_early(candidates, args, kwargs, mesh, finding["kind"], program)
+        else:
+            tried = [t for t in (_try_constraint(fx, args, kwargs, target, finding["kind"])
+                                 for target, fx in candidates) if t is not None]  # fmt: skip
         if not tried:
             continue
         best = min(tried, key=lambda t: _score(t, base))
         target, after = best
         line = target.line
         spec = canonical_spec(target.sharding.spec)
+        how = "scheduled by libtpu, before code generation" if after.get("early") else "recompiled"
         fix.update(
             line=line,
             spec=spec,
             text=f"x = jax.lax.with_sharding_constraint(x, {spec}) after line {line} (x: the {target.shape} value made "
-            f"there; recompiled{', gone' if after['gone'] else ''}: best of {len(tried)} line(s) tried, ranked by "
-            f"step time and peak)",
+            f"there; {how}{', gone' if after['gone'] else ''}: best of {len(tried)} line(s) tried, ranked by "
+            f"step time and memory)",
             bytes_after=after["bytes"],
             expected_seconds_after=after["seconds"],
             peak_after=after["peak"],
+            placed_after=after.get("placed"),
+            placed_before=base["placed"] if after.get("early") else None,
         )
 
 
@@ -319,12 +348,36 @@ def _figures(snap: Mapping[str, Any]) -> dict[str, Any]:
 def _score(tried: tuple[Any, dict[str, Any]], base: Mapping[str, Any]) -> float:
     after = tried[1]
     score = 0.0
-    for key in ("seconds", "peak", "bytes"):
+    for key in ("seconds", "placed" if after.get("early") else "peak", "bytes"):
         if after.get(key) is not None and base.get(key):
             score += float(after[key]) / float(base[key])
             if key == "seconds":
-                break  # with a step time, bytes are in it: time and peak rank
+                break  # with a step time, bytes are in it: time and memory rank
     return score
+
+
+def _donated(program: Program | None) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """The positional arguments and keyword arguments the program donates (a fix keeps them donated: its memory
+    is then the program's own plus what the fix changes)."""
+    import jax
+
+    if program is None:
+        return (), ()
+    args, kwargs = program.lowered.args_info
+
+    def whole(info: Any) -> bool:
+        leaves = jax.tree.leaves(info)
+        return bool(leaves) and all(bool(getattr(x, "donated", False)) for x in leaves)
+
+    return tuple(i for i, a in enumerate(args) if whole(a)), tuple(k for k, a in dict(kwargs).items() if whole(a))
+
+
+def _early_target(mesh: Any) -> bool:
+    """Whether a fix's compile may stop before code generation: a compile-only TPU set (libtpu's)."""
+    from sharding_core.program.targets import target_of
+
+    target = target_of(mesh.devices.flat[0]) if mesh is not None else None
+    return target is not None and target.devset.platform == "tpu" and target.devset.simulated
 
 
 def _constraint_targets(finding: Mapping[str, Any], snap: Mapping[str, Any], mesh: Any) -> list[Any]:
@@ -350,20 +403,48 @@ def _spec_entries(spec: str) -> list[Any]:
     return [None if not d else d[0] if len(d) == 1 else tuple(d) for d in spec_axes_by_dim(spec)]
 
 
-def _try_constraint(f: Any, args: Sequence[Any], kwargs: Mapping[str, Any], target: Any,
+def _try_constraint(fixed: Any, args: Sequence[Any], kwargs: Mapping[str, Any], target: Any,
                     kind: str) -> tuple[Any, dict[str, Any]] | None:  # fmt: skip
-    """The program with the constraint, compiled: its figures, and whether the finding is gone (None: nothing to
-    constrain at that line, or the rewrite or its compile failed)."""
+    """The program with the constraint, compiled: its figures, and whether the finding is gone (None: its compile
+    failed)."""
     try:
-        fixed, hits = constrained(f, args, dict(kwargs), target)
-        if not hits:
-            return None
         snap = program_snapshot(fixed, args, kwargs, detailed=False)
     except Exception:  # noqa: BLE001 - a candidate that does not compile is no fix
         return None
     figures = _figures(snap)
     figures["gone"] = not any(x.get("kind") == kind for x in snap.get("findings") or ())
     return target, figures
+
+
+def _try_early(candidates: Sequence[tuple[Any, Any]], args: Sequence[Any], kwargs: Mapping[str, Any], mesh: Any,
+               kind: str, program: Program) -> list[tuple[Any, dict[str, Any]]]:  # fmt: skip
+    """The candidates compiled at once until libtpu has scheduled and placed them, each read as a plan reads its
+    program: figures, and whether the finding is gone. The array leaves ``program`` donates stay donated."""
+    import jax
+
+    if not candidates:
+        return []
+    donate = [i for i, a in enumerate(jax.tree.leaves(program.lowered.args_info)) if getattr(a, "donated", False)]
+    results = early.compile_early([fx for _, fx in candidates], args, dict(kwargs), mesh, donate)
+    out = []
+    for (target, fixed), got in zip(candidates, results, strict=True):
+        if got.hlo is None:
+            if got.error is not None and got.error.startswith(early.NOT_EXPORTED):  # compiled here, to the end
+                full = _try_constraint(fixed, args, kwargs, target, kind)
+                out += [full] if full is not None else []
+            continue
+        try:
+            program = lower(fixed, args, kwargs, echo=False).read_early(got.hlo, got.entering, got.placed, got.seconds)
+            report = read_report(program, reading_for(mesh))
+            planned_fix = planned_of(function_name(fixed), fixed, report, mesh, program)
+            snap = snapshot_with_estimates(planned_snapshot(planned_fix, len(args), light=True))
+        except Exception:  # noqa: BLE001, S112 - a candidate whose module cannot be read is no fix
+            continue
+        figures = _figures(snap)
+        figures.update(peak=None, placed=got.placed, early=True,
+                       gone=not any(x.get("kind") == kind for x in snap.get("findings") or ()))  # fmt: skip
+        out.append((target, figures))
+    return out
 
 
 def planned_snapshot(planned: Planned, nargs: int, *, light: bool) -> dict[str, Any]:

@@ -172,3 +172,22 @@ def test_shipped_constants_are_a_refit_on_the_training_split_alone() -> None:
         for k, p in enumerate(preps)
     ]
     assert step_fit.fit_training(scrambled) == FITTED["tpu"]
+
+
+def test_the_schedule_only_compiles_read_what_compiles_to_the_end_read() -> None:
+    """The scoreboard's runs are compiled until libtpu has written its scheduled, buffer-assigned module, not through
+    its code generation (``bench/bench_steps.py``). Reduced copies of runs on three TPU generations were compiled
+    both ways (stored beside the runs): the same schedule and collectives, so the same expected step; and the
+    bytes the buffer assignment placed — what "fits" is read from — are not below XLA's final peak."""
+    from bench.step_facts import load, planned, schedule_only_check
+
+    rows = {f["name"]: f for f in load(FACTS)}
+    pairs = [(rows[n.removesuffix("-full")], f) for n, f in rows.items() if n.endswith("-full")]
+    generations = {R.BY_ID[early["id"]].devices.split(":")[1] for early, _ in pairs}
+    assert len(pairs) >= 3 and generations >= {"v5e", "v5p", "v6e"}, sorted(rows)
+    for early, full in pairs:
+        assert early["mode"] == "schedule" and full["mode"] == "full" and early["layers"] == full["layers"]
+        assert "as compiled to the end" in schedule_only_check(early, full), schedule_only_check(early, full)
+        steps = [planned(f)["plan"]["step_time"]["expected_seconds"] for f in (early, full)]
+        assert steps[0] == steps[1] > 0
+        assert early["buffer_assignment_bytes"] >= full["memory"]["peak_memory_in_bytes"] > 0

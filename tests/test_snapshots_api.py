@@ -640,3 +640,21 @@ def test_a_search_past_its_candidate_limit_is_refused(client: TestClient, model_
     search = small_search()
     search["candidates"] = search["candidates"][1:] * (fmt.MAX_SEARCH_CANDIDATES + 1)
     assert_error(post(client, "/api/snapshots", {**model_snapshot, "search": search}), 422, "validation_error")
+
+
+def test_a_tpu_fix_with_the_bytes_it_placed_is_a_finding_the_server_takes() -> None:
+    """A finding's fix checked on a TPU set (scheduled by libtpu, not compiled to the end: issue 32) carries
+    ``placed_after`` and ``placed_before`` and no peak; the closed schema declares both, and bounds them."""
+    from pydantic import ValidationError
+
+    from server.api.schema import FindingFix
+
+    fix = {"text": "x = jax.lax.with_sharding_constraint(x, P('fsdp', None, None)) after line m.py:12",
+           "line": "m.py:12", "leaf": None, "spec": "P('fsdp', None, None)", "bytes_after": 1 << 20,
+           "expected_seconds_after": 0.04, "peak_after": None, "placed_after": 1 << 30,
+           "placed_before": 8 << 30}  # fmt: skip
+    adapter = TypeAdapter(FindingFix)
+    assert adapter.validate_python(fix) == fix
+    for bad in ({"placed_after": "1"}, {"placed_after": -1}, {"placed_before": 1.5}, {"placed_elsewhere": 1}):
+        with pytest.raises(ValidationError):
+            adapter.validate_python({**fix, **bad})

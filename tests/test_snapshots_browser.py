@@ -377,3 +377,91 @@ def test_findings_come_first_and_values_are_listed(
     shot(page, f"snapshots-12-findings-values-{width}x{height}-{scheme}")
     context.close()
     assert errors == []
+
+
+@pytest.fixture(scope="module")
+def tpu_fix(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Any]:
+    """Issue 32's naive-FSDP decoder, small, planned for ``tpu:v5p:2x2x4`` with its fixes checked (the fix scheduled
+    by libtpu, not compiled to the end): the plan, and a file holding it."""
+    import json
+
+    from sharding_core.capturing import program_snapshot
+    from sharding_core.program.targets import mesh as target_mesh
+    from tests.test_findings_fix import decoder
+
+    f, args = decoder(target_mesh("tpu:v5p:2x2x4", (16,), ("fsdp",)), d=512, seq=256, vocab=4096)
+    snap = program_snapshot(f, args, {}, detailed=False, check_fixes=True)
+    snap["name"] = "naive FSDP decoder"
+    fix = next(x["fix"] for x in snap["findings"] if x["kind"] == "batch_not_split")
+    assert fix["placed_after"] and fix["peak_after"] is None
+    path = tmp_path_factory.mktemp("tpu-fix") / "plan.json"
+    path.write_text(json.dumps(snap))
+    return snap, path
+
+
+def _placed_text(snap: dict[str, Any]) -> str:
+    fix = next(x["fix"] for x in snap["findings"] if x["kind"] == "batch_not_split")
+    return f"{_js_bytes(fix['placed_after'])} placed (from {_js_bytes(fix['placed_before'])})"
+
+
+@pytest.mark.tpu
+def test_a_tpu_fix_says_the_bytes_it_placed(
+    server: Server, browser: Browser, tpu_fix: tuple[dict[str, Any], Any]
+) -> None:
+    """The fix was scheduled by libtpu and not compiled to the end, so its card gives the step after and the bytes
+    placed, before and after, and no peak; at a desktop and a phone size, light and dark, its long file paths wrap."""
+    from tests.plugins.browser import sized_context
+
+    snap, _ = tpu_fix
+    context = sized_context(browser, 1440, 900, "light")
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(publish(snap, "naive FSDP decoder", f"http://127.0.0.1:{server.port}"))
+    loaded(page)
+    card = page.locator("[data-part=findings-section] [data-part=finding]").filter(has_text="batch_not_split")
+    expect(card).to_have_count(1)
+    expect(card.locator(".fix")).to_contain_text(_placed_text(snap))
+    expect(card.locator(".fix")).not_to_contain_text("peak")
+    for width, height in ((1440, 900), (390, 844)):
+        page.set_viewport_size({"width": width, "height": height})
+        for scheme in ("light", "dark"):
+            page.emulate_media(color_scheme=scheme)
+            expect(card).to_be_visible()
+            box = card.bounding_box()
+            assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width
+            # the card's long file paths wrap: nothing in it is wider than the window
+            widest = card.evaluate(_WIDEST)
+            assert widest <= width, (widest, width)
+            shot(page, f"snapshots-13-tpu-fix-placed-{width}x{height}-{scheme}")
+    context.close()
+    assert errors == []
+
+
+@pytest.mark.tpu
+def test_a_tpu_fix_in_jupyterlab_fits_every_size_and_theme(
+    browser: Browser, tmp_path_factory: pytest.TempPathFactory, server: Server, tpu_fix: tuple[dict[str, Any], Any]
+) -> None:
+    """The same plan shown by the notebook widget: the fix's card says the bytes placed, and nothing is wider than
+    the widget at 1440×900 and 390×844, light and dark (screenshots with the findings at the top)."""
+    from tests.notebooks.jupyter import in_every_size_and_theme, lab_notebook
+
+    snap, path = tpu_fix
+    cells = ["import json, os\nos.environ.setdefault('JAX_PLATFORMS', 'cpu')\nimport shardscope",
+             f"shardscope.show(json.load(open({str(path)!r})))"]  # fmt: skip
+    with lab_notebook(browser, tmp_path_factory, cells, {"plan": 1}, f"http://127.0.0.1:{server.port}") as nb:
+        card = nb.widget("plan").locator("[data-part=finding]").filter(has_text="batch_not_split")
+        expect(card.locator(".fix")).to_contain_text(_placed_text(snap))
+        in_every_size_and_theme(nb, ["plan"], "findings-jupyterlab-tpu-fix", parts=("findings-section",))
+        assert nb.widget_errors() == []
+
+
+_WIDEST = "c => Math.max(...[c, ...c.querySelectorAll('*')].map(e => e.getBoundingClientRect().right))"
+
+
+def _js_bytes(n: int) -> str:
+    """Bytes as the front end writes them (frontend/js/lib/format.js ``fmtBytes``)."""
+    units, v, u = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"], float(n), 0
+    while v >= 1024 and u < len(units) - 1:
+        v, u = v / 1024, u + 1
+    return f"{int(v)} B" if u == 0 else f"{v:.{2 if v < 10 else 1}f} {units[u]}"

@@ -694,6 +694,16 @@ class FindingFix(TypedDict):
     bytes_after: ByteCount
     expected_seconds_after: Annotated[float | None, Field(ge=0)]
     peak_after: ByteCount | None
+    placed_after: NotRequired[
+        Annotated[
+            ByteCount | None,
+            Field(description="A TPU set's fix, scheduled by libtpu and not compiled to the end: the bytes its "
+                  "buffer assignment placed in HBM (no peak)"),
+        ]
+    ]  # fmt: skip
+    placed_before: NotRequired[
+        Annotated[ByteCount | None, Field(description="The program's own placed bytes, beside placed_after")]
+    ]
 
 
 @with_config(CLOSED)

@@ -139,9 +139,11 @@ def _rewritable(eqn: Any) -> bool:
     return not eqn.primitive.name.startswith("custom_")
 
 
-def constrained(fn: Any, args: Sequence[Any], kwargs: dict[str, Any], target: Target) -> tuple[Callable[..., Any], int]:
-    """``fn`` (a ``jax.jit`` object or a function) with the constraint inserted, jitted, and how many values it
-    constrains (0: no value of that shape at that line: no fix)."""
+def constrained(fn: Any, args: Sequence[Any], kwargs: dict[str, Any], target: Target,
+                donated: tuple[Sequence[int], Sequence[str]] = ((), ())) -> tuple[Callable[..., Any], int]:  # fmt: skip
+    """``fn`` (a ``jax.jit`` object or a function) with the constraint inserted, jitted (donating the positional
+    and keyword arguments ``donated`` names, as ``fn`` does), and how many values it constrains (0: no value of
+    that shape at that line: no fix)."""
     import jax
 
     closed = jax.make_jaxpr(lambda *a, **k: fn(*a, **k))(*args, **kwargs)
@@ -152,6 +154,6 @@ def constrained(fn: Any, args: Sequence[Any], kwargs: dict[str, Any], target: Ta
         flat = jax.tree.leaves((a, k))
         return jax.tree.unflatten(tree, rewriter.eval(closed, flat))
 
-    traced = jax.jit(run)
+    traced = jax.jit(run, donate_argnums=tuple(donated[0]), donate_argnames=tuple(donated[1]))
     traced.trace(*args, **kwargs)  # traces now: counts the hits
     return traced, rewriter.hits

@@ -286,6 +286,11 @@ class _Reader:
             return self.collective(comp, op)
         if code in ("async-start", "async-done"):
             return self.async_op(comp, op, work)
+        if code.endswith("-done"):
+            # the end of an asynchronous op that is no collective (libtpu's `slice-start` / `slice-done`, what its
+            # code generation makes of an `async-start` / `async-done` around a slice): its start counted the
+            # transfer, as an `async-done` adds nothing — the module before code generation reads the same
+            return None
         if code == "fusion":
             inner, marker = _fused_collectives(self.module, op)
             if inner:

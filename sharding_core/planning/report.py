@@ -252,10 +252,12 @@ def render_findings(snap: Mapping[str, Any]) -> str:
         if fix:
             checked = ""
             if fix.get("expected_seconds_after") is not None or fix.get("peak_after") is not None:
-                checked = (
-                    f" (recompiled: {_b(fix.get('bytes_after'))} of collectives per step"
-                    f"{', peak ' + _b(fix['peak_after']) if fix.get('peak_after') is not None else ''})"
-                )
+                memory = ""
+                if fix.get("peak_after") is not None:
+                    memory = f", peak {_b(fix['peak_after'])}"
+                elif fix.get("placed_after") is not None:  # a TPU set's candidate, scheduled, not compiled to the end
+                    memory = f", {_b(fix['placed_after'])} placed (from {_b(fix.get('placed_before'))})"
+                checked = f" (recompiled: {_b(fix.get('bytes_after'))} of collectives per step{memory})"
             lines.append(f"    fix at {fix.get('line') or '—'}: {fix['text']}{checked}")
     return "\n".join(lines) + "\n"
 

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from sharding_core.compat import compilation_cache_disabled, input_shardings
+from sharding_core.program import early, shardy, values
 from sharding_core.program import memory as mem
-from sharding_core.program import shardy, values
 from sharding_core.program import timeline as tl
 
 MAX_LOG_LINES = 40
@@ -121,6 +121,8 @@ class Program:
     compile_seconds: float
     partitioner_input: str | None = None  # the module entering the SPMD partitioner (Options.values)
     timeline: tl.Timeline | None = None  # memory over program order, from the same dumps as ``temporaries``
+    placed: int | None = None  # the bytes XLA's buffer assignment placed in HBM (its memory-usage report), if dumped
+    early: bool = False  # ``hlo``: libtpu's module before code generation, no executable (program.early)
 
     @property
     def timings(self) -> dict[str, float]:
@@ -188,8 +190,15 @@ class Lowered:
             buffers = mem.buffer_report(directory, hlo, stats) if directory is not None and options.buffers else None
             entering = values.dump_text(str(directory)) if directory is not None and options.values else None
             timeline = _timeline(directory, hlo) if directory is not None and options.buffers else None
+            placed = early.placed_bytes(directory) if directory is not None else None
         return Program(self.fn, self.lowered, executable, self.args, self.kwargs, hlo, dump, buffers, refusal,
-                       (*self.log, *log), self.seconds, seconds, entering, timeline)  # fmt: skip
+                       (*self.log, *log), self.seconds, seconds, entering, timeline, placed)  # fmt: skip
+
+    def read_early(self, hlo: str, entering: str | None, placed: int | None, seconds: float) -> Program:
+        """This lowering as libtpu's module before code generation read it (:mod:`sharding_core.program.early`):
+        the scheduled HLO and the partitioner's input, no executable."""
+        return Program(self.fn, self.lowered, None, self.args, self.kwargs, hlo, None, None, None, self.log,
+                       self.seconds, seconds, entering, None, placed, early=True)  # fmt: skip
 
 
 def lower(fn: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | None = None, *, echo: bool = True) -> Lowered:

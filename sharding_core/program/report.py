@@ -139,10 +139,10 @@ def read_report(program: Program, reading: Reading) -> Report:
     facts, unread = _facts(program.hlo)
     hlo = program.hlo or ""
     slices = _slice_assignments(devices, reading.device_id)
-    compiled = program.executable is not None and bool(hlo)
+    compiled = (program.executable is not None or program.early) and bool(hlo)
     collectives = read_collectives(hlo, slices, reading.id_grid, reading.axis_names, facts) if compiled else []
     dcn = dcn_steps(hlo, reading.id_grid, reading.axis_names, facts) if compiled and len(slices) > 1 else []
-    work = work_facts(program.executable, facts) if program.executable is not None else None
+    work = work_facts(program.executable, facts) if compiled else None  # early: the reader's counts, no XLA's
     if work is not None and unread is not None:
         work["note"] = unread
     dump = program.shardy

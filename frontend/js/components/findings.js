@@ -22,6 +22,8 @@ function findingCard(f) {
     const after = [];
     if (fix.expected_seconds_after != null) after.push(`step ${fmtSeconds(fix.expected_seconds_after)}`);
     if (fix.peak_after != null) after.push(`peak ${fmtBytes(fix.peak_after)}`);
+    // a TPU set's candidate is scheduled by libtpu, not compiled to the end: the bytes its buffer assignment placed
+    else if (fix.placed_after != null) after.push(`${fmtBytes(fix.placed_after)} placed (from ${fmtBytes(fix.placed_before ?? 0)})`);
     if (fix.expected_seconds_after != null || fix.peak_after != null) after.push(`collectives ${fmtBytes(fix.bytes_after ?? 0)} per step`);
     card.append(h("p", { class: "fix" }, h("strong", {}, "Fix"), fix.line ? h("span", {}, " at ", el("code", "", fix.line)) : "", ": ", fix.text,
       after.length ? el("span", "muted", ` (recompiled: ${after.join(", ")})`) : ""));
