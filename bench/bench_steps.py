@@ -39,7 +39,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from sharding_core.cost import runs as R  # noqa: E402
-from sharding_core.program.early import EARLY_FILE, placed_bytes  # noqa: E402
+from sharding_core.program.early import EARLY_FILE  # noqa: E402
+from sharding_core.program.memory import placed_bytes  # noqa: E402
 
 CACHE = ROOT / "build" / "run-hlo"
 FACTS = ROOT / "bench" / "run_facts.json.gz"

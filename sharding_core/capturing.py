@@ -374,8 +374,6 @@ def _donated(program: Program | None) -> tuple[tuple[int, ...], tuple[str, ...]]
 
 def _early_target(mesh: Any) -> bool:
     """Whether a fix's compile may stop before code generation: a compile-only TPU set (libtpu's)."""
-    from sharding_core.program.targets import target_of
-
     target = target_of(mesh.devices.flat[0]) if mesh is not None else None
     return target is not None and target.devset.platform == "tpu" and target.devset.simulated
 
@@ -434,9 +432,10 @@ def _try_early(candidates: Sequence[tuple[Any, Any]], args: Sequence[Any], kwarg
                 out += [full] if full is not None else []
             continue
         try:
-            program = lower(fixed, args, kwargs, echo=False).read_early(got.hlo, got.entering, got.placed, got.seconds)
-            report = read_report(program, reading_for(mesh))
-            planned_fix = planned_of(function_name(fixed), fixed, report, mesh, program)
+            scheduled = lower(fixed, args, kwargs, echo=False).read_early(got.hlo, got.entering, got.placed,
+                                                                          got.seconds)  # fmt: skip
+            report = read_report(scheduled, reading_for(mesh))
+            planned_fix = planned_of(function_name(fixed), fixed, report, mesh, scheduled)
             snap = snapshot_with_estimates(planned_snapshot(planned_fix, len(args), light=True))
         except Exception:  # noqa: BLE001, S112 - a candidate whose module cannot be read is no fix
             continue

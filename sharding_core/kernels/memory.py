@@ -17,6 +17,8 @@ import dataclasses
 import os
 from collections.abc import Mapping
 
+from sharding_core.processes import peak_resident_bytes as peak_resident_bytes  # re-exported: the kernels' callers
+from sharding_core.processes import resident_bytes as resident_bytes
 from sharding_core.units import fmt_bytes
 
 __all__ = ["Estimate", "estimate", "peak_resident_bytes", "physical_ram", "resident_bytes"]
@@ -73,24 +75,3 @@ def physical_ram() -> int:
         if text.isdigit() and 0 < int(text) < total:
             total = int(text)
     return total
-
-
-def _status_field(pid: int | str, field: str) -> int | None:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError):
-        return None
-    return None
-
-
-def resident_bytes(pid: int | str = "self") -> int | None:
-    """A process's resident memory (VmRSS) in bytes; None where /proc does not tell (not Linux, gone)."""
-    return _status_field(pid, "VmRSS")
-
-
-def peak_resident_bytes(pid: int | str = "self") -> int | None:
-    """A process's peak resident memory so far (VmHWM) in bytes; None where /proc does not tell."""
-    return _status_field(pid, "VmHWM")

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from sharding_core.compat import compilation_cache_disabled, input_shardings
-from sharding_core.program import early, shardy, values
 from sharding_core.program import memory as mem
+from sharding_core.program import shardy, values
 from sharding_core.program import timeline as tl
 
 MAX_LOG_LINES = 40
@@ -190,7 +190,7 @@ class Lowered:
             buffers = mem.buffer_report(directory, hlo, stats) if directory is not None and options.buffers else None
             entering = values.dump_text(str(directory)) if directory is not None and options.values else None
             timeline = _timeline(directory, hlo) if directory is not None and options.buffers else None
-            placed = early.placed_bytes(directory) if directory is not None else None
+            placed = mem.placed_bytes(directory) if directory is not None else None
         return Program(self.fn, self.lowered, executable, self.args, self.kwargs, hlo, dump, buffers, refusal,
                        (*self.log, *log), self.seconds, seconds, entering, timeline, placed)  # fmt: skip
 

@@ -27,7 +27,6 @@ import contextlib
 import dataclasses
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,15 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+
+from sharding_core.devices import devices_of_key
+from sharding_core.processes import PARENT_ENV, die_with_parent, resident_bytes
+from sharding_core.program import values
+from sharding_core.program.memory import is_memory_refusal, placed_bytes
+from sharding_core.program.targets import set_target, target_of
+from sharding_core.units import fmt_bytes
 
 EARLY_FILE = "after_optimizations_after_buffer_assignment.txt"
 """The module libtpu writes after its HLO passes, before code generation."""
@@ -46,7 +54,6 @@ MAX_EARLY_MEMORY = 4 * 2**30
 POLL_S = 0.05
 NOT_EXPORTED = "could not export the program"
 """How an :class:`Early` whose program :mod:`jax.export` refused (a host callback) begins its error."""
-_PLACED = re.compile(r"Memory Space: default \(color=0\)\s*\nTotal bytes: (\d+)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,23 +68,11 @@ class Early:
     seconds: float
 
 
-def placed_bytes(directory: str | Path) -> int | None:
-    """The bytes XLA's buffer assignment places in HBM (``Total bytes`` of the default memory space in its
-    memory-usage report): arguments, outputs and temporaries as placed, what must fit in the chip's HBM."""
-    for path in sorted(Path(directory).glob("*memory-usage-report.txt")):
-        m = _PLACED.search(path.read_text(errors="replace"))
-        if m:
-            return int(m.group(1))
-    return None
-
-
 def compile_early(fns: Sequence[Any], args: Sequence[Any], kwargs: dict[str, Any], mesh: Any,
                   donated: Sequence[int]) -> list[Early]:  # fmt: skip
     """Each of ``fns`` (jitted functions of the same arguments) compiled for ``mesh``'s compile-only TPU devices
     until libtpu has scheduled and placed it, all at once in child processes. ``donated``: the indices of the
     argument leaves (``jax.tree.leaves((args, kwargs))``) the program donates."""
-    from sharding_core.program.targets import target_of
-
     target = target_of(mesh.devices.flat[0])
     if target is None or target.devset.platform != "tpu" or not target.devset.simulated:
         raise ValueError("an early compile is for a compile-only TPU set")
@@ -120,8 +115,6 @@ def _export(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> bytes:
 
 
 def _start(work: Path) -> subprocess.Popen[bytes]:
-    from sharding_core.searching.worker import PARENT_ENV
-
     env = {**os.environ, "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"), PARENT_ENV: str(os.getpid())}
     log = (work / "log.txt").open("wb")
     try:
@@ -134,9 +127,6 @@ def _start(work: Path) -> subprocess.Popen[bytes]:
 
 
 def _wait(proc: subprocess.Popen[bytes] | None, work: Path, t0: float, error: str | None) -> Early:
-    from sharding_core.kernels.memory import resident_bytes
-    from sharding_core.units import fmt_bytes
-
     if proc is None:
         return Early(None, None, None, error, 0.0)
     out = work / "out.json"
@@ -166,8 +156,6 @@ def _wait(proc: subprocess.Popen[bytes] | None, work: Path, t0: float, error: st
 def main(work: Path) -> None:
     """In the child: compile the exported program of ``work/spec.json`` and write what the early dump says to
     ``work/out.json``, then exit without waiting for code generation."""
-    from sharding_core.searching.worker import die_with_parent
-
     die_with_parent()
     out = work / "out.json"
     try:
@@ -183,13 +171,6 @@ def main(work: Path) -> None:
 
 def _compile_spec(spec: dict[str, Any], dump: Path) -> dict[str, Any]:
     import jax
-    import numpy as np
-
-    from sharding_core.devices import devices_of_key
-    from sharding_core.program import values
-    from sharding_core.program.memory import is_memory_refusal
-    from sharding_core.program.targets import set_target
-    from sharding_core.program.values import PARTITIONER_PASS
 
     by_id = set_target(devices_of_key(spec["devices"])).by_id
     grid = np.array([by_id[i] for i in spec["ids"]], dtype=object).reshape(spec["shape"])
@@ -201,11 +182,12 @@ def _compile_spec(spec: dict[str, Any], dump: Path) -> dict[str, Any]:
                  donate_argnums=tuple(spec["donate"]))  # fmt: skip
     lowered = fn.lower(*avals)
     dump.mkdir()
+    options = {"xla_dump_to": str(dump), "xla_dump_hlo_pass_re": values.PARTITIONER_PASS}
     error: list[BaseException] = []
 
     def run() -> None:
         try:
-            lowered.compile(compiler_options={"xla_dump_to": str(dump), "xla_dump_hlo_pass_re": PARTITIONER_PASS})
+            lowered.compile(compiler_options=options)
         except BaseException as e:  # noqa: BLE001 - read below
             error.append(e)
 

@@ -582,3 +582,16 @@ def over_capacity(
     out["advice"] = advice(out, plan.get("arguments"), mesh_axes, donated=donated, devices=devices,
                            temp_bytes=int(stats.get("temp_size_in_bytes") or 0))  # fmt: skip
     return out
+
+
+_PLACED = re.compile(r"Memory Space: default \(color=0\)\s*\nTotal bytes: (\d+)")
+
+
+def placed_bytes(directory: str | Path) -> int | None:
+    """The bytes XLA's buffer assignment places in HBM (``Total bytes`` of the default memory space in its
+    memory-usage report): arguments, outputs and temporaries as placed, what must fit in the chip's HBM."""
+    for path in sorted(Path(directory).glob("*memory-usage-report.txt")):
+        m = _PLACED.search(path.read_text(errors="replace"))
+        if m:
+            return int(m.group(1))
+    return None

@@ -7,11 +7,9 @@ on Linux the kernel stops it when its parent goes (:func:`die_with_parent`)."""
 
 from __future__ import annotations
 
-import ctypes
 import importlib.util
 import json
 import os
-import signal
 import sys
 import traceback
 from collections.abc import Callable
@@ -19,25 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from sharding_core.errors import ShardingError
+from sharding_core.processes import PARENT_ENV as PARENT_ENV  # the pool names its workers' parent by it
+from sharding_core.processes import die_with_parent
 from sharding_core.searching.compiling import Job, compile_job
-
-PARENT_ENV = "SHARDSCOPE_SEARCH_PARENT"
-"""The environment variable naming the pid of the process that started the worker."""
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
-
-
-def die_with_parent() -> None:
-    """On Linux, asks the kernel to kill this worker when the thread that started it ends — its search's slot, or
-    the whole search killed (``kill -9``, a terminal closed): a compile then never outlives its search, nor the
-    memory bound only its parent enforces (one did: a killed bench left two workers compiling for minutes).
-    Elsewhere the worker ends at its next read of standard input."""
-    if not sys.platform.startswith("linux"):
-        return
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    parent = os.environ.get(PARENT_ENV, "")
-    if parent.isdigit() and os.getppid() != int(parent):  # it was gone before the request above
-        os._exit(1)
 
 
 def load(path: str, name: str) -> Callable[..., Any]:
